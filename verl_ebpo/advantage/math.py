@@ -1,0 +1,187 @@
+"""EBPO's math: pure functions over tensors, no verl, no state.
+
+Notation (paper, Algorithm 1):
+    r_i          outcome score of answer i (sum of its token-level rewards over its response mask)
+    m_q          mean score of the valid answers of prompt q (its "group"), G_q of them
+    mu_glob      running mean of all scores seen           (Welford accumulator W_r)
+    sigma2       running population variance of all scores (W_r)
+    tau2         running population variance of the group means m_q (W_mu)
+    S_q          = (sigma2 / G_q) / (sigma2 / G_q + tau2), or 1 when that denominator <= epsilon
+    V_q          = (1 - S_q) * m_q + S_q * mu_glob
+    raw_i        = r_i - V_q(i)
+
+Everything that accumulates statistics is float64. No Python loop runs over rows or groups.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+import torch
+
+NORMALIZE_MODES = ("batch", "center", "none")
+
+
+@dataclass(frozen=True)
+class Moments:
+    """Weighted Welford moments of a set of observations: total weight, mean, sum of squared deviations."""
+
+    weight: float = 0.0
+    mean: float = 0.0
+    m2: float = 0.0
+
+    @property
+    def variance(self) -> float:
+        """Population variance m2 / weight (0 for an empty accumulator)."""
+        return self.m2 / self.weight if self.weight > 0 else 0.0
+
+
+def moments_of(values: torch.Tensor) -> Moments:
+    """Two-pass float64 moments of a 1-D tensor `values` (k,). Empty -> Moments()."""
+    if values.numel() == 0:
+        return Moments()
+    v = values.to(torch.float64)
+    mean = v.mean()
+    m2 = torch.sum((v - mean) ** 2)
+    return Moments(float(values.numel()), float(mean), float(m2))
+
+
+def merge_moments(acc: Moments, batch: Moments, decay: float = 1.0) -> Moments:
+    """Chan/Welford parallel merge of `batch` into `acc`, after scaling acc's weight and m2 by `decay`.
+
+    decay = 1 is plain Welford: merging batches one after another gives the moments of everything seen.
+    decay < 1 forgets old observations geometrically (an exponentially weighted prior).
+    """
+    if batch.weight <= 0:
+        return acc
+    w_old, m2_old = acc.weight * decay, acc.m2 * decay
+    w_new = w_old + batch.weight
+    delta = batch.mean - acc.mean
+    mean = acc.mean + delta * (batch.weight / w_new)
+    m2 = m2_old + batch.m2 + delta * delta * (w_old * batch.weight / w_new)
+    return Moments(w_new, mean, m2)
+
+
+def group_ids(index) -> torch.Tensor:
+    """Map group labels to contiguous ids.
+
+    Args:
+        index: (bs,) labels -- numpy array (verl passes `uid` as an object array of strings), list or tensor.
+    Returns:
+        LongTensor (bs,) with values in [0, n_groups).
+    """
+    if isinstance(index, torch.Tensor):
+        labels = index.detach().cpu().numpy().reshape(-1)
+    else:
+        labels = np.asarray(index).reshape(-1)
+    if labels.dtype == object:
+        # uids are strings; np.unique sorts, so give it one comparable type.
+        labels = labels.astype(str)
+    _, inverse = np.unique(labels, return_inverse=True)
+    return torch.from_numpy(inverse.reshape(-1).astype(np.int64))
+
+
+@dataclass(frozen=True)
+class GroupStats:
+    """Per-group sufficient statistics of the valid rows of one batch (shapes: n = number of ids)."""
+
+    gid: torch.Tensor  # (bs,) long, group id of each row
+    count: torch.Tensor  # (n,) float64, valid rows per group (G_q)
+    mean: torch.Tensor  # (n,) float64, m_q (0 where count == 0)
+    all_equal: torch.Tensor  # (n,) bool, every valid score of the group is the same
+    present: torch.Tensor  # (n,) bool, the group has at least one valid row
+
+
+def group_stats(scores: torch.Tensor, valid: torch.Tensor, gid: torch.Tensor) -> GroupStats:
+    """Group means over valid rows.
+
+    Args:
+        scores: (bs,) float64 scores (values of invalid rows are ignored; may be non-finite there).
+        valid: (bs,) bool.
+        gid: (bs,) long group ids in [0, n).
+    """
+    n = int(gid.max()) + 1 if gid.numel() else 0
+    w = valid.to(torch.float64)
+    s = torch.where(valid, scores, torch.zeros((), dtype=torch.float64))
+    count = torch.zeros(n, dtype=torch.float64).index_add_(0, gid, w)
+    total = torch.zeros(n, dtype=torch.float64).index_add_(0, gid, s)
+    present = count > 0
+    mean = torch.where(present, total / count.clamp_min(1.0), torch.zeros((), dtype=torch.float64))
+    big = torch.finfo(torch.float64).max
+    hi = torch.full((n,), -big, dtype=torch.float64).scatter_reduce_(
+        0, gid, torch.where(valid, s, torch.full_like(s, -big)), reduce="amax"
+    )
+    lo = torch.full((n,), big, dtype=torch.float64).scatter_reduce_(
+        0, gid, torch.where(valid, s, torch.full_like(s, big)), reduce="amin"
+    )
+    return GroupStats(gid=gid, count=count, mean=mean, all_equal=present & (hi == lo), present=present)
+
+
+def shrinkage(count: torch.Tensor, sigma2: float, tau2: float, epsilon: float) -> torch.Tensor:
+    """S_q = (sigma2 / G_q) / (sigma2 / G_q + tau2); S_q = 1 where the denominator <= epsilon.
+
+    Args:
+        count: (n,) float64 group sizes G_q (entries <= 0 give S = 1; callers ignore those groups).
+    Returns:
+        (n,) float64 in [0, 1].
+    """
+    noise = sigma2 / count.clamp_min(1.0)
+    denom = noise + tau2
+    safe = denom > epsilon
+    return torch.where(safe, noise / torch.where(safe, denom, torch.ones_like(denom)), torch.ones_like(denom))
+
+
+def shrunk_baseline(group_mean: torch.Tensor, s: torch.Tensor, mu_glob: float) -> torch.Tensor:
+    """V_q = (1 - S_q) * m_q + S_q * mu_glob, all (n,) float64."""
+    return (1.0 - s) * group_mean + s * mu_glob
+
+
+def normalize_advantage(raw: torch.Tensor, valid: torch.Tensor, mode: str, epsilon: float) -> torch.Tensor:
+    """Batch-level normalization of raw advantages over the valid rows.
+
+    Args:
+        raw: (bs,) float64. valid: (bs,) bool.
+        mode: "batch" -> (raw - mean) / (std_unbiased + epsilon); "center" -> raw - mean; "none" -> raw.
+              With fewer than two valid rows "batch" and "center" give 0.
+    Returns:
+        (bs,) float64, 0 on invalid rows.
+    """
+    if mode not in NORMALIZE_MODES:
+        raise ValueError(f"normalize must be one of {NORMALIZE_MODES}, got {mode!r}")
+    zero = torch.zeros((), dtype=torch.float64)
+    raw = torch.where(valid, raw, zero)
+    if mode == "none":
+        return raw
+    k = int(valid.sum())
+    if k < 2:
+        return torch.zeros_like(raw)
+    mean = raw.sum() / k
+    centered = torch.where(valid, raw - mean, zero)
+    if mode == "center":
+        return centered
+    std = torch.sqrt(torch.sum(centered * centered) / (k - 1))
+    return centered / (std + epsilon)
+
+
+def ebpo_scalar_advantage(
+    scores: torch.Tensor,
+    valid: torch.Tensor,
+    stats: GroupStats,
+    mu_glob: float,
+    sigma2: float,
+    tau2: float,
+    normalize: str = "batch",
+    epsilon: float = 1e-6,
+) -> tuple[torch.Tensor, torch.Tensor]:
+    """One advantage per row from given prior statistics (the prior is NOT updated here).
+
+    Args:
+        scores: (bs,) float64. valid: (bs,) bool. stats: group_stats(scores, valid, gid).
+    Returns:
+        advantage (bs,) float64 (0 on invalid rows) and S per group (n,) float64.
+    """
+    s = shrinkage(stats.count, sigma2, tau2, epsilon)
+    baseline = shrunk_baseline(stats.mean, s, mu_glob)
+    raw = scores - baseline[stats.gid]
+    return normalize_advantage(raw, valid, normalize, epsilon), s

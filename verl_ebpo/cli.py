@@ -1,0 +1,40 @@
+"""`verl-ebpo` console script. Each subcommand lives in its own module, imported only when used.
+
+Each module named below exposes `add_arguments(parser)` and `run(args) -> int`.
+"""
+
+from __future__ import annotations
+
+import argparse
+import importlib
+import sys
+
+SUBCOMMANDS = {
+    # name: (module, one-line help)
+    "demo": ("verl_ebpo.demo", "train a tiny model on CPU with verl's real trainer: GRPO vs EBPO"),
+    "inspect": ("verl_ebpo.checkpoint", "print the EBPO prior saved in a verl checkpoint folder"),
+    "label-topics": ("verl_ebpo.samplers.labeling", "add a topic label to a verl RL parquet file"),
+    "label-difficulty": ("verl_ebpo.samplers.labeling", "add a pass-rate difficulty to a verl RL parquet file"),
+}
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(prog="verl-ebpo", description=__doc__.splitlines()[0])
+    sub = parser.add_subparsers(dest="command", required=True)
+    for name, (module, help_text) in SUBCOMMANDS.items():
+        p = sub.add_parser(name, help=help_text, description=help_text)
+        mod = importlib.import_module(module)
+        adder = getattr(mod, f"add_arguments_{name.replace('-', '_')}", None) or mod.add_arguments
+        adder(p)
+        runner = getattr(mod, f"run_{name.replace('-', '_')}", None) or mod.run
+        p.set_defaults(_run=runner)
+    return parser
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = build_parser().parse_args(argv)
+    return int(args._run(args) or 0)
+
+
+if __name__ == "__main__":
+    sys.exit(main())
