@@ -1,0 +1,298 @@
+"""EBPO estimator: hand-computed answers, options, bad input, and hypothesis properties (no verl needed)."""
+
+import math
+
+import numpy as np
+import pytest
+import torch
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from verl_ebpo.advantage import EBPOOptions, EBPOPrior, ebpo_advantage
+from verl_ebpo.advantage.math import Moments, merge_moments, moments_of
+
+
+def batch(groups, T=3, pad_rows=0, dtype=torch.float32):
+    """Rows from a list of score lists (one list per group); the score sits on the last valid token."""
+    scores = [s for g in groups for s in g]
+    index = np.array([f"g{i}" for i, g in enumerate(groups) for _ in g] + ["pad"] * pad_rows, dtype=object)
+    n = len(scores) + pad_rows
+    tlr = torch.zeros(n, T, dtype=dtype)
+    tlr[: len(scores), T - 1] = torch.tensor(scores, dtype=dtype)
+    mask = torch.zeros(n, T, dtype=torch.int64)
+    mask[: len(scores)] = 1
+    return tlr, mask, index
+
+
+def scalars(adv):
+    return adv[:, -1].double()
+
+
+# --------------------------------------------------------------------------- known answers, by hand
+
+
+def test_first_call_known_answer_raw():
+    # groups: [1,0,0,0] (m=1/4) and [0,0,0,0] (m=0).
+    # W_r: 8 scores, mean 1/8, var 1/8 - 1/64 = 7/64.  W_mu: {1/4, 0}: mean 1/8, var 1/64.
+    # S = (7/64/4) / (7/64/4 + 1/64) = 7/11.  V_A = 4/11*1/4 + 7/11*1/8 = 15/88,  V_B = 7/88.
+    prior = EBPOPrior()
+    tlr, mask, index = batch([[1, 0, 0, 0], [0, 0, 0, 0]])
+    adv, diag = ebpo_advantage(tlr, mask, index, prior, EBPOOptions(normalize="none"))
+    expected = torch.tensor([1 - 15 / 88] + [-15 / 88] * 3 + [-7 / 88] * 4, dtype=torch.float64)
+    torch.testing.assert_close(scalars(adv), expected, rtol=0, atol=1e-7)
+    assert prior.mu_glob == pytest.approx(1 / 8) and prior.sigma2 == pytest.approx(7 / 64)
+    assert prior.tau2 == pytest.approx(1 / 64)
+    assert diag["ebpo/shrinkage_mean"] == pytest.approx(7 / 11)
+    assert diag["ebpo/equal_reward_group_frac"] == pytest.approx(0.5)
+    assert diag["ebpo/zero_adv_frac"] == 0.0
+    # the all-fail group is pushed down, unlike GRPO's zero
+    assert (scalars(adv)[4:] < 0).all()
+    # advantages are broadcast over the response mask, in the rewards' dtype
+    assert adv.dtype == torch.float32 and torch.equal(adv[:, 0], adv[:, -1])
+
+
+def test_second_call_uses_running_prior_updated_first():
+    # after [1,0,0,0],[0,0,0,0] comes [1,1,1,1]:
+    # W_r: 12 scores, 5 ones: mean 5/12, var 5/12 - 25/144 = 35/144.
+    # W_mu: {1/4, 0, 1}: mean 5/12, var (1/16 + 1)/3 - 25/144 = 26/144.
+    # S = (35/144/4) / (35/144/4 + 26/144) = 35/139;  V = 104/139 * 1 + 35/139 * 5/12.
+    prior = EBPOPrior()
+    opts = EBPOOptions(normalize="none")
+    ebpo_advantage(*batch([[1, 0, 0, 0], [0, 0, 0, 0]]), prior, opts)
+    adv, diag = ebpo_advantage(*batch([[1, 1, 1, 1]]), prior, opts)
+    v = 104 / 139 + 35 / 139 * 5 / 12
+    torch.testing.assert_close(scalars(adv), torch.full((4,), 1 - v, dtype=torch.float64), rtol=0, atol=1e-7)
+    assert prior.sigma2 == pytest.approx(35 / 144) and prior.tau2 == pytest.approx(26 / 144)
+    assert diag["ebpo/shrinkage_min"] == pytest.approx(35 / 139)
+    assert prior.updates == 2
+
+
+def test_normalize_batch_and_center_known_answer():
+    raw = torch.tensor([1 - 15 / 88] + [-15 / 88] * 3 + [-7 / 88] * 4, dtype=torch.float64)
+    centered = raw - raw.mean()
+    for mode, expected in [("center", centered), ("batch", centered / (raw.std() + 1e-6))]:
+        adv, _ = ebpo_advantage(*batch([[1, 0, 0, 0], [0, 0, 0, 0]]), EBPOPrior(), EBPOOptions(normalize=mode))
+        torch.testing.assert_close(scalars(adv), expected, rtol=0, atol=1e-6)
+
+
+def test_unequal_group_sizes_and_singletons():
+    # groups [1,0] (G=2, m=1/2) and [1] (G=1, m=1).
+    # W_r: {1,0,1}: mean 2/3, var 2/9.  W_mu: {1/2, 1}: mean 3/4, var 1/16.
+    # S(2) = (1/9)/(1/9 + 1/16) = 16/25; S(1) = (2/9)/(2/9 + 1/16) = 32/41.
+    prior = EBPOPrior()
+    adv, diag = ebpo_advantage(*batch([[1, 0], [1]]), prior, EBPOOptions(normalize="none"))
+    v2 = 9 / 25 * 0.5 + 16 / 25 * 2 / 3
+    v1 = 9 / 41 * 1 + 32 / 41 * 2 / 3
+    expected = torch.tensor([1 - v2, -v2, 1 - v1], dtype=torch.float64)
+    torch.testing.assert_close(scalars(adv), expected, rtol=0, atol=1e-7)
+    assert diag["ebpo/shrinkage_min"] == pytest.approx(16 / 25)
+    assert diag["ebpo/shrinkage_max"] == pytest.approx(32 / 41)
+
+
+def test_zero_variance_gives_full_shrinkage_and_zero_advantage():
+    # every score equal so far: sigma2 = tau2 = 0 -> denominator <= eps -> S = 1, V = mu_glob, raw = 0
+    prior = EBPOPrior()
+    adv, diag = ebpo_advantage(*batch([[0, 0], [0, 0]]), prior, EBPOOptions())
+    assert torch.count_nonzero(adv) == 0
+    assert diag["ebpo/shrinkage_mean"] == 1.0 and diag["ebpo/zero_adv_frac"] == 1.0
+
+
+def test_prior_decay_known_answer():
+    # lam = 1/2. Call 1: W_r over {1,1}: w=2, mean 1, m2 0; W_mu over {1}: w=1, mean 1, m2 0.
+    # Call 2 scores {0,0}: W_r: w = 1 + 2 = 3, mean = 1 + (0-1)*2/3 = 1/3, m2 = 0 + 0 + 1*1*2/3 = 2/3.
+    #                       W_mu: w = 1/2 + 1 = 3/2, mean = 1 + (0-1)*(1/(3/2)) = 1/3, m2 = 1 * (1/2*1)/(3/2) = 1/3.
+    prior = EBPOPrior()
+    opts = EBPOOptions(prior_decay=0.5, normalize="none")
+    ebpo_advantage(*batch([[1, 1]]), prior, opts)
+    ebpo_advantage(*batch([[0, 0]]), prior, opts)
+    assert prior.reward == Moments(3.0, pytest.approx(1 / 3), pytest.approx(2 / 3))
+    assert prior.group_mean.weight == 1.5 and prior.group_mean.mean == pytest.approx(1 / 3)
+    assert prior.tau2 == pytest.approx((1 / 3) / 1.5)
+
+
+def test_rewards_outside_the_mask_do_not_count():
+    tlr, mask, index = batch([[1, 0]])
+    tlr[1, 0] = 5.0
+    mask[1, 0] = 0  # the 5 sits outside row 1's response
+    prior = EBPOPrior()
+    ebpo_advantage(tlr, mask, index, prior, EBPOOptions())
+    assert prior.mu_glob == pytest.approx(0.5)
+
+
+# --------------------------------------------------------------------------- bad input
+
+
+def test_nonfinite_error_leaves_prior_untouched():
+    prior = EBPOPrior()
+    ebpo_advantage(*batch([[1, 0]]), prior, EBPOOptions())
+    before = prior.state_dict()
+    tlr, mask, index = batch([[1, 0], [0, 1]])
+    tlr[1, -1] = float("nan")
+    tlr[2, -1] = float("inf")
+    with pytest.raises(ValueError, match=r"2 row\(s\) have a non-finite score"):
+        ebpo_advantage(tlr, mask, index, prior, EBPOOptions())
+    assert prior.state_dict() == before
+
+
+def test_nonfinite_skip_counts_and_drops_rows():
+    tlr, mask, index = batch([[1, 0, 0], [0, 1]])
+    tlr[1, -1] = float("nan")
+    prior = EBPOPrior()
+    adv, diag = ebpo_advantage(tlr, mask, index, prior, EBPOOptions(on_nonfinite="skip"))
+    assert diag["ebpo/skipped_rows"] == 1.0 and torch.isfinite(adv).all()
+    assert torch.count_nonzero(adv[1]) == 0
+    # the prior saw exactly the four finite scores
+    assert prior.reward.weight == 4 and prior.mu_glob == pytest.approx(0.5)
+
+
+def test_missing_index_and_shape_errors():
+    tlr, mask, index = batch([[1, 0]])
+    with pytest.raises(ValueError, match="needs `index`"):
+        ebpo_advantage(tlr, mask, None, EBPOPrior())
+    with pytest.raises(ValueError, match="does not match"):
+        ebpo_advantage(tlr, mask[:, :2], index, EBPOPrior())
+    with pytest.raises(ValueError, match="index has 3 entries"):
+        ebpo_advantage(tlr, mask, np.array(["a", "b", "c"]), EBPOPrior())
+    with pytest.raises(ValueError, match="2-D"):
+        ebpo_advantage(tlr[:, 0], mask[:, 0], index, EBPOPrior())
+
+
+@pytest.mark.parametrize("shape", [(0, 4), (3, 0)])
+def test_empty_batch_returns_zeros_and_keeps_prior(shape):
+    prior = EBPOPrior()
+    ebpo_advantage(*batch([[1, 0]]), prior, EBPOOptions())
+    before = prior.state_dict()
+    adv, diag = ebpo_advantage(torch.zeros(shape), torch.ones(shape), np.array(["a"] * shape[0]), prior)
+    assert adv.shape == shape and torch.count_nonzero(adv) == 0
+    assert prior.state_dict() == before
+
+
+def test_all_padding_batch_returns_zeros_and_keeps_prior():
+    prior = EBPOPrior()
+    tlr, mask, index = batch([], pad_rows=4)
+    adv, diag = ebpo_advantage(tlr, mask, index, prior)
+    assert torch.count_nonzero(adv) == 0 and prior.updates == 0 and diag["ebpo/padding_rows"] == 4.0
+
+
+def test_options_validation():
+    with pytest.raises(ValueError, match=r"unknown ebpo option\(s\) \['priorscope'\]"):
+        EBPOOptions.from_algorithm_config({"ebpo": {"priorscope": "batch"}})
+    with pytest.raises(ValueError, match="ebpo.prior_scope must be one of"):
+        EBPOOptions.from_algorithm_config({"ebpo": {"prior_scope": "global"}})
+    with pytest.raises(ValueError, match=r"ebpo.prior_decay must be in \(0.0, 1.0\]"):
+        EBPOOptions.from_algorithm_config({"ebpo": {"prior_decay": 0}})
+    with pytest.raises(ValueError, match="ebpo.prior_decay must be a number"):
+        EBPOOptions.from_algorithm_config({"ebpo": {"prior_decay": "fast"}})
+    with pytest.raises(ValueError, match="ebpo.normalize must be one of"):
+        EBPOOptions.from_algorithm_config({"ebpo": {"normalize": "group"}})
+    with pytest.raises(ValueError, match="ebpo.on_nonfinite must be one of"):
+        EBPOOptions.from_algorithm_config({"ebpo": {"on_nonfinite": "ignore"}})
+    with pytest.raises(ValueError, match="ebpo.allow_missing_state must be true or false"):
+        EBPOOptions.from_algorithm_config({"ebpo": {"allow_missing_state": "maybe"}})
+    assert EBPOOptions.from_algorithm_config(None) == EBPOOptions()
+    assert EBPOOptions.from_algorithm_config({"norm_adv_by_std_in_grpo": False}).normalize == "center"
+    explicit = {"norm_adv_by_std_in_grpo": False, "ebpo": {"normalize": "batch"}}
+    assert EBPOOptions.from_algorithm_config(explicit).normalize == "batch"
+
+
+# --------------------------------------------------------------------------- properties
+
+scores_st = st.lists(
+    st.lists(st.sampled_from([0.0, 1.0, 0.5, -1.0]), min_size=1, max_size=6), min_size=1, max_size=8
+)
+
+
+@settings(max_examples=60, deadline=None)
+@given(history=st.lists(scores_st, min_size=1, max_size=4), pad=st.integers(0, 3))
+def test_property_shrinkage_in_unit_interval_and_finite(history, pad):
+    prior = EBPOPrior()
+    for groups in history:
+        adv, diag = ebpo_advantage(*batch(groups, pad_rows=pad), prior, EBPOOptions())
+        assert torch.isfinite(adv).all()
+        assert 0.0 <= diag["ebpo/shrinkage_min"] <= diag["ebpo/shrinkage_max"] <= 1.0
+
+
+@settings(max_examples=60, deadline=None)
+@given(groups=scores_st, pad=st.integers(1, 4), mode=st.sampled_from(["batch", "center", "none"]))
+def test_property_padding_rows_change_nothing(groups, pad, mode):
+    p1, p2 = EBPOPrior(), EBPOPrior()
+    a1, _ = ebpo_advantage(*batch(groups), p1, EBPOOptions(normalize=mode))
+    a2, d2 = ebpo_advantage(*batch(groups, pad_rows=pad), p2, EBPOOptions(normalize=mode))
+    assert torch.equal(a2[: len(a1)], a1) and torch.count_nonzero(a2[len(a1) :]) == 0
+    assert p1.state_dict() == p2.state_dict() and d2["ebpo/padding_rows"] == pad
+
+
+@settings(max_examples=60, deadline=None)
+@given(groups=scores_st, seed=st.integers(0, 2**31 - 1))
+def test_property_row_permutation_permutes_output(groups, seed):
+    tlr, mask, index = batch(groups)
+    perm = torch.from_numpy(np.random.default_rng(seed).permutation(len(index)))
+    a1, _ = ebpo_advantage(tlr, mask, index, EBPOPrior())
+    a2, _ = ebpo_advantage(tlr[perm], mask[perm], index[perm.numpy()], EBPOPrior())
+    torch.testing.assert_close(a2, a1[perm], rtol=1e-5, atol=1e-6)
+
+
+@settings(max_examples=60, deadline=None)
+@given(history=st.lists(scores_st, min_size=0, max_size=3), groups=scores_st, g=st.integers(1, 8))
+def test_property_all_fail_group_gets_negative_advantage(history, groups, g):
+    from verl.trainer.ppo.core_algos import compute_grpo_outcome_advantage
+
+    prior = EBPOPrior()
+    for h in history:
+        ebpo_advantage(*batch(h), prior, EBPOOptions())
+    tlr, mask, index = batch(groups + [[0.0] * g])
+    adv, _ = ebpo_advantage(tlr, mask, index, prior, EBPOOptions(normalize="none"))
+    fail = slice(len(index) - g, len(index))
+    if prior.mu_glob > 0:
+        assert (scalars(adv)[fail] < 0).all()
+    grpo, _ = compute_grpo_outcome_advantage(tlr, mask, index)
+    assert torch.count_nonzero(grpo[fail]) == 0
+
+
+@settings(max_examples=40, deadline=None)
+@given(history=st.lists(scores_st, min_size=1, max_size=4))
+def test_property_batch_scope_equals_fresh_running_prior(history):
+    running = EBPOPrior()
+    scoped = EBPOPrior()
+    for groups in history:
+        fresh = EBPOPrior()
+        a_fresh, _ = ebpo_advantage(*batch(groups), fresh, EBPOOptions())
+        a_scoped, _ = ebpo_advantage(*batch(groups), scoped, EBPOOptions(prior_scope="batch"))
+        ebpo_advantage(*batch(groups), running, EBPOOptions())
+        assert torch.equal(a_fresh, a_scoped)
+        assert scoped.reward == fresh.reward and scoped.group_mean == fresh.group_mean
+
+
+@settings(max_examples=40, deadline=None)
+@given(history=st.lists(scores_st, min_size=1, max_size=5))
+def test_property_no_decay_is_plain_welford_over_everything_seen(history):
+    prior = EBPOPrior()
+    all_scores, all_means = [], []
+    for groups in history:
+        ebpo_advantage(*batch(groups), prior, EBPOOptions(prior_decay=1.0))
+        all_scores += [s for g in groups for s in g]
+        all_means += [float(np.mean(g)) for g in groups]
+    assert prior.reward.weight == len(all_scores)
+    assert prior.mu_glob == pytest.approx(np.mean(all_scores), abs=1e-12)
+    assert prior.sigma2 == pytest.approx(np.var(all_scores), abs=1e-12)
+    assert prior.tau2 == pytest.approx(np.var(all_means), abs=1e-12)
+
+
+@settings(max_examples=40, deadline=None)
+@given(
+    chunks=st.lists(st.lists(st.floats(-10, 10), min_size=1, max_size=20), min_size=1, max_size=6),
+    lam=st.floats(0.05, 1.0),
+)
+def test_property_decayed_merge_equals_weighted_moments(chunks, lam):
+    # with decay, chunk j (of k) carries weight lam**(k-1-j): the merge must equal the weighted moments.
+    acc = Moments()
+    for c in chunks:
+        acc = merge_moments(acc, moments_of(torch.tensor(c, dtype=torch.float64)), lam)
+    k = len(chunks)
+    x = np.concatenate([np.asarray(c) for c in chunks])
+    w = np.concatenate([np.full(len(c), lam ** (k - 1 - j)) for j, c in enumerate(chunks)])
+    mean = np.sum(w * x) / np.sum(w)
+    assert acc.weight == pytest.approx(np.sum(w))
+    assert acc.mean == pytest.approx(mean, abs=1e-9)
+    assert acc.m2 == pytest.approx(np.sum(w * (x - mean) ** 2), abs=1e-7, rel=1e-9)
+    assert math.isfinite(acc.variance)
