@@ -18,21 +18,25 @@ SUBCOMMANDS = {
 }
 
 
-def build_parser() -> argparse.ArgumentParser:
+def build_parser(command: str | None = None) -> argparse.ArgumentParser:
+    """The parser; only `command`'s module is imported (so one subcommand never breaks another)."""
     parser = argparse.ArgumentParser(prog="verl-ebpo", description=__doc__.splitlines()[0])
     sub = parser.add_subparsers(dest="command", required=True)
     for name, (module, help_text) in SUBCOMMANDS.items():
         p = sub.add_parser(name, help=help_text, description=help_text)
+        if name != command:
+            continue
         mod = importlib.import_module(module)
-        adder = getattr(mod, f"add_arguments_{name.replace('-', '_')}", None) or mod.add_arguments
-        adder(p)
-        runner = getattr(mod, f"run_{name.replace('-', '_')}", None) or mod.run
-        p.set_defaults(_run=runner)
+        suffix = name.replace("-", "_")
+        (getattr(mod, f"add_arguments_{suffix}", None) or mod.add_arguments)(p)
+        p.set_defaults(_run=getattr(mod, f"run_{suffix}", None) or mod.run)
     return parser
 
 
 def main(argv: list[str] | None = None) -> int:
-    args = build_parser().parse_args(argv)
+    argv = sys.argv[1:] if argv is None else list(argv)
+    command = next((a for a in argv if not a.startswith("-")), None)
+    args = build_parser(command if command in SUBCOMMANDS else None).parse_args(argv)
     return int(args._run(args) or 0)
 
 

@@ -103,7 +103,7 @@ def ebpo_advantage(
     _check_inputs(token_level_rewards, response_mask, index)
     out = response_mask.to(dtype=token_level_rewards.dtype, copy=True)  # becomes the output in place
     scores = _row_scores(token_level_rewards, out)
-    valid = out.amax(dim=-1) > 0 if out.shape[1] else torch.zeros(out.shape[0], dtype=torch.bool)
+    valid = out.amax(dim=-1) > 0 if out.shape[1] else torch.zeros(out.shape[0], dtype=torch.bool, device=out.device)
     n_pad = int((~valid).sum())
 
     nonfinite = valid & ~torch.isfinite(scores)

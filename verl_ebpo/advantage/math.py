@@ -102,17 +102,19 @@ def group_stats(scores: torch.Tensor, valid: torch.Tensor, gid: torch.Tensor) ->
         gid: (bs,) long group ids in [0, n).
     """
     n = int(gid.max()) + 1 if gid.numel() else 0
+    f64 = {"dtype": torch.float64, "device": scores.device}
+    gid = gid.to(scores.device)
     w = valid.to(torch.float64)
-    s = torch.where(valid, scores, torch.zeros((), dtype=torch.float64))
-    count = torch.zeros(n, dtype=torch.float64).index_add_(0, gid, w)
-    total = torch.zeros(n, dtype=torch.float64).index_add_(0, gid, s)
+    s = torch.where(valid, scores, torch.zeros((), **f64))
+    count = torch.zeros(n, **f64).index_add_(0, gid, w)
+    total = torch.zeros(n, **f64).index_add_(0, gid, s)
     present = count > 0
-    mean = torch.where(present, total / count.clamp_min(1.0), torch.zeros((), dtype=torch.float64))
+    mean = torch.where(present, total / count.clamp_min(1.0), torch.zeros((), **f64))
     big = torch.finfo(torch.float64).max
-    hi = torch.full((n,), -big, dtype=torch.float64).scatter_reduce_(
+    hi = torch.full((n,), -big, **f64).scatter_reduce_(
         0, gid, torch.where(valid, s, torch.full_like(s, -big)), reduce="amax"
     )
-    lo = torch.full((n,), big, dtype=torch.float64).scatter_reduce_(
+    lo = torch.full((n,), big, **f64).scatter_reduce_(
         0, gid, torch.where(valid, s, torch.full_like(s, big)), reduce="amin"
     )
     return GroupStats(gid=gid, count=count, mean=mean, all_equal=present & (hi == lo), present=present)
@@ -149,7 +151,7 @@ def normalize_advantage(raw: torch.Tensor, valid: torch.Tensor, mode: str, epsil
     """
     if mode not in NORMALIZE_MODES:
         raise ValueError(f"normalize must be one of {NORMALIZE_MODES}, got {mode!r}")
-    zero = torch.zeros((), dtype=torch.float64)
+    zero = torch.zeros((), dtype=torch.float64, device=raw.device)
     raw = torch.where(valid, raw, zero)
     if mode == "none":
         return raw

@@ -1,0 +1,349 @@
+"""Save the EBPO prior beside verl's checkpoint and restore it on resume; `verl-ebpo inspect`.
+
+Use: `trainer.checkpoint_callback_class=verl_ebpo.EBPOCheckpointCallback` (verl's V1 trainer).
+
+Save: verl calls `on_save(trainer, global_step, checkpoint_dir, async_save)` after every checkpoint (after
+`latest_checkpointed_iteration.txt` is written; with `async_save` that file is not written by the trainer).
+The callback writes the process-wide prior (`verl_ebpo.advantage.get_prior()`) as JSON to
+`<checkpoint_dir>/ebpo_prior.json`, atomically (temp file in the same folder, fsync, rename).
+
+Restore: verl has no load hook. It builds the callback in `PPOTrainer.__init__` (in the TaskRunner Ray actor,
+the process that later computes every advantage) before `_load_checkpoint` runs. So the constructor finds the
+folder verl will resume from with the rules of `PPOTrainer._load_checkpoint` (verl/trainer/ppo/v1/trainer_base.py),
+mirrored in `find_resume_checkpoint`, and loads the prior from it.
+
+Only `algorithm.adv_estimator == "ebpo"` activates the callback; with any other estimator it does nothing
+(no file written, nothing read, the prior untouched), so a later EBPO resume from such a checkpoint gets the
+"no prior" error instead of silently loading an empty prior.
+
+This module imports verl only when `EBPOCheckpointCallback` is first looked up (importing verl takes seconds;
+`verl-ebpo inspect` on a file or a global_step_N folder never needs it).
+"""
+
+from __future__ import annotations
+
+import argparse
+import contextlib
+import json
+import logging
+import os
+import sys
+from dataclasses import dataclass
+from typing import Any
+
+from verl_ebpo import __version__
+from verl_ebpo.advantage.options import EBPOOptions
+from verl_ebpo.advantage.prior import EBPOPrior, get_prior
+
+logger = logging.getLogger(__name__)
+
+PRIOR_FILENAME = "ebpo_prior.json"
+ESTIMATOR_NAME = "ebpo"
+TRACKER_FILENAME = "latest_checkpointed_iteration.txt"  # verl's get_checkpoint_tracker_filename
+INSPECT_GROUP_SIZES = (1, 4, 8, 16, 32)
+MISSING_STATE_OVERRIDE = "+algorithm.ebpo.allow_missing_state=true"
+
+
+class EBPOCheckpointError(ValueError):
+    """A checkpoint's EBPO prior is missing, unreadable, or does not match the checkpoint."""
+
+
+@dataclass(frozen=True)
+class ResumePoint:
+    """The checkpoint verl will resume from: its global_step_N folder (absolute when verl makes it so) and N."""
+
+    folder: str
+    step: int
+
+    @property
+    def prior_path(self) -> str:
+        return os.path.join(self.folder, PRIOR_FILENAME)
+
+
+def _get(cfg: Any, key: str, default: Any = None) -> Any:
+    if cfg is None:
+        return default
+    if hasattr(cfg, "get"):
+        return cfg.get(key, default)
+    return getattr(cfg, key, default)
+
+
+def _estimator_name(config: Any) -> str:
+    value = _get(_get(config, "algorithm"), "adv_estimator")
+    return str(getattr(value, "value", value))
+
+
+# -- where verl resumes from -------------------------------------------------------------------------
+
+
+def find_resume_checkpoint(trainer_config: Any) -> ResumePoint | None:
+    """The global_step_N folder verl's V1 trainer will resume from, or None for a fresh start.
+
+    Mirrors step 1 of `PPOTrainer._load_checkpoint` (verl 0.9.1, v1/trainer_base.py):
+      - resume_mode "disable" -> None.
+      - "auto": `default_local_dir` (joined to the current working directory when relative) is searched with verl's
+        own `find_latest_ckpt_path`, which reads `latest_checkpointed_iteration.txt` and returns None when that
+        file or the folder it names is missing.
+      - "resume_path": `resume_from_path` must be a str containing "global_step_"; relative -> joined to cwd.
+        (verl does not check that it exists.)
+      - N = int(folder.split("global_step_")[-1]), exactly as verl computes its global step.
+    Where verl would fail (an assert, an unknown mode, an unparsable step) this raises EBPOCheckpointError with
+    the reason, at construction time instead of minutes later.
+    """
+    mode = _get(trainer_config, "resume_mode", "auto")
+    if mode == "disable":
+        return None
+    if mode == "auto":
+        root = _get(trainer_config, "default_local_dir")
+        if not isinstance(root, (str, os.PathLike)):
+            raise EBPOCheckpointError(f"trainer.resume_mode=auto needs trainer.default_local_dir, got {root!r}")
+        root = os.fspath(root)
+        if not os.path.isabs(root):
+            root = os.path.join(os.getcwd(), root)
+        from verl.utils.checkpoint.checkpoint_manager import find_latest_ckpt_path
+
+        folder = find_latest_ckpt_path(root)
+        if folder is None:
+            return None
+    elif mode == "resume_path":
+        folder = _get(trainer_config, "resume_from_path")
+        if not isinstance(folder, str):
+            raise EBPOCheckpointError(
+                f"trainer.resume_mode=resume_path needs trainer.resume_from_path to be a path (str), got {folder!r} "
+                "(verl asserts the same: 'resume ckpt must be str type')"
+            )
+        if "global_step_" not in folder:
+            raise EBPOCheckpointError(
+                f"trainer.resume_from_path={folder!r} must name a global_step_N folder "
+                "(verl asserts the same: 'resume ckpt must specify the global_steps')"
+            )
+        if not os.path.isabs(folder):
+            folder = os.path.join(os.getcwd(), folder)
+    else:
+        raise EBPOCheckpointError(
+            f"unknown trainer.resume_mode {mode!r}; verl accepts disable, auto or resume_path "
+            "(verl itself logs this and then fails in _load_checkpoint)"
+        )
+    try:
+        step = int(folder.split("global_step_")[-1])
+    except ValueError:
+        raise EBPOCheckpointError(
+            f"cannot read the global step from checkpoint folder {folder!r}: it must end in global_step_N "
+            "(verl parses it the same way and would fail too; note: no trailing slash)"
+        ) from None
+    return ResumePoint(folder=folder, step=step)
+
+
+# -- the prior file ----------------------------------------------------------------------------------
+
+
+def save_prior(checkpoint_dir: str | os.PathLike, global_step: int, prior: EBPOPrior | None = None) -> str:
+    """Write `prior` (default: the process-wide one) to `<checkpoint_dir>/ebpo_prior.json` atomically.
+
+    Returns the file's path. The JSON holds the prior's state_dict (schema, version, both accumulators, updates,
+    shaping) plus `global_step` and `verl_ebpo_version`.
+    """
+    prior = get_prior() if prior is None else prior
+    path = os.path.join(os.fspath(checkpoint_dir), PRIOR_FILENAME)
+    prior.save(path, global_step=int(global_step), verl_ebpo_version=__version__)
+    return path
+
+
+def read_prior_file(path: str | os.PathLike) -> tuple[EBPOPrior, int]:
+    """Load a file written by `save_prior`: (prior, global_step). Any defect -> EBPOCheckpointError naming the file."""
+    path = os.fspath(path)
+    try:
+        with open(path, encoding="utf-8") as f:
+            state = json.load(f)
+        prior = EBPOPrior()
+        prior.load_state_dict(state)
+    except (OSError, ValueError) as e:  # json.JSONDecodeError and UnicodeDecodeError are ValueErrors
+        raise EBPOCheckpointError(f"EBPO prior file {path} is corrupt or unreadable: {e}") from e
+    step = state.get("global_step")
+    if isinstance(step, bool) or not isinstance(step, int) or step < 0:
+        raise EBPOCheckpointError(f"EBPO prior file {path} has no valid global_step (got {step!r})")
+    return prior, step
+
+
+def restore_prior(config: Any, prior: EBPOPrior | None = None) -> ResumePoint | None:
+    """Load into `prior` (default: the process-wide one) the prior of the checkpoint verl will resume from.
+
+    Fresh start (no checkpoint) -> the prior is emptied, returns None. Otherwise returns the ResumePoint.
+    Raises EBPOCheckpointError when the checkpoint has no prior file (unless algorithm.ebpo.allow_missing_state,
+    then: warning, empty prior), when the file is corrupt or of another schema version, or when it was saved at
+    another global step than the folder's. Warns when it was shaped by other options than the current ones.
+    """
+    prior = get_prior() if prior is None else prior
+    options = EBPOOptions.from_algorithm_config(_get(config, "algorithm"))
+    point = find_resume_checkpoint(_get(config, "trainer"))
+    if point is None:
+        prior.reset()
+        logger.info("EBPO: no checkpoint to resume from; the prior starts empty")
+        return None
+    path = point.prior_path
+    if not os.path.exists(path):
+        where = "" if os.path.isdir(point.folder) else " (that folder does not exist)"
+        reason = (
+            f"verl will resume from checkpoint {point.folder}{where}, but it holds no EBPO prior ({PRIOR_FILENAME}); "
+            "it was saved without trainer.checkpoint_callback_class=verl_ebpo.EBPOCheckpointCallback, or with "
+            "another adv_estimator"
+        )
+        if options.allow_missing_state:
+            logger.warning(
+                "%s. allow_missing_state=true: starting a fresh, empty EBPO prior at step %d.", reason, point.step
+            )
+            prior.reset()
+            return point
+        raise EBPOCheckpointError(f"{reason}. Set {MISSING_STATE_OVERRIDE} to resume with a fresh, empty prior.")
+    loaded, step = read_prior_file(path)
+    if step != point.step:
+        raise EBPOCheckpointError(
+            f"EBPO prior file {path} was saved at global step {step}, but verl resumes at step {point.step} "
+            "from that folder; the file does not belong to this checkpoint"
+        )
+    current = options.prior_shaping()
+    if loaded.shaping is not None and dict(loaded.shaping) != current:
+        logger.warning(
+            "EBPO prior in %s was accumulated with %s, but this run uses %s; continuing from the saved statistics "
+            "under the new options",
+            path,
+            dict(loaded.shaping),
+            current,
+        )
+    prior.assign(loaded)
+    logger.info(
+        "EBPO: restored the prior from %s (step %d: mu_glob=%r sigma2=%r tau2=%r weight=%r)",
+        path, step, prior.mu_glob, prior.sigma2, prior.tau2, prior.reward.weight,
+    )
+    return point
+
+
+# -- the verl callback (built lazily: it subclasses verl's CheckpointCallback) -----------------------
+
+
+def _make_callback_class() -> type:
+    from verl.trainer.ppo.checkpoint_callback import CheckpointCallback
+
+    class EBPOCheckpointCallback(CheckpointCallback):
+        """verl checkpoint callback that saves the EBPO prior beside each checkpoint and restores it on resume.
+
+        `trainer.checkpoint_callback_class=verl_ebpo.EBPOCheckpointCallback`. Constructed by verl's
+        `build_checkpoint_callback(config)` in the trainer's __init__: with `algorithm.adv_estimator=ebpo` the
+        construction restores the prior of the checkpoint verl will resume from (see `restore_prior`);
+        `on_save` writes `<checkpoint_dir>/ebpo_prior.json`. With another estimator both do nothing.
+
+        Attributes: `active` (bool), `resumed_from` (ResumePoint or None).
+        """
+
+        def __init__(self, config=None):
+            super().__init__(config=config)
+            if config is None:
+                raise ValueError("EBPOCheckpointCallback needs the full trainer config (verl passes config=...)")
+            estimator = _estimator_name(config)
+            self.active = estimator == ESTIMATOR_NAME
+            self.resumed_from: ResumePoint | None = None
+            if not self.active:
+                logger.info(
+                    "EBPOCheckpointCallback: algorithm.adv_estimator=%s is not ebpo; not saving or restoring a prior",
+                    estimator,
+                )
+                return
+            self.resumed_from = restore_prior(config)
+
+        def on_save(self, trainer, global_step: int, checkpoint_dir: str, async_save: bool = False, **kwargs):
+            # With async_save the worker shards may still be in flight; this file is complete when we return.
+            if self.active:
+                save_prior(checkpoint_dir, global_step)
+
+    EBPOCheckpointCallback.__module__ = __name__
+    EBPOCheckpointCallback.__qualname__ = "EBPOCheckpointCallback"
+    return EBPOCheckpointCallback
+
+
+def __getattr__(name: str):
+    if name == "EBPOCheckpointCallback":
+        cls = _make_callback_class()
+        globals()[name] = cls  # later lookups (and pickling) find it directly
+        return cls
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+
+
+# -- `verl-ebpo inspect` -----------------------------------------------------------------------------
+
+
+def resolve_prior_path(target: str | os.PathLike) -> str:
+    """A prior file, a global_step_N folder, or a checkpoint root (-> its latest checkpoint, as verl's auto resume)."""
+    target = os.fspath(target)
+    if os.path.isfile(target):
+        return target
+    if not os.path.isdir(target):
+        raise EBPOCheckpointError(f"{target} does not exist")
+    if os.path.exists(os.path.join(target, PRIOR_FILENAME)):
+        return os.path.join(target, PRIOR_FILENAME)
+    if os.path.exists(os.path.join(target, TRACKER_FILENAME)):
+        from verl.utils.checkpoint.checkpoint_manager import find_latest_ckpt_path
+
+        with contextlib.redirect_stdout(sys.stderr):  # verl prints "Found checkpoint"; keep stdout for the answer
+            latest = find_latest_ckpt_path(target)
+        if latest is None:
+            raise EBPOCheckpointError(f"{target}: {TRACKER_FILENAME} names a checkpoint folder that does not exist")
+        path = os.path.join(latest, PRIOR_FILENAME)
+        if not os.path.exists(path):
+            raise EBPOCheckpointError(f"the latest checkpoint {latest} holds no EBPO prior ({PRIOR_FILENAME})")
+        return path
+    raise EBPOCheckpointError(
+        f"{target} holds neither {PRIOR_FILENAME} nor {TRACKER_FILENAME}; give a global_step_N folder, "
+        "the prior file, or the checkpoint root (trainer.default_local_dir)"
+    )
+
+
+def describe_prior(prior: EBPOPrior, global_step: int, group_sizes=INSPECT_GROUP_SIZES, epsilon: float = 1e-6) -> dict:
+    return {
+        "global_step": global_step,
+        "updates": prior.updates,
+        "shaping": dict(prior.shaping) if prior.shaping else None,
+        "mu_glob": prior.mu_glob,
+        "sigma2": prior.sigma2,
+        "tau2": prior.tau2,
+        "weight": prior.reward.weight,
+        "group_mean_weight": prior.group_mean.weight,
+        "shrinkage": {str(g): prior.shrinkage_for(g, epsilon) for g in group_sizes},
+    }
+
+
+def add_arguments_inspect(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument(
+        "path",
+        help=f"a global_step_N folder, its {PRIOR_FILENAME}, or the checkpoint root (trainer.default_local_dir: "
+        "the latest checkpoint, as verl's resume_mode=auto finds it)",
+    )
+    parser.add_argument("--json", action="store_true", help="print one JSON object instead of text")
+    parser.add_argument(
+        "--epsilon", type=float, default=1e-6, help="the run's algorithm.ebpo.epsilon, for S (default 1e-6)"
+    )
+
+
+def run_inspect(args: argparse.Namespace) -> int:
+    try:
+        path = resolve_prior_path(args.path)
+        prior, step = read_prior_file(path)
+    except EBPOCheckpointError as e:
+        print(f"verl-ebpo inspect: error: {e}", file=sys.stderr)
+        return 1
+    d = describe_prior(prior, step, epsilon=args.epsilon)
+    if args.json:
+        print(json.dumps({"path": os.path.abspath(path), **d}, sort_keys=True))
+        return 0
+    shaping = ", ".join(f"{k}={v}" for k, v in d["shaping"].items()) if d["shaping"] else "(never updated)"
+    lines = [
+        f"EBPO prior  {os.path.abspath(path)}",
+        f"global_step {step}   updates {prior.updates}   shaped by {shaping}",
+        f"mu_glob     {prior.mu_glob!r}",
+        f"sigma2      {prior.sigma2!r}",
+        f"tau2        {prior.tau2!r}",
+        f"weight      {prior.reward.weight!r}   (group means: {prior.group_mean.weight!r})",
+        f"S = (sigma2/G) / (sigma2/G + tau2), 1 when the denominator <= {args.epsilon:g}:",
+    ]
+    lines += [f"  G={g:<3d} S={d['shrinkage'][str(g)]:.6f}" for g in INSPECT_GROUP_SIZES]
+    print("\n".join(lines))
+    return 0
