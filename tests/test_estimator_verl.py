@@ -142,7 +142,7 @@ def test_zero_shrinkage_equals_verl_dr_grpo(seed):
     tlr, mask, uid = data.batch["token_level_rewards"], data.batch["response_mask"], data.non_tensor_batch["uid"]
     scores = (tlr * mask).sum(-1).double()
     valid = mask.any(-1)
-    stats = ebpo_math.group_stats(scores, valid, ebpo_math.group_ids(uid))
+    stats = ebpo_math.group_stats(scores, valid, *ebpo_math.group_ids(uid))
     adv, s = ebpo_math.ebpo_scalar_advantage(scores, valid, stats, 0.3, sigma2=0.0, tau2=1.0, normalize="none")
     assert torch.count_nonzero(s) == 0
     grpo, _ = compute_grpo_outcome_advantage(tlr, mask, uid, norm_adv_by_std_in_grpo=False)
@@ -158,7 +158,7 @@ def test_full_shrinkage_to_zero_prior_equals_verl_reinforce_baseline_free():
     tlr, mask, uid = data.batch["token_level_rewards"], data.batch["response_mask"], data.non_tensor_batch["uid"]
     scores = (tlr * mask).sum(-1).double()
     valid = mask.any(-1)
-    stats = ebpo_math.group_stats(scores, valid, ebpo_math.group_ids(uid))
+    stats = ebpo_math.group_stats(scores, valid, *ebpo_math.group_ids(uid))
     adv, s = ebpo_math.ebpo_scalar_advantage(scores, valid, stats, 0.0, sigma2=1.0, tau2=0.0, normalize="none")
     assert torch.all(s == 1)
     _, returns = compute_reinforce_plus_plus_outcome_advantage(tlr, mask, config=OmegaConf.create({"gamma": 1.0}))

@@ -10,10 +10,11 @@ import torch
 
 from verl_ebpo.advantage.math import (
     GroupStats,
+    Moments,
     ebpo_scalar_advantage,
     group_ids,
     group_stats,
-    moments_of,
+    moments_tensor,
 )
 from verl_ebpo.advantage.options import EBPOOptions
 from verl_ebpo.advantage.prior import EBPOPrior
@@ -53,7 +54,7 @@ def _row_scores(token_level_rewards: torch.Tensor, out: torch.Tensor) -> torch.T
     return (token_level_rewards.float() * out.float()).sum(-1).to(torch.float64)
 
 
-def _diagnostics(prior: EBPOPrior, stats: GroupStats | None, s, adv, valid, n_pad: int, n_skip: int) -> dict:
+def _diagnostics(prior: EBPOPrior, n_pad: int, n_skip: int, batch_stats: dict | None = None) -> dict:
     d = {
         "ebpo/prior_mean": prior.mu_glob,
         "ebpo/sigma2": prior.sigma2,
@@ -62,20 +63,26 @@ def _diagnostics(prior: EBPOPrior, stats: GroupStats | None, s, adv, valid, n_pa
         "ebpo/padding_rows": float(n_pad),
         "ebpo/skipped_rows": float(n_skip),
     }
-    if stats is None or not bool(stats.present.any()):
-        return d
-    s_present = s[stats.present]
-    n_valid = int(valid.sum())
-    d.update(
-        {
-            "ebpo/shrinkage_mean": float(s_present.mean()),
-            "ebpo/shrinkage_min": float(s_present.min()),
-            "ebpo/shrinkage_max": float(s_present.max()),
-            "ebpo/equal_reward_group_frac": float(stats.all_equal[stats.present].double().mean()),
-            "ebpo/zero_adv_frac": float(((adv.abs() < ZERO_ADVANTAGE_TOL) & valid).sum()) / n_valid,
-        }
-    )
+    d.update(batch_stats or {})
     return d
+
+
+def _batch_diagnostics(stats: GroupStats, s: torch.Tensor, adv: torch.Tensor, valid: torch.Tensor, k: int) -> dict:
+    """Shrinkage over the batch's groups, share of all-equal groups, share of zero advantages (one sync)."""
+    present = stats.present
+    inf = torch.tensor(float("inf"), dtype=torch.float64, device=s.device)
+    n_groups = present.sum()
+    values = torch.stack(
+        [
+            torch.where(present, s, 0.0).sum() / n_groups,
+            torch.where(present, s, inf).min(),
+            torch.where(present, s, -inf).max(),
+            (stats.all_equal & present).sum() / n_groups,
+            ((adv.abs() < ZERO_ADVANTAGE_TOL) & valid).sum() / k,
+        ]
+    ).tolist()
+    keys = ("shrinkage_mean", "shrinkage_min", "shrinkage_max", "equal_reward_group_frac", "zero_adv_frac")
+    return {f"ebpo/{key}": float(v) for key, v in zip(keys, values)}
 
 
 def ebpo_advantage(
@@ -99,15 +106,20 @@ def ebpo_advantage(
     Raises:
         ValueError on bad shapes, missing index, or a non-finite score with on_nonfinite="error";
         the prior is then exactly as before.
+
+    Works on any device; the few host syncs are batched (counts, batch moments, diagnostics).
     """
     _check_inputs(token_level_rewards, response_mask, index)
     out = response_mask.to(dtype=token_level_rewards.dtype, copy=True)  # becomes the output in place
     scores = _row_scores(token_level_rewards, out)
-    valid = out.amax(dim=-1) > 0 if out.shape[1] else torch.zeros(out.shape[0], dtype=torch.bool, device=out.device)
-    n_pad = int((~valid).sum())
-
+    if out.shape[1]:
+        valid = out.amax(dim=-1) > 0
+    else:
+        valid = torch.zeros(out.shape[0], dtype=torch.bool, device=out.device)
     nonfinite = valid & ~torch.isfinite(scores)
-    n_skip = int(nonfinite.sum())
+    n_marked, n_skip = (int(x) for x in torch.stack([valid.sum(), nonfinite.sum()]).tolist())
+    n_pad = out.shape[0] - n_marked
+
     if n_skip:
         if options.on_nonfinite == "error":
             raise ValueError(
@@ -116,22 +128,22 @@ def ebpo_advantage(
                 "Set +algorithm.ebpo.on_nonfinite=skip to drop such rows instead."
             )
         valid = valid & ~nonfinite
+    k = n_marked - n_skip
 
-    base = EBPOPrior() if options.prior_scope == "batch" else prior
-    if not bool(valid.any()):
-        if options.prior_scope == "batch":
-            prior.reset()
-        return out.zero_(), _diagnostics(prior, None, None, None, valid, n_pad, n_skip)
+    if options.prior_scope == "batch":
+        prior.reset()
+    if k == 0:
+        return out.zero_(), _diagnostics(prior, n_pad, n_skip)
 
-    stats = group_stats(scores, valid, group_ids(index))
-    updated = base.merged(
-        moments_of(scores[valid]), moments_of(stats.mean[stats.present]), options.prior_decay
-    )
+    gid, n_groups = group_ids(index)
+    stats = group_stats(scores, valid, gid, n_groups)
+    moments = torch.cat([moments_tensor(scores[valid]), moments_tensor(stats.mean[stats.present])]).tolist()
+    updated = prior.merged(Moments(*moments[:3]), Moments(*moments[3:]), options.prior_decay)
     updated.shaping = options.prior_shaping()
     adv, s = ebpo_scalar_advantage(
         scores, valid, stats, updated.mu_glob, updated.sigma2, updated.tau2, options.normalize, options.epsilon
     )
+    batch_stats = _batch_diagnostics(stats, s, adv, valid, k)
     prior.assign(updated)  # commit only after everything above succeeded
     out.mul_(adv.to(out.dtype).unsqueeze(-1))
-    return out, _diagnostics(prior, stats, s, adv, valid, n_pad, n_skip)
-
+    return out, _diagnostics(prior, n_pad, n_skip, batch_stats)

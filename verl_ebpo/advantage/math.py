@@ -39,12 +39,19 @@ class Moments:
 
 def moments_of(values: torch.Tensor) -> Moments:
     """Two-pass float64 moments of a 1-D tensor `values` (k,). Empty -> Moments()."""
-    if values.numel() == 0:
-        return Moments()
-    v = values.to(torch.float64)
-    mean = v.mean()
-    m2 = torch.sum((v - mean) ** 2)
-    return Moments(float(values.numel()), float(mean), float(m2))
+    return Moments(*moments_tensor(values).tolist())
+
+
+def moments_tensor(values: torch.Tensor) -> torch.Tensor:
+    """Two-pass float64 moments of a 1-D tensor `values` (k,), left on its device (no host sync).
+
+    Returns:
+        (3,) float64 tensor [weight, mean, m2]; zeros when empty.
+    """
+    v = values.to(torch.float64).reshape(-1)
+    weight = torch.tensor(float(v.numel()), dtype=torch.float64, device=v.device)
+    mean = v.sum() / weight.clamp_min(1.0)
+    return torch.stack([weight, mean, torch.sum((v - mean) ** 2)])
 
 
 def merge_moments(acc: Moments, batch: Moments, decay: float = 1.0) -> Moments:
@@ -63,23 +70,22 @@ def merge_moments(acc: Moments, batch: Moments, decay: float = 1.0) -> Moments:
     return Moments(w_new, mean, m2)
 
 
-def group_ids(index) -> torch.Tensor:
-    """Map group labels to contiguous ids.
+def group_ids(index) -> tuple[torch.Tensor, int]:
+    """Map group labels to contiguous ids (hash-based factorization, O(bs)).
 
     Args:
         index: (bs,) labels -- numpy array (verl passes `uid` as an object array of strings), list or tensor.
     Returns:
-        LongTensor (bs,) with values in [0, n_groups).
+        LongTensor (bs,) with values in [0, n_groups), and n_groups.
     """
+    import pandas as pd
+
     if isinstance(index, torch.Tensor):
         labels = index.detach().cpu().numpy().reshape(-1)
     else:
         labels = np.asarray(index).reshape(-1)
-    if labels.dtype == object:
-        # uids are strings; np.unique sorts, so give it one comparable type.
-        labels = labels.astype(str)
-    _, inverse = np.unique(labels, return_inverse=True)
-    return torch.from_numpy(inverse.reshape(-1).astype(np.int64))
+    codes, uniques = pd.factorize(labels, use_na_sentinel=False)
+    return torch.from_numpy(np.asarray(codes, dtype=np.int64)), len(uniques)
 
 
 @dataclass(frozen=True)
@@ -93,15 +99,15 @@ class GroupStats:
     present: torch.Tensor  # (n,) bool, the group has at least one valid row
 
 
-def group_stats(scores: torch.Tensor, valid: torch.Tensor, gid: torch.Tensor) -> GroupStats:
+def group_stats(scores: torch.Tensor, valid: torch.Tensor, gid: torch.Tensor, n: int) -> GroupStats:
     """Group means over valid rows.
 
     Args:
         scores: (bs,) float64 scores (values of invalid rows are ignored; may be non-finite there).
         valid: (bs,) bool.
         gid: (bs,) long group ids in [0, n).
+        n: number of group ids.
     """
-    n = int(gid.max()) + 1 if gid.numel() else 0
     f64 = {"dtype": torch.float64, "device": scores.device}
     gid = gid.to(scores.device)
     w = valid.to(torch.float64)
@@ -142,6 +148,8 @@ def shrunk_baseline(group_mean: torch.Tensor, s: torch.Tensor, mu_glob: float) -
 def normalize_advantage(raw: torch.Tensor, valid: torch.Tensor, mode: str, epsilon: float) -> torch.Tensor:
     """Batch-level normalization of raw advantages over the valid rows.
 
+    Statistics are taken over raw[valid] only, so padding rows cannot change a single bit of the result.
+
     Args:
         raw: (bs,) float64. valid: (bs,) bool.
         mode: "batch" -> (raw - mean) / (std_unbiased + epsilon); "center" -> raw - mean; "none" -> raw.
@@ -155,14 +163,14 @@ def normalize_advantage(raw: torch.Tensor, valid: torch.Tensor, mode: str, epsil
     raw = torch.where(valid, raw, zero)
     if mode == "none":
         return raw
-    k = int(valid.sum())
+    picked = raw[valid]
+    k = picked.numel()
     if k < 2:
         return torch.zeros_like(raw)
-    mean = raw.sum() / k
-    centered = torch.where(valid, raw - mean, zero)
+    centered = torch.where(valid, raw - picked.mean(), zero)
     if mode == "center":
         return centered
-    std = torch.sqrt(torch.sum(centered * centered) / (k - 1))
+    std = torch.std(picked, unbiased=True)
     return centered / (std + epsilon)
 
 
@@ -179,7 +187,7 @@ def ebpo_scalar_advantage(
     """One advantage per row from given prior statistics (the prior is NOT updated here).
 
     Args:
-        scores: (bs,) float64. valid: (bs,) bool. stats: group_stats(scores, valid, gid).
+        scores: (bs,) float64. valid: (bs,) bool. stats: group_stats(scores, valid, gid, n).
     Returns:
         advantage (bs,) float64 (0 on invalid rows) and S per group (n,) float64.
     """
