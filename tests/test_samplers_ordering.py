@@ -1,0 +1,197 @@
+"""The pure orderings: hand-computed cases and hypothesis properties."""
+
+from __future__ import annotations
+
+from collections import Counter
+
+import numpy as np
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from verl_ebpo.samplers import UnlabelledRowsError, difficulty_order, topic_order
+from verl_ebpo.samplers.ordering import UNLABELLED, concat_plans
+
+
+def _runs(seq):
+    """Labels of the maximal runs of equal values."""
+    out = []
+    for x in seq:
+        if not out or out[-1] != x:
+            out.append(x)
+    return out
+
+
+# ------------------------------------------------------------------------------------------------
+# topic: known answers
+
+
+LABELS = ["b", "a", "c", "a", "b", "a", "c"]  # a: rows 1,3,5  b: 0,4  c: 2,6
+
+
+def test_topic_clusters_in_first_seen_order_each_a_shuffle_of_its_rows():
+    plan = topic_order(LABELS, seed=0)
+    idx = plan.indices.tolist()
+    assert [LABELS[i] for i in idx] == ["b", "b", "a", "a", "a", "c", "c"]
+    assert sorted(idx[:2]) == [0, 4] and sorted(idx[2:5]) == [1, 3, 5] and sorted(idx[5:]) == [2, 6]
+    assert [(s.label, s.start, s.stop) for s in plan.segments] == [("b", 0, 2), ("a", 2, 5), ("c", 5, 7)]
+    assert plan.dropped == () and plan.padded == 0 and plan.num_rows == 7
+
+
+def test_cluster_orders_name_listed_and_by_difficulty():
+    by_name = topic_order(LABELS, cluster_order="name").indices
+    assert _runs([LABELS[i] for i in by_name]) == ["a", "b", "c"]
+    listed = topic_order(LABELS, cluster_order=["c", "a", "b"]).indices
+    assert _runs([LABELS[i] for i in listed]) == ["c", "a", "b"]
+    # pass rates: a -> mean 0.8 (easy), b -> 0.5, c -> 0.1 (hard); a missing value is ignored
+    rates = [0.4, 0.9, 0.1, 0.7, 0.6, None, 0.1]
+    easy = topic_order(LABELS, cluster_order="easy_first", difficulties=rates).indices
+    hard = topic_order(LABELS, cluster_order="hard_first", difficulties=rates).indices
+    assert _runs([LABELS[i] for i in easy]) == ["a", "b", "c"]
+    assert _runs([LABELS[i] for i in hard]) == ["c", "b", "a"]
+    # a level (higher = harder) flips what "easy" means
+    levels = [2, 1, 5, 1, 2, 1, 5]
+    assert _runs([LABELS[i] for i in topic_order(LABELS, cluster_order="easy_first", difficulties=levels,
+                                                    higher_is_easier=False).indices]) == ["a", "b", "c"]
+
+
+def test_within_cluster_shuffle_does_not_depend_on_cluster_order():
+    a = topic_order(LABELS, seed=7, cluster_order="first_seen")
+    b = topic_order(LABELS, seed=7, cluster_order="name")
+    seg = lambda p, lab: [p.indices[s.start : s.stop].tolist() for s in p.segments if s.label == lab][0]  # noqa: E731
+    for lab in "abc":
+        assert seg(a, lab) == seg(b, lab)
+
+
+def test_align_pad_and_drop_known_counts():
+    # sizes a=3, b=2, c=2 ; batch 2
+    pad = topic_order(LABELS, seed=1, batch_size=2, align="pad")
+    assert [s.size for s in pad.segments] == [2, 4, 2] and pad.padded == 1
+    a = pad.indices[2:6].tolist()
+    assert a[3] == a[0]  # the pad repeats the cluster's first shuffled row
+    drop = topic_order(LABELS, seed=1, batch_size=2, align="drop")
+    assert [s.size for s in drop.segments] == [2, 2, 2] and len(drop.dropped) == 1
+    assert LABELS[drop.dropped[0]] == "a" and drop.dropped[0] not in drop.indices.tolist()
+    # a cluster smaller than the batch vanishes under drop
+    gone = topic_order(LABELS, batch_size=3, align="drop")
+    assert [s.label for s in gone.segments] == ["a"] and len(gone.dropped) == 4
+    with pytest.raises(ValueError, match="batch_size"):
+        topic_order(LABELS, align="pad")
+
+
+def test_unlabelled_rows():
+    labels = ["x", None, "y", float("nan"), "", "x"]
+    with pytest.raises(UnlabelledRowsError, match=r"3 of 6 rows have no value in 'extra_info.topic' .*\[1, 3, 4\]"):
+        topic_order(labels, field_name="extra_info.topic")
+    first = topic_order(labels, unlabelled="first")
+    assert first.segments[0].label == UNLABELLED and sorted(first.indices[:3].tolist()) == [1, 3, 4]
+    last = topic_order(labels, unlabelled="last")
+    assert last.segments[-1].label == UNLABELLED and sorted(last.indices[-3:].tolist()) == [1, 3, 4]
+    dropped = topic_order(labels, unlabelled="drop")
+    assert dropped.dropped == (1, 3, 4) and sorted(dropped.indices.tolist()) == [0, 2, 5]
+
+
+def test_bad_options():
+    with pytest.raises(ValueError, match="cluster_order"):
+        topic_order(LABELS, cluster_order="size")
+    with pytest.raises(ValueError, match=r"2 more: \['b', 'c'\]"):
+        topic_order(LABELS, cluster_order=["a"])
+    with pytest.raises(ValueError, match="difficulty"):
+        topic_order(LABELS, cluster_order="easy_first")
+    with pytest.raises(ValueError, match="seed"):
+        topic_order(LABELS, seed=-1)
+    with pytest.raises(ValueError, match="no difficulty value"):
+        topic_order(LABELS, cluster_order="easy_first", difficulties=[0.1, None, 0.2, None, 0.3, None, 0.4])
+
+
+def test_listed_cluster_order_matches_numbers_by_text():
+    # Hydra may hand the list over as strings while the labels are ints (or the other way round)
+    plan = topic_order([3, 1, 3, 2], cluster_order=["2", "3", "1"])
+    assert _runs([[3, 1, 3, 2][i] for i in plan.indices]) == [2, 3, 1]
+
+
+# ------------------------------------------------------------------------------------------------
+# difficulty: known answers
+
+
+def test_difficulty_easy_to_hard_with_seeded_ties():
+    rates = [0.5, 1.0, 0.0, 0.5, 0.25, 0.5]
+    plan = difficulty_order(rates, seed=0)
+    idx = plan.indices.tolist()
+    assert idx[0] == 1 and sorted(idx[1:4]) == [0, 3, 5] and idx[4:] == [4, 2]
+    # the tie order is a function of the seed, and some seed changes it
+    assert difficulty_order(rates, seed=0).indices.tolist() == idx
+    assert any(difficulty_order(rates, seed=s).indices[1:4].tolist() != idx[1:4] for s in range(1, 20))
+    hard = difficulty_order(rates, seed=0, direction="hard_to_easy").indices.tolist()
+    assert hard[:2] == [2, 4] and hard[-1] == 1
+    level = difficulty_order([3, 1, 2], higher_is_easier=False).indices.tolist()
+    assert level == [1, 2, 0]  # level 1 (easy) first
+
+
+def test_difficulty_bad_values():
+    with pytest.raises(UnlabelledRowsError, match=r"2 of 4 rows .*\[1, 3\].*label-difficulty"):
+        difficulty_order([0.1, None, 0.2, float("nan")])
+    with pytest.raises(ValueError, match=r"non-numeric .*\(2, 'hard'\)"):
+        difficulty_order([0.1, 0.2, "hard"])
+    with pytest.raises(ValueError, match="non-numeric or infinite"):
+        difficulty_order([0.1, float("inf")])
+    last = difficulty_order([0.1, None, 0.9], unlabelled="last").indices.tolist()
+    assert last == [2, 0, 1]
+    assert difficulty_order([0.1, None, 0.9], unlabelled="drop").indices.tolist() == [2, 0]
+
+
+def test_fingerprint_tracks_the_order():
+    a, b = topic_order(LABELS, seed=0), topic_order(LABELS, seed=0)
+    assert a.fingerprint() == b.fingerprint()
+    assert any(topic_order(LABELS, seed=s).fingerprint() != a.fingerprint() for s in range(1, 10))
+    two = concat_plans([a, topic_order(LABELS, seed=0, epoch=1)])
+    assert len(two) == 14 and len(two.segments) == 6 and two.segments[3].start == 7
+
+
+# ------------------------------------------------------------------------------------------------
+# properties
+
+labels_st = st.lists(st.sampled_from(["a", "b", "c", "d", None]), min_size=0, max_size=40)
+
+
+@settings(max_examples=60, deadline=None)
+@given(labels=labels_st, seed=st.integers(0, 2**31), batch=st.integers(1, 5), align=st.sampled_from(["none", "drop", "pad"]),
+       unl=st.sampled_from(["drop", "first", "last"]))
+def test_topic_properties(labels, seed, batch, align, unl):
+    plan = topic_order(labels, seed=seed, batch_size=batch, align=align, unlabelled=unl)
+    idx = plan.indices.tolist()
+    key = lambda i: UNLABELLED if labels[i] is None else labels[i]  # noqa: E731
+    seq = [key(i) for i in idx]
+    # clusters are contiguous: each label forms one run
+    runs = _runs(seq)
+    assert len(runs) == len(set(runs))
+    # segments describe the runs exactly
+    assert [s.label for s in plan.segments] == runs
+    assert sum(s.size for s in plan.segments) == len(idx)
+    # visits: every kept row once, plus pads from its own cluster; dropped rows never
+    counts = Counter(idx)
+    assert not set(plan.dropped) & set(counts)
+    assert set(counts) | set(plan.dropped) == set(range(len(labels)))
+    assert sum(counts.values()) - len(counts) == plan.padded
+    if align != "none":
+        assert all(s.size % batch == 0 for s in plan.segments)
+        for start in range(0, len(seq), batch):  # no batch mixes two clusters
+            assert len(set(seq[start : start + batch])) == 1
+    if align != "pad":
+        assert max(counts.values(), default=1) == 1
+    # deterministic
+    assert plan.indices.tolist() == topic_order(labels, seed=seed, batch_size=batch, align=align, unlabelled=unl).indices.tolist()
+
+
+@settings(max_examples=60, deadline=None)
+@given(values=st.lists(st.sampled_from([0.0, 0.25, 0.5, 1.0]), max_size=40), seed=st.integers(0, 10**6),
+       direction=st.sampled_from(["easy_to_hard", "hard_to_easy"]))
+def test_difficulty_properties(values, seed, direction):
+    idx = difficulty_order(values, seed=seed, direction=direction).indices.tolist()
+    assert sorted(idx) == list(range(len(values)))
+    v = [values[i] for i in idx]
+    assert v == sorted(values, reverse=(direction == "easy_to_hard"))
+    # new epoch: same values sequence, ties possibly permuted
+    v1 = [values[i] for i in difficulty_order(values, seed=seed, epoch=1, direction=direction).indices]
+    assert v1 == v
+    assert np.array_equal(difficulty_order(values, seed=seed, direction=direction).indices, np.array(idx, dtype=np.int64))

@@ -1,0 +1,333 @@
+"""Topic / difficulty orders through verl 0.9.1's own data path.
+
+Real pieces: the Hydra-composed `ppo_trainer` config with `verl_ebpo.samplers.overrides(...)`, verl's
+`create_rl_dataset` / `create_rl_sampler`, `RLHFDataset` (as the base of our dataset classes), and the V1
+trainer's own `_init_dataloader` / `_next_train_batch` (a StatefulDataLoader fed by create_rl_sampler),
+with `data.pt` written and read exactly as `_save_checkpoint` / `_load_checkpoint` do.
+"""
+
+from __future__ import annotations
+
+import os
+import string
+
+import numpy as np
+import pyarrow as pa
+import pyarrow.parquet as pq
+import pytest
+import torch
+
+from verl_ebpo.samplers import difficulty_order, overrides, topic_order
+
+TOPICS = ["alg"] * 10 + ["geo"] * 8 + ["prob"] * 6  # unbalanced clusters: 10 / 8 / 6 rows
+BATCH = 4
+
+
+def _rows(n=24, topic_of=None, difficulty_of=None, prompt_of=None):
+    rows = []
+    for i in range(n):
+        extra = {"index": i, "split": "train"}
+        t = topic_of(i) if topic_of else TOPICS[(i * 7) % 24]  # interleaved in the file
+        if t is not None:
+            extra["topic"] = t
+        extra["difficulty"] = difficulty_of(i) if difficulty_of else float((i * 5) % 7) / 6.0
+        rows.append(
+            {
+                "data_source": "toy",
+                "prompt": [{"role": "user", "content": prompt_of(i) if prompt_of else f"question {i}"}],
+                "ability": "math",
+                "reward_model": {"style": "rule", "ground_truth": str(i)},
+                "extra_info": extra,
+            }
+        )
+    return rows
+
+
+@pytest.fixture(scope="module")
+def tokenizer():
+    """A character-level tokenizer with a chat template, built offline."""
+    from tokenizers import Regex, Tokenizer, models, pre_tokenizers
+    from transformers import PreTrainedTokenizerFast
+
+    vocab = {"<pad>": 0, "<eos>": 1, "<unk>": 2}
+    for c in string.printable:
+        vocab.setdefault(c, len(vocab))
+    tk = Tokenizer(models.WordLevel(vocab, unk_token="<unk>"))
+    tk.pre_tokenizer = pre_tokenizers.Split(Regex(r"[\s\S]"), behavior="isolated")
+    tok = PreTrainedTokenizerFast(
+        tokenizer_object=tk, pad_token="<pad>", eos_token="<eos>", unk_token="<unk>", padding_side="left"
+    )
+    tok.chat_template = (
+        "{% for m in messages %}<{{ m['role'] }}>{{ m['content'] }}{% endfor %}"
+        "{% if add_generation_prompt %}<a>{% endif %}"
+    )
+    return tok
+
+
+@pytest.fixture(scope="module")
+def files(tmp_path_factory):
+    d = tmp_path_factory.mktemp("ordering_data")
+    train, val = str(d / "train.parquet"), str(d / "val.parquet")
+    pq.write_table(pa.Table.from_pylist(_rows()), train)
+    val_rows = _rows(5, topic_of=lambda i: None)  # no topic labels: must stay untouched
+    for r in val_rows:
+        r["extra_info"]["index"] += 100
+    pq.write_table(pa.Table.from_pylist(val_rows), val)
+    return train, val
+
+
+@pytest.fixture(scope="module")
+def compose_cfg():
+    """verl's ppo_trainer.yaml composed by Hydra with the given overrides (as `main_ppo` does)."""
+    from hydra import compose, initialize_config_dir
+
+    import verl
+
+    cfgdir = os.path.join(os.path.dirname(verl.__file__), "trainer", "config")
+
+    def make(extra: list[str], train: str, val: str, workers: int = 0):
+        with initialize_config_dir(config_dir=cfgdir, version_base=None):
+            return compose(
+                config_name="ppo_trainer",
+                overrides=[
+                    f"data.train_files={train}",
+                    f"data.val_files={val}",
+                    f"data.train_batch_size={BATCH}",
+                    f"data.dataloader_num_workers={workers}",
+                    "data.filter_overlong_prompts=False",
+                    *extra,  # last, so a test can override the lines above
+                ],
+            )
+
+    return make
+
+
+def _trainer(cfg, tokenizer):
+    """verl's V1 PPOTrainer with only its data path initialised (its real `_init_dataloader`)."""
+    from verl.trainer.ppo.v1.trainer_base import PPOTrainer
+
+    cls = type("DataOnlyTrainer", (PPOTrainer,), {m: (lambda self, *a, **k: None) for m in PPOTrainer.__abstractmethods__})
+    tr = object.__new__(cls)
+    tr.config, tr.tokenizer, tr.processor = cfg, tokenizer, None
+    tr.trainer_mode = cfg.trainer.v1.trainer_mode
+    tr.parameter_sync_step = 1
+    tr.global_steps = 1
+    tr._init_dataloader()
+    return tr
+
+
+def _next_indices(tr) -> list[int]:
+    batch = tr._next_train_batch()  # the trainer's own fetch (restarts the loader at an epoch's end)
+    return [int(x) for x in batch["index"]]
+
+
+def _file_column(path, key):
+    return [r["extra_info"].get(key) for r in pq.read_table(path).to_pylist()]
+
+
+# ------------------------------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("workers", [0, 2])
+def test_topic_order_stock_data_path_and_resume(compose_cfg, files, tokenizer, workers, tmp_path):
+    train, val = files
+    ovr = overrides("topic", align="pad", seed=3)
+    cfg = compose_cfg(ovr, train, val, workers)
+    tr = _trainer(cfg, tokenizer)
+
+    # the stock sampler is verl's SequentialSampler over our reordered rows
+    from torch.utils.data import SequentialSampler
+
+    assert isinstance(tr.train_dataloader.sampler, SequentialSampler)
+    # the validation set (no topic labels) is left as verl reads it
+    assert tr.val_dataset.ordering_plan is None
+    assert [r["index"] for r in tr.val_dataset] == [100, 101, 102, 103, 104]
+
+    # cluster sizes 10/8/6 padded to 12/8/8 -> 28 visits, 7 steps
+    labels = _file_column(train, "topic")
+    expected = topic_order(labels, seed=3, batch_size=BATCH, align="pad").indices.tolist()
+    assert len(tr.train_dataset) == 28 and tr.steps_per_epoch == 7
+    assert [s.label for s in tr.train_dataset.ordering_plan.segments] == ["alg", "geo", "prob"]  # first seen
+    assert [s.size for s in tr.train_dataset.ordering_plan.segments] == [12, 8, 8]
+
+    seen = [_next_indices(tr) for _ in range(3)]
+    torch.save(tr.train_dataloader.state_dict(), tmp_path / "data.pt")  # as _save_checkpoint
+    seen += [_next_indices(tr) for _ in range(4 + 7)]  # rest of epoch 1, all of epoch 2
+
+    flat = [i for b in seen for i in b]
+    assert flat[:28] == expected and flat[28:] == expected  # same order every epoch
+    for b in seen:  # no batch mixes two clusters
+        assert len({labels[i] for i in b}) == 1
+    assert sorted(set(flat[:28])) == list(range(24))  # every prompt visited
+
+    # resume: a fresh trainer (fresh dataset, same config) loads data.pt as _load_checkpoint does
+    tr2 = _trainer(compose_cfg(ovr, train, val, workers), tokenizer)
+    tr2.train_dataloader.load_state_dict(torch.load(tmp_path / "data.pt", weights_only=False))
+    resumed = [_next_indices(tr2) for _ in range(4 + 7)]
+    assert resumed == seen[3:]  # continues at step 4: nothing repeated, nothing skipped
+
+
+@pytest.mark.parametrize("workers", [0, 2])
+def test_difficulty_order_stock_data_path_and_resume(compose_cfg, files, tokenizer, workers, tmp_path):
+    train, val = files
+    ovr = overrides("difficulty", seed=5, total_epochs=1)
+    assert "trainer.total_epochs=1" in ovr
+    cfg = compose_cfg(ovr, train, val, workers)
+    tr = _trainer(cfg, tokenizer)
+    assert tr.total_training_steps == 6  # one epoch of 24 prompts in batches of 4
+
+    pass_rate = _file_column(train, "difficulty")
+    got = [_next_indices(tr) for _ in range(2)]
+    torch.save(tr.train_dataloader.state_dict(), tmp_path / "data.pt")
+    got += [_next_indices(tr) for _ in range(4)]
+    flat = [i for b in got for i in b]
+    # easy -> hard: pass rate never increases along the stream; every prompt once
+    rates = [pass_rate[i] for i in flat]
+    assert all(a >= b for a, b in zip(rates, rates[1:]))
+    assert sorted(flat) == list(range(24))
+    assert flat == difficulty_order(pass_rate, seed=5).indices.tolist()
+    assert rates[0] == 1.0 and rates[-1] == 0.0
+
+    tr2 = _trainer(compose_cfg(ovr, train, val, workers), tokenizer)
+    tr2.train_dataloader.load_state_dict(torch.load(tmp_path / "data.pt", weights_only=False))
+    assert [_next_indices(tr2) for _ in range(4)] == got[2:]
+
+
+def test_create_rl_dataset_and_sampler_directly(compose_cfg, files, tokenizer):
+    """The two verl functions the trainer calls, with the documented overrides."""
+    from verl.trainer.ppo.utils import create_rl_dataset, create_rl_sampler
+
+    from verl_ebpo.samplers.dataset import DifficultyOrderedDataset
+
+    train, val = files
+    cfg = compose_cfg(overrides("difficulty", direction="hard_to_easy", seed=1), train, val)
+    ds = create_rl_dataset(cfg.data.train_files, cfg.data, tokenizer, None, is_train=True)
+    assert isinstance(ds, DifficultyOrderedDataset)
+    order = [int(x) for x in create_rl_sampler(cfg.data, ds)]
+    assert order == list(range(24))  # sequential over the reordered rows
+    rates = [ds[i]["extra_info"]["difficulty"] for i in order]
+    assert rates == sorted(rates)  # hard -> easy: pass rate ascending
+    pass_rate = _file_column(train, "difficulty")
+    assert [ds[i]["index"] for i in order] == difficulty_order(pass_rate, seed=1, direction="hard_to_easy").indices.tolist()
+
+
+def test_shuffle_true_is_refused(compose_cfg, files, tokenizer):
+    from verl.trainer.ppo.utils import create_rl_dataset
+
+    train, val = files
+    cfg = compose_cfg([*overrides("topic"), "data.shuffle=True"], train, val)
+    with pytest.raises(ValueError, match="data.shuffle=False"):
+        create_rl_dataset(cfg.data.train_files, cfg.data, tokenizer, None)
+
+
+@pytest.mark.parametrize("workers", [0, 2])
+def test_resume_over_a_different_order_is_refused(compose_cfg, files, tokenizer, tmp_path, workers):
+    train, val = files
+    tr = _trainer(compose_cfg(overrides("topic", seed=3), train, val, workers), tokenizer)
+    _next_indices(tr)
+    torch.save(tr.train_dataloader.state_dict(), tmp_path / "data.pt")
+    tr2 = _trainer(compose_cfg(overrides("topic", seed=4), train, val, workers), tokenizer)
+    tr2.train_dataloader.load_state_dict(torch.load(tmp_path / "data.pt", weights_only=False))
+    with pytest.raises(ValueError, match="different prompt order") as excinfo:  # raised, not hung (workers too)
+        _next_indices(tr2)
+    _stop_workers_of_failed_iterator(excinfo)
+
+
+def _stop_workers_of_failed_iterator(excinfo):
+    """torchdata's multi-worker iterator failed inside its constructor: its workers live on until garbage
+    collection, whose shutdown then waits out timeouts (~10 s, in some later test). Stop them now."""
+    import traceback
+
+    for frame, _ in traceback.walk_tb(excinfo.tb):
+        for w in getattr(frame.f_locals.get("self"), "_workers", None) or []:
+            w.terminate()
+            w.join()
+
+
+def test_unlabelled_rows_and_missing_field(compose_cfg, tmp_path, tokenizer):
+    from verl.trainer.ppo.utils import create_rl_dataset
+
+    from verl_ebpo.samplers import UnlabelledRowsError
+    from verl_ebpo.samplers.fields import FieldNotFoundError
+
+    path = str(tmp_path / "t.parquet")
+    pq.write_table(pa.Table.from_pylist(_rows(12, topic_of=lambda i: None if i in (2, 7, 9) else "ab"[i % 2])), path)
+    cfg = compose_cfg(overrides("topic"), path, path)
+    with pytest.raises(UnlabelledRowsError, match=r"3 of 12 rows .*\[2, 7, 9\]"):
+        create_rl_dataset(cfg.data.train_files, cfg.data, tokenizer, None)
+
+    cfg = compose_cfg(overrides("topic", unlabelled="last", cluster_order="name"), path, path)
+    ds = create_rl_dataset(cfg.data.train_files, cfg.data, tokenizer, None)
+    idx = [ds[i]["index"] for i in range(len(ds))]
+    assert sorted(idx[-3:]) == [2, 7, 9]
+    assert [ds[i]["extra_info"]["topic"] for i in range(9)] == ["a"] * 5 + ["b"] * 4
+
+    cfg = compose_cfg(overrides("topic", field="extra_info.domain"), path, path)
+    with pytest.raises(FieldNotFoundError, match=r"extra_info\.domain.*extra_info\.topic"):
+        create_rl_dataset(cfg.data.train_files, cfg.data, tokenizer, None)
+
+
+def test_order_is_applied_after_verl_filters_long_prompts(compose_cfg, tmp_path, tokenizer):
+    from verl.trainer.ppo.utils import create_rl_dataset
+
+    path = str(tmp_path / "long.parquet")
+    rows = _rows(9, topic_of=lambda i: "xyz"[i % 3], prompt_of=lambda i: "q" * (200 if i == 4 else 3))
+    pq.write_table(pa.Table.from_pylist(rows), path)
+    cfg = compose_cfg(
+        [*overrides("topic", cluster_order=["z", "x", "y"]), "data.filter_overlong_prompts=True",
+         "data.max_prompt_length=40", "data.filter_overlong_prompts_workers=1"],
+        path,
+        path,
+    )
+    ds = create_rl_dataset(cfg.data.train_files, cfg.data, tokenizer, None)
+    assert len(ds) == 8  # row 4 (a 200-character prompt) filtered by verl before ordering
+    topics = [ds[i]["extra_info"]["topic"] for i in range(8)]
+    assert topics == ["z", "z", "z", "x", "x", "x", "y", "y"]
+    assert 4 not in [ds[i]["index"] for i in range(8)]
+
+
+def test_overrides_compose_into_the_data_config(compose_cfg, files):
+    train, val = files
+    odd = ["Algebra & Number Theory", "it's, odd", "3"]
+    cfg = compose_cfg(
+        overrides("topic", field="extra_info.dom", cluster_order=odd, align="drop", batch_size=8, unlabelled="first",
+                  passes=2, higher_is_easier=False, seed=11),
+        train,
+        val,
+    )
+    from omegaconf import OmegaConf
+
+    assert OmegaConf.to_container(cfg.data.ordering) == {
+        "field": "extra_info.dom",
+        "cluster_order": odd,
+        "align": "drop",
+        "batch_size": 8,
+        "higher_is_easier": False,
+        "unlabelled": "first",
+        "passes": 2,
+    }
+    assert cfg.data.shuffle is False and cfg.data.seed == 11
+    assert cfg.data.custom_cls.name == "TopicOrderedDataset"
+    rnd = compose_cfg(overrides("random", seed=2), train, val)
+    assert rnd.data.shuffle is True and rnd.data.seed == 2 and rnd.data.custom_cls.path is None
+    with pytest.raises(ValueError):
+        overrides("random", align="pad")
+    with pytest.raises(ValueError):
+        overrides("difficulty", cluster_order="name")
+
+
+def test_passes_unroll_reshuffled_epochs(compose_cfg, files, tokenizer):
+    from verl.trainer.ppo.utils import create_rl_dataset
+
+    train, val = files
+    cfg = compose_cfg(overrides("topic", passes=2, seed=0), train, val)
+    ds = create_rl_dataset(cfg.data.train_files, cfg.data, tokenizer, None)
+    assert len(ds) == 48
+    idx = [ds[i]["index"] for i in range(48)]
+    first, second = idx[:24], idx[24:]
+    assert sorted(first) == sorted(second) == list(range(24))
+    assert first != second  # reshuffled inside clusters
+    labels = _file_column(train, "topic")
+    assert [labels[i] for i in first] == [labels[i] for i in second]  # same cluster sequence
+    assert np.array_equal(np.array(first), topic_order(labels, seed=0, epoch=0).indices)
+    assert np.array_equal(np.array(second), topic_order(labels, seed=0, epoch=1).indices)

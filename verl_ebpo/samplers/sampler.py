@@ -1,0 +1,190 @@
+"""torch Samplers for topic and difficulty orders, resumable through torchdata's StatefulDataLoader.
+
+For users who build their own DataLoader. (Inside verl's stock trainer use the dataset classes of
+`verl_ebpo.samplers.dataset` instead: verl 0.9.1 has no sampler plug-in.)
+
+State: `state_dict()` -> {"schema", "version", "epoch", "yielded", "fingerprint"}. StatefulDataLoader
+(num_workers 0 or > 0) saves it with every batch and restores it; iteration then continues at the
+next unseen prompt of the same epoch. The epoch counter advances when an iteration runs to its end
+(or by `set_epoch`). With `reshuffle_each_epoch=True` each epoch draws a new shuffle inside clusters
+(topic) or a new tie-break (difficulty); the cluster order and cluster sizes never change.
+"""
+
+from __future__ import annotations
+
+from typing import Any, Callable, Iterator, Sequence
+
+from torch.utils.data import Sampler
+
+from verl_ebpo.samplers.fields import read_field
+from verl_ebpo.samplers.ordering import OrderPlan, difficulty_order, topic_order
+
+SCHEMA = "verl_ebpo.ordered_sampler"
+SCHEMA_VERSION = 1
+
+
+class OrderedSampler(Sampler[int]):
+    """Yields `plan_fn(epoch).indices`; stateful (epoch, position) for exact mid-epoch resume."""
+
+    def __init__(self, plan_fn: Callable[[int], OrderPlan], *, reshuffle_each_epoch: bool = True) -> None:
+        self._plan_fn = plan_fn
+        self.reshuffle_each_epoch = bool(reshuffle_each_epoch)
+        self.epoch = 0
+        self.yielded = 0
+        self._next_yielded: int | None = None
+        self._cache: tuple[int, OrderPlan] | None = None
+        self._length = len(self.plan(0))
+        self._fingerprint = self.plan(0).fingerprint()
+
+    # -- the order --------------------------------------------------------------------------------
+    def plan(self, epoch: int | None = None) -> OrderPlan:
+        e = self.epoch if epoch is None else int(epoch)
+        key = e if self.reshuffle_each_epoch else 0
+        if self._cache is None or self._cache[0] != key:
+            self._cache = (key, self._plan_fn(key))
+        return self._cache[1]
+
+    def __len__(self) -> int:
+        return self._length
+
+    def set_epoch(self, epoch: int) -> None:
+        """Start the next iteration at the beginning of `epoch` (as DistributedSampler.set_epoch)."""
+        self.epoch = int(epoch)
+        self.yielded = 0
+        self._next_yielded = None
+
+    def __iter__(self) -> Iterator[int]:
+        # A generator: the start position is read when iteration begins, not when iter() is called
+        # (StatefulDataLoader creates an iterator before it loads the saved state).
+        start = self._next_yielded if self._next_yielded is not None else 0
+        self._next_yielded = None
+        indices = self.plan().indices
+        self.yielded = start
+        for idx in indices[start:].tolist():
+            self.yielded += 1
+            yield idx
+        self.epoch += 1
+        self.yielded = 0
+
+    # -- state ------------------------------------------------------------------------------------
+    def state_dict(self) -> dict[str, Any]:
+        return {
+            "schema": SCHEMA,
+            "version": SCHEMA_VERSION,
+            "epoch": self.epoch,
+            "yielded": self.yielded,
+            "fingerprint": self._fingerprint,
+            "length": self._length,
+        }
+
+    def load_state_dict(self, state_dict: dict[str, Any]) -> None:
+        if state_dict.get("schema") != SCHEMA:
+            raise ValueError(f"not an ordered-sampler state (schema {state_dict.get('schema')!r})")
+        if int(state_dict.get("version", 0)) > SCHEMA_VERSION:
+            raise ValueError(
+                f"sampler state version {state_dict['version']} is newer than this code ({SCHEMA_VERSION})"
+            )
+        if state_dict["fingerprint"] != self._fingerprint or int(state_dict["length"]) != self._length:
+            raise ValueError(
+                "the saved sampler state belongs to a different prompt order "
+                f"(saved fingerprint {state_dict['fingerprint']} over {state_dict['length']} visits, "
+                f"now {self._fingerprint} over {self._length}): the data or the ordering options changed "
+                "since the checkpoint; resuming would repeat or skip prompts"
+            )
+        yielded = int(state_dict["yielded"])
+        if not 0 <= yielded <= self._length:
+            raise ValueError(f"sampler state position {yielded} outside 0..{self._length}")
+        self.epoch = int(state_dict["epoch"])
+        self.yielded = yielded
+        self._next_yielded = yielded
+
+
+class TopicSampler(OrderedSampler):
+    """Clusters one after another, shuffled inside (see `ordering.topic_order` for the options).
+
+    By default each epoch reshuffles inside clusters (reshuffle_each_epoch=True); cluster order and sizes stay.
+    """
+
+    def __init__(
+        self,
+        labels: Sequence[Any],
+        *,
+        seed: int = 0,
+        cluster_order: str | Sequence[Any] = "first_seen",
+        difficulties: Sequence[Any] | None = None,
+        higher_is_easier: bool = True,
+        batch_size: int | None = None,
+        align: str = "none",
+        unlabelled: str = "error",
+        reshuffle_each_epoch: bool = True,
+        field_name: str = "label",
+    ) -> None:
+        labels = list(labels)
+        difficulties = None if difficulties is None else list(difficulties)
+
+        def plan_fn(epoch: int) -> OrderPlan:
+            return topic_order(
+                labels,
+                seed=seed,
+                epoch=epoch,
+                cluster_order=cluster_order,
+                difficulties=difficulties,
+                higher_is_easier=higher_is_easier,
+                batch_size=batch_size,
+                align=align,
+                unlabelled=unlabelled,
+                field_name=field_name,
+            )
+
+        super().__init__(plan_fn, reshuffle_each_epoch=reshuffle_each_epoch)
+
+    @classmethod
+    def from_dataset(
+        cls,
+        dataset: Any,
+        field: str = "extra_info.topic",
+        *,
+        difficulty_field: str | None = None,
+        **kwargs: Any,
+    ) -> "TopicSampler":
+        """Labels read from `dataset` (RLHFDataset, datasets.Dataset, pyarrow Table, DataFrame, rows)."""
+        difficulties = read_field(dataset, difficulty_field) if difficulty_field else None
+        return cls(read_field(dataset, field), difficulties=difficulties, field_name=field, **kwargs)
+
+
+class DifficultySampler(OrderedSampler):
+    """Easy -> hard (or hard -> easy), ties in seeded random order (see `ordering.difficulty_order`).
+
+    By default the order is the same every epoch (reshuffle_each_epoch=False); with True the ties are
+    re-broken each epoch.
+    """
+
+    def __init__(
+        self,
+        values: Sequence[Any],
+        *,
+        seed: int = 0,
+        direction: str = "easy_to_hard",
+        higher_is_easier: bool = True,
+        unlabelled: str = "error",
+        reshuffle_each_epoch: bool = False,
+        field_name: str = "difficulty",
+    ) -> None:
+        values = list(values)
+
+        def plan_fn(epoch: int) -> OrderPlan:
+            return difficulty_order(
+                values,
+                seed=seed,
+                epoch=epoch,
+                direction=direction,
+                higher_is_easier=higher_is_easier,
+                unlabelled=unlabelled,
+                field_name=field_name,
+            )
+
+        super().__init__(plan_fn, reshuffle_each_epoch=reshuffle_each_epoch)
+
+    @classmethod
+    def from_dataset(cls, dataset: Any, field: str = "extra_info.difficulty", **kwargs: Any) -> "DifficultySampler":
+        return cls(read_field(dataset, field), field_name=field, **kwargs)
