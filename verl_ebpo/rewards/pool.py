@@ -1,0 +1,376 @@
+"""A small persistent pool of verifier processes that can be killed on timeout.
+
+verl calls a sync reward function from worker threads, where math-verify's `signal.alarm` timeout cannot
+work. Here math-verify runs in child processes (`python -m verl_ebpo.rewards._worker`, a fresh interpreter:
+no fork of a threaded parent, no re-import of the parent's `__main__`):
+
+- a caller thread takes an idle process, sends one job and waits at most `timeout + grace` seconds;
+- inside the child an interval timer stops the job after `timeout` (soft bound, the process lives on);
+- if no reply came back in time (a C-level computation that ignores signals, a hang) the process is killed
+  and a replacement is started in the background; the job counts as a timeout;
+- a process that dies mid-job is replaced and the job retried once on a fresh process;
+- a job that timed out is remembered (bounded LRU): the same answer again is a timeout at once;
+- processes start lazily, up to `size`; they exit when their pipe closes (`shutdown()`, run at interpreter
+  exit) or when the parent process dies, even mid-job. A forked child of the parent forgets the pool and
+  starts its own.
+"""
+
+from __future__ import annotations
+
+import atexit
+import itertools
+import logging
+import os
+import subprocess
+import sys
+import threading
+import time
+from collections import OrderedDict
+from multiprocessing.connection import Connection
+from typing import Optional
+
+logger = logging.getLogger(__name__)
+
+WORKER_MODULE = "verl_ebpo.rewards._worker"
+# A fresh interpreter that runs the worker module as __main__ with the parent's import path appended.
+_BOOTSTRAP = (
+    "import os, sys, runpy\n"
+    "for p in os.environ.pop('VERL_EBPO_PARENT_SYS_PATH', '').split(os.pathsep):\n"
+    "    if p and p not in sys.path:\n"
+    "        sys.path.append(p)\n"
+    "module = sys.argv.pop(1)\n"
+    "runpy.run_module(module, run_name='__main__', alter_sys=True)\n"
+)
+_PKG_ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+
+
+class VerifierUnavailable(RuntimeError):
+    """No verifier process could be started (e.g. math-verify is not importable). Not caused by model output."""
+
+
+class _Worker:
+    def __init__(self, proc: subprocess.Popen, tx: Connection, rx: Connection):
+        self.proc = proc
+        self.tx = tx
+        self.rx = rx
+        self.jobs = 0
+
+    @classmethod
+    def start(cls, memory_limit_mb: int, startup_timeout: float, module: str = WORKER_MODULE) -> "_Worker":
+        r_job, w_job = os.pipe()  # parent -> child
+        r_res, w_res = os.pipe()  # child -> parent
+        env = dict(os.environ)
+        env.setdefault("OMP_NUM_THREADS", "1")
+        # The child sees the parent's import path (appended: its own stdlib and site-packages come first).
+        env["VERL_EBPO_PARENT_SYS_PATH"] = os.pathsep.join([p for p in sys.path if p] + [_PKG_ROOT])
+        try:
+            proc = subprocess.Popen(
+                [sys.executable, "-c", _BOOTSTRAP, module, str(r_job), str(w_res), str(memory_limit_mb)],
+                pass_fds=(r_job, w_res),
+                stdin=subprocess.DEVNULL,
+                stdout=subprocess.DEVNULL,
+                env=env,
+                close_fds=True,
+            )
+        except BaseException:
+            for fd in (r_job, w_job, r_res, w_res):
+                os.close(fd)
+            raise
+        os.close(r_job)
+        os.close(w_res)
+        w = cls(proc, Connection(w_job, readable=False), Connection(r_res, writable=False))
+        try:
+            if not w.rx.poll(startup_timeout):
+                raise VerifierUnavailable(f"verifier process did not start within {startup_timeout:.0f} s")
+            msg = w.rx.recv()
+            if not (isinstance(msg, tuple) and msg and msg[0] == "ready"):
+                raise VerifierUnavailable(f"verifier process sent {msg!r} instead of 'ready'")
+        except (EOFError, OSError) as e:
+            w.kill()
+            code = proc.poll()
+            raise VerifierUnavailable(
+                f"verifier process exited during start-up (exit code {code}); its error is on stderr above. "
+                "Is math-verify installed (`pip install math-verify`)?"
+            ) from e
+        except BaseException:
+            w.kill()
+            raise
+        return w
+
+    def request(self, job: tuple, wait_s: float) -> Optional[tuple]:
+        """Send a job and wait for its reply. None: no reply in time (caller kills). Raises EOFError/OSError if dead."""
+        self.tx.send(job)
+        self.jobs += 1
+        deadline = time.monotonic() + wait_s
+        while True:
+            left = deadline - time.monotonic()
+            if left <= 0 or not self.rx.poll(left):
+                return None
+            reply = self.rx.recv()
+            if isinstance(reply, tuple) and reply and reply[0] == job[0]:
+                return reply
+            # a stale reply of an earlier job: ignore it and keep waiting
+
+    def kill(self) -> None:
+        for conn in (self.tx, self.rx):
+            try:
+                conn.close()
+            except OSError:
+                pass
+        try:
+            self.proc.kill()
+        except OSError:
+            pass
+        try:
+            self.proc.wait(timeout=5)
+        except subprocess.TimeoutExpired:  # pragma: no cover - a zombie the kernel will reap later
+            pass
+
+    def close_pipe(self) -> None:
+        """Ask the child to exit (EOF on its job pipe)."""
+        try:
+            self.tx.close()
+        except OSError:
+            pass
+
+    def forget(self) -> None:
+        """In a forked child of the parent: drop our copies of the pipes, leave the process to the parent."""
+        for conn in (self.tx, self.rx):
+            try:
+                conn.close()
+            except OSError:
+                pass
+
+
+class VerifierPool:
+    """Up to `size` verifier processes shared by all threads of this process."""
+
+    def __init__(
+        self,
+        size: int = 2,
+        memory_limit_mb: int = 4096,
+        startup_timeout: float = 120.0,
+        worker_module: str = WORKER_MODULE,
+    ):
+        self.size = max(1, int(size))
+        self.worker_module = worker_module
+        # Jobs that timed out, so a repeated pathological answer (a policy repeats itself within a group)
+        # costs one timeout, not one per sample. Keyed by the job and its timeout; bounded.
+        self._timed_out: OrderedDict = OrderedDict()
+        self.memory_limit_mb = int(memory_limit_mb)
+        self.startup_timeout = float(startup_timeout)
+        self._cv = threading.Condition()
+        self._idle: list[_Worker] = []
+        self._all: set[_Worker] = set()
+        self._live = 0  # started or starting, counted against size
+        self._start_failures = 0
+        self._last_error: Optional[BaseException] = None
+        self._closed = False
+        self._ids = itertools.count(1)
+        self.counters = {
+            "started": 0,
+            "killed": 0,
+            "crashed": 0,
+            "recycled": 0,
+            "start_failures": 0,
+            "timeouts_remembered": 0,
+        }
+
+    # --- process management -------------------------------------------------------------------------
+    def _spawn_async(self) -> None:  # called with self._cv held
+        self._live += 1
+        threading.Thread(target=self._spawn, name="verl_ebpo-verifier-start", daemon=True).start()
+
+    def _spawn(self) -> None:
+        try:
+            w = _Worker.start(self.memory_limit_mb, self.startup_timeout, self.worker_module)
+        except BaseException as e:  # noqa: BLE001 - reported to the waiting callers
+            with self._cv:
+                self._live -= 1
+                self._start_failures += 1
+                self.counters["start_failures"] += 1
+                self._last_error = e
+                self._cv.notify_all()
+            logger.warning("verl_ebpo.rewards: a verifier process failed to start: %s", e)
+            return
+        with self._cv:
+            if self._closed:
+                self._live -= 1
+                closed = True
+            else:
+                closed = False
+                self._start_failures = 0
+                self.counters["started"] += 1
+                self._all.add(w)
+                self._idle.append(w)
+                self._cv.notify()
+        if closed:
+            w.kill()
+
+    def _acquire(self) -> _Worker:
+        with self._cv:
+            while True:
+                if self._closed:
+                    raise VerifierUnavailable("the verifier pool is closed (interpreter exit?)")
+                if self._idle:
+                    return self._idle.pop()
+                if self._start_failures >= 3 and self._live == 0:
+                    err = self._last_error
+                    self._start_failures = 0  # a later call tries again
+                    raise VerifierUnavailable(f"no verifier process could be started: {err}") from err
+                if self._live < self.size:
+                    self._spawn_async()
+                self._cv.wait(timeout=1.0)
+
+    def _release(self, w: _Worker, healthy: bool) -> None:
+        with self._cv:
+            if healthy and not self._closed and self._live <= self.size:
+                self._idle.append(w)
+                self._cv.notify()
+                return
+            self._all.discard(w)
+            self._live -= 1
+            if not self._closed and not healthy and self._live < self.size:
+                self._spawn_async()  # keep the pool warm: the replacement starts now, in the background
+            self._cv.notify()
+        w.kill()
+
+    # --- public ---------------------------------------------------------------------------------------
+    def run(self, golds: list[str], pred: str, kind: str, timeout: float, grace: float) -> str:
+        """The verdict of one job: "correct" | "wrong" | "timeout" | "error". Takes at most the wait for a
+        free process plus `timeout + grace` (twice that if a process dies mid-job); raises only
+        VerifierUnavailable."""
+        key = (tuple(golds), pred, kind, timeout)
+        with self._cv:
+            if key in self._timed_out:
+                self._timed_out.move_to_end(key)
+                self.counters["timeouts_remembered"] += 1
+                return "timeout"
+        verdict = self._run(golds, pred, kind, timeout, grace)
+        if verdict == "timeout":
+            with self._cv:
+                self._timed_out[key] = True
+                if len(self._timed_out) > 1024:
+                    self._timed_out.popitem(last=False)
+        return verdict
+
+    def _run(self, golds: list[str], pred: str, kind: str, timeout: float, grace: float) -> str:
+        for _attempt in range(2):
+            w = self._acquire()
+            job = (next(self._ids), golds, pred, kind, timeout)
+            try:
+                reply = w.request(job, timeout + grace)
+            except (EOFError, OSError):
+                # The process died (during this job, or while idle). Retry once on a fresh one.
+                with self._cv:
+                    self.counters["crashed"] += 1
+                self._release(w, healthy=False)
+                continue
+            if reply is None:
+                with self._cv:
+                    self.counters["killed"] += 1
+                logger.warning(
+                    "verl_ebpo.rewards: a verifier process gave no answer within %.1f s and was killed "
+                    "(counted as a wrong answer)",
+                    timeout + grace,
+                )
+                self._release(w, healthy=False)
+                return "timeout"
+            _, verdict, recycle = reply
+            if recycle:
+                with self._cv:
+                    self.counters["recycled"] += 1
+            self._release(w, healthy=not recycle)
+            return verdict
+        return "error"
+
+    def resize(self, size: int) -> None:
+        with self._cv:
+            self.size = max(1, int(size))
+            extra = []
+            while self._idle and self._live > self.size:
+                w = self._idle.pop()
+                self._all.discard(w)
+                self._live -= 1
+                extra.append(w)
+        for w in extra:
+            w.kill()
+
+    def pids(self) -> list[int]:
+        with self._cv:
+            return sorted(w.proc.pid for w in self._all)
+
+    def close(self, wait_s: float = 1.0) -> None:
+        """Stop every process: close the pipes (they exit), then kill those still running after `wait_s`."""
+        with self._cv:
+            self._closed = True
+            workers = list(self._all)
+            self._all.clear()
+            self._idle.clear()
+            self._cv.notify_all()
+        for w in workers:
+            w.close_pipe()
+        deadline = time.monotonic() + wait_s
+        for w in workers:
+            try:
+                w.proc.wait(timeout=max(0.0, deadline - time.monotonic()))
+            except subprocess.TimeoutExpired:
+                pass
+            w.kill()
+
+    def _forget_after_fork(self) -> None:
+        with self._cv:  # the lock is fresh enough: register_at_fork runs with one thread in the child
+            workers = list(self._all)
+            self._all.clear()
+            self._idle.clear()
+            self._closed = True
+        for w in workers:
+            w.forget()
+
+
+_POOL: Optional[VerifierPool] = None
+_POOL_LOCK = threading.Lock()
+
+
+def get_pool(size: int, memory_limit_mb: int) -> VerifierPool:
+    """The process-wide pool (created on first use). A changed `size` resizes it; a changed memory limit
+    applies to the processes started from then on."""
+    global _POOL
+    pool = _POOL
+    if pool is None:
+        with _POOL_LOCK:
+            pool = _POOL
+            if pool is None:
+                pool = _POOL = VerifierPool(size=size, memory_limit_mb=memory_limit_mb)
+    if pool.size != size:
+        pool.resize(size)
+    if pool.memory_limit_mb != memory_limit_mb:
+        pool.memory_limit_mb = int(memory_limit_mb)
+    return pool
+
+
+def current_pool() -> Optional[VerifierPool]:
+    return _POOL
+
+
+def shutdown(wait_s: float = 1.0) -> None:
+    """Stop the verifier processes of this process (also runs at interpreter exit). A later call starts new ones."""
+    global _POOL
+    with _POOL_LOCK:
+        pool, _POOL = _POOL, None
+    if pool is not None:
+        pool.close(wait_s)
+
+
+def _after_fork_in_child() -> None:
+    global _POOL, _POOL_LOCK
+    _POOL_LOCK = threading.Lock()
+    pool, _POOL = _POOL, None
+    if pool is not None:
+        pool._cv = threading.Condition()
+        pool._forget_after_fork()
+
+
+atexit.register(shutdown, 0.5)
+if hasattr(os, "register_at_fork"):
+    os.register_at_fork(after_in_child=_after_fork_in_child)
