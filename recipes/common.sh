@@ -1,0 +1,256 @@
+# shellcheck shell=bash
+# recipes/common.sh: the settings every run shares. Sourced by recipes/<model>/run_<algo>.sh, never run.
+#
+# A run script sets ALGO (and, if it needs them, defaults for the variables below), sources its
+# model.env through this file, adds its algorithm's own keys in ALGO_ARGS and calls recipe_run "$@".
+# The command line is, in this order (Hydra: the last value of a key wins):
+#
+#   python3 -m verl.trainer.main_ppo  <shared keys>  <backend keys>  <order keys>  <ALGO_ARGS>  "$@"
+#
+# so the six runs of a model differ only in ALGO_ARGS, by construction.
+#
+# Environment (defaults in brackets; the paper's values where it gives them):
+#   MODEL_PATH        HF id or local folder of the model      [recipes/<model>/model.env]
+#   DATA_DIR          folder written by recipes/data/prepare_data.py   [$HOME/data/verl_ebpo]
+#   TRAIN_FILE        [$DATA_DIR/dapo_math_17k.parquet]
+#   VAL_FILES         Hydra list of parquet files validated during training
+#                     [the five benchmark files in $DATA_DIR]
+#   NNODES            [4]        N_GPUS_PER_NODE   [8]          (the paper: 4 nodes x 8 H200)
+#   GROUP_SIZE        G, responses per prompt (actor_rollout_ref.rollout.n)  [4]
+#   PROJECT_NAME      [verl_ebpo]
+#   EXPERIMENT_NAME   [<model>-<algo>-g<G>, plus -<order> when ORDER is set on a baseline]
+#   BACKEND           learner: fsdp (FSDP2) | megatron   [fsdp]
+#   ORDER             training-data order: random | topic | diff  [random; the ebpo_topic/ebpo_diff scripts fix it]
+#   DIFFICULTY_FIELD  the pass-rate label ORDER=diff sorts by   [extra_info.difficulty_<model>]
+#   CKPTS_ROOT        checkpoints go to $CKPTS_ROOT/$PROJECT_NAME/$EXPERIMENT_NAME   [$HOME/ckpts]
+#   TOTAL_STEPS       trainer.total_training_steps [1000]   TOTAL_EPOCHS [100]
+#   SAVE_FREQ [100]   TEST_FREQ [50]   KEEP_CKPTS [null = keep all]   VAL_N [1]   VAL_BEFORE_TRAIN [True]
+#   LOGGER            [[console,wandb]]
+#   ROLLOUT_TP, SP_SIZE, MEGATRON_TP, MEGATRON_PP   parallelism   [recipes/<model>/model.env]
+#   GPU_MEM_UTIL      vLLM's share of GPU memory   [0.7]
+#   OFFLOAD           FSDP/Megatron parameter+optimizer offload of the actor   [False]
+#   EBPO_PRIOR_SCOPE  running (the paper) | batch (the authors' public code)   [running]
+#   OVERLONG_BUFFER_LEN [4096]  OVERLONG_PENALTY [1.0]   DAPO's overlong reward shaping
+#   PYTHON            [python3]
+#   RECIPE_DRY_RUN    1: print the command, one argument a line, and exit (no Python, no verl)
+#
+# `bash recipes/<model>/run_<algo>.sh --cfg job` prints verl's composed config and exits (CPU is enough).
+
+if [[ -z "${ALGO:-}" ]]; then
+    echo "recipes/common.sh: set ALGO before sourcing (it is sourced by recipes/<model>/run_<algo>.sh)" >&2
+    # shellcheck disable=SC2317
+    return 2 2>/dev/null || exit 2
+fi
+
+RECIPES_DIR="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)"
+MODEL_DIR="$(cd "$(dirname "${BASH_SOURCE[1]}")" && pwd)"
+if [[ ! -f "$MODEL_DIR/model.env" ]]; then
+    echo "recipes/common.sh: no model.env beside $(basename "${BASH_SOURCE[1]}") in $MODEL_DIR" >&2
+    # shellcheck disable=SC2317
+    return 2 2>/dev/null || exit 2
+fi
+# shellcheck source=/dev/null
+source "$MODEL_DIR/model.env"
+
+_recipe_die() {
+    echo "recipes/$(basename "$MODEL_DIR")/run_${ALGO}.sh: $*" >&2
+    exit 2
+}
+
+# ---- where things are -------------------------------------------------------------------------
+: "${DATA_DIR:=$HOME/data/verl_ebpo}"
+: "${TRAIN_FILE:=$DATA_DIR/dapo_math_17k.parquet}"
+: "${VAL_FILES:=[$DATA_DIR/math500.parquet,$DATA_DIR/aime24.parquet,$DATA_DIR/aime25.parquet,$DATA_DIR/amc23.parquet,$DATA_DIR/olympiadbench.parquet]}"
+: "${CKPTS_ROOT:=$HOME/ckpts}"
+: "${PYTHON:=python3}"
+
+# ---- cluster ----------------------------------------------------------------------------------
+: "${NNODES:=4}"
+: "${N_GPUS_PER_NODE:=8}"
+: "${BACKEND:=fsdp}"
+
+# ---- the paper's training settings ------------------------------------------------------------
+: "${GROUP_SIZE:=4}"
+TRAIN_BATCH_SIZE=512
+PPO_MINI_BATCH_SIZE=128
+LR=1e-6
+WEIGHT_DECAY=0.01
+KL_LOSS_COEF=0.001
+MAX_PROMPT_LENGTH=4096
+MAX_RESPONSE_LENGTH=8192
+CLIP_RATIO=0.2
+: "${TOTAL_STEPS:=1000}"
+: "${TOTAL_EPOCHS:=100}"
+: "${ORDER:=random}"
+: "${DIFFICULTY_FIELD:=extra_info.difficulty_${MODEL_TAG}}"
+
+# ---- logging / checkpoints / validation -------------------------------------------------------
+: "${PROJECT_NAME:=verl_ebpo}"
+_default_exp="${MODEL_TAG}-${ALGO}-g${GROUP_SIZE}"
+if [[ "$ALGO" != ebpo_topic && "$ALGO" != ebpo_diff && "$ORDER" != random ]]; then
+    _default_exp="${_default_exp}-${ORDER}"
+fi
+: "${EXPERIMENT_NAME:=$_default_exp}"
+: "${SAVE_FREQ:=100}"
+: "${TEST_FREQ:=50}"
+: "${KEEP_CKPTS:=null}"
+: "${VAL_N:=1}"
+: "${VAL_BEFORE_TRAIN:=True}"
+: "${LOGGER:=[console,wandb]}"
+
+# ---- performance (do not change the algorithm) ------------------------------------------------
+: "${GPU_MEM_UTIL:=0.7}"
+: "${OFFLOAD:=False}"
+: "${ROLLOUT_TP:=1}"
+: "${SP_SIZE:=1}"
+: "${MEGATRON_TP:=1}"
+: "${MEGATRON_PP:=1}"
+_seq_len=$((MAX_PROMPT_LENGTH + MAX_RESPONSE_LENGTH))
+: "${ACTOR_MAX_TOKENS_PER_GPU:=$((_seq_len * 2 / SP_SIZE))}"
+: "${INFER_MAX_TOKENS_PER_GPU:=$((_seq_len * 4 / SP_SIZE))}"
+
+# ---- algorithm knobs read by the run scripts --------------------------------------------------
+: "${EBPO_PRIOR_SCOPE:=running}"
+: "${OVERLONG_BUFFER_LEN:=4096}"
+: "${OVERLONG_PENALTY:=1.0}"
+
+# ---- checks -----------------------------------------------------------------------------------
+[[ -n "${MODEL_PATH:-}" ]] || _recipe_die "MODEL_PATH is empty"
+[[ "$GROUP_SIZE" =~ ^[0-9]+$ && "$GROUP_SIZE" -ge 2 ]] || _recipe_die "GROUP_SIZE must be an integer >= 2, got '$GROUP_SIZE'"
+[[ "$NNODES" =~ ^[1-9][0-9]*$ ]] || _recipe_die "NNODES must be a positive integer, got '$NNODES'"
+[[ "$N_GPUS_PER_NODE" =~ ^[1-9][0-9]*$ ]] || _recipe_die "N_GPUS_PER_NODE must be a positive integer, got '$N_GPUS_PER_NODE'"
+case "$BACKEND" in fsdp | megatron) ;; *) _recipe_die "BACKEND must be fsdp or megatron, got '$BACKEND'" ;; esac
+case "$ORDER" in random | topic | diff) ;; *) _recipe_die "ORDER must be random, topic or diff, got '$ORDER'" ;; esac
+case "$EBPO_PRIOR_SCOPE" in running | batch) ;; *) _recipe_die "EBPO_PRIOR_SCOPE must be running or batch, got '$EBPO_PRIOR_SCOPE'" ;; esac
+
+# ---- the shared command line ------------------------------------------------------------------
+COMMON_ARGS=(
+    # data: DAPO-Math-17k (deduplicated), DAPO-style prompt (recipes/data/prepare_data.py)
+    data.train_files="$TRAIN_FILE"
+    data.val_files="$VAL_FILES"
+    data.prompt_key=prompt
+    data.max_prompt_length="$MAX_PROMPT_LENGTH"
+    data.max_response_length="$MAX_RESPONSE_LENGTH"
+    data.train_batch_size="$TRAIN_BATCH_SIZE"
+    data.filter_overlong_prompts=True
+    data.truncation=error
+    data.seed=42
+    # model
+    actor_rollout_ref.model.path="$MODEL_PATH"
+    actor_rollout_ref.model.use_remove_padding=True
+    actor_rollout_ref.model.enable_gradient_checkpointing=True
+    # policy loss and optimiser: identical for every algorithm unless its script overrides a key
+    actor_rollout_ref.actor.optim.lr="$LR"
+    actor_rollout_ref.actor.optim.weight_decay="$WEIGHT_DECAY"
+    actor_rollout_ref.actor.ppo_mini_batch_size="$PPO_MINI_BATCH_SIZE"
+    actor_rollout_ref.actor.ppo_epochs=1
+    actor_rollout_ref.actor.use_kl_loss=True
+    actor_rollout_ref.actor.kl_loss_coef="$KL_LOSS_COEF"
+    actor_rollout_ref.actor.kl_loss_type=low_var_kl
+    actor_rollout_ref.actor.entropy_coeff=0
+    actor_rollout_ref.actor.loss_agg_mode=token-mean
+    actor_rollout_ref.actor.clip_ratio_low="$CLIP_RATIO"
+    actor_rollout_ref.actor.clip_ratio_high="$CLIP_RATIO"
+    actor_rollout_ref.actor.use_dynamic_bsz=True
+    actor_rollout_ref.actor.ppo_max_token_len_per_gpu="$ACTOR_MAX_TOKENS_PER_GPU"
+    actor_rollout_ref.ref.log_prob_max_token_len_per_gpu="$INFER_MAX_TOKENS_PER_GPU"
+    algorithm.use_kl_in_reward=False
+    # rollout: vLLM, G samples per prompt at temperature 1
+    actor_rollout_ref.rollout.name=vllm
+    actor_rollout_ref.rollout.mode=async
+    actor_rollout_ref.rollout.n="$GROUP_SIZE"
+    actor_rollout_ref.rollout.temperature=1.0
+    actor_rollout_ref.rollout.top_p=1.0
+    actor_rollout_ref.rollout.top_k=-1
+    actor_rollout_ref.rollout.tensor_model_parallel_size="$ROLLOUT_TP"
+    actor_rollout_ref.rollout.gpu_memory_utilization="$GPU_MEM_UTIL"
+    actor_rollout_ref.rollout.max_num_batched_tokens="$_seq_len"
+    actor_rollout_ref.rollout.log_prob_max_token_len_per_gpu="$INFER_MAX_TOKENS_PER_GPU"
+    actor_rollout_ref.rollout.val_kwargs.temperature=1.0
+    actor_rollout_ref.rollout.val_kwargs.top_p=1.0
+    actor_rollout_ref.rollout.val_kwargs.do_sample=True
+    actor_rollout_ref.rollout.val_kwargs.n="$VAL_N"
+    # reward: the same verifier for every algorithm (DAPO only adds its overlong shaping on top)
+    reward.reward_manager.name=naive
+    reward.custom_reward_function.path=pkg://verl_ebpo.rewards
+    reward.custom_reward_function.name=compute_score
+    # trainer
+    trainer.nnodes="$NNODES"
+    trainer.n_gpus_per_node="$N_GPUS_PER_NODE"
+    trainer.project_name="$PROJECT_NAME"
+    trainer.experiment_name="$EXPERIMENT_NAME"
+    trainer.logger="$LOGGER"
+    trainer.total_epochs="$TOTAL_EPOCHS"
+    trainer.total_training_steps="$TOTAL_STEPS"
+    trainer.save_freq="$SAVE_FREQ"
+    trainer.test_freq="$TEST_FREQ"
+    trainer.max_actor_ckpt_to_keep="$KEEP_CKPTS"
+    trainer.val_before_train="$VAL_BEFORE_TRAIN"
+    trainer.log_val_generations=10
+    trainer.resume_mode=auto
+    trainer.default_local_dir="$CKPTS_ROOT/$PROJECT_NAME/$EXPERIMENT_NAME"
+)
+
+if [[ "$BACKEND" == fsdp ]]; then
+    BACKEND_ARGS=(
+        actor_rollout_ref.actor.strategy=fsdp2
+        actor_rollout_ref.actor.fsdp_config.strategy=fsdp2
+        actor_rollout_ref.ref.fsdp_config.strategy=fsdp2
+        actor_rollout_ref.actor.fsdp_config.param_offload="$OFFLOAD"
+        actor_rollout_ref.actor.fsdp_config.optimizer_offload="$OFFLOAD"
+        actor_rollout_ref.ref.fsdp_config.param_offload=True
+        actor_rollout_ref.actor.ulysses_sequence_parallel_size="$SP_SIZE"
+        actor_rollout_ref.ref.ulysses_sequence_parallel_size="$SP_SIZE"
+    )
+else
+    # verl 0.9.1: `model_engine=megatron` on ppo_trainer.yaml (ppo_megatron_trainer.yaml is its deprecated alias).
+    BACKEND_ARGS=(
+        model_engine=megatron
+        actor_rollout_ref.actor.megatron.tensor_model_parallel_size="$MEGATRON_TP"
+        actor_rollout_ref.actor.megatron.pipeline_model_parallel_size="$MEGATRON_PP"
+        actor_rollout_ref.ref.megatron.tensor_model_parallel_size="$MEGATRON_TP"
+        actor_rollout_ref.ref.megatron.pipeline_model_parallel_size="$MEGATRON_PP"
+        actor_rollout_ref.actor.megatron.param_offload="$OFFLOAD"
+        actor_rollout_ref.actor.megatron.optimizer_offload="$OFFLOAD"
+        actor_rollout_ref.ref.megatron.param_offload=True
+    )
+fi
+
+# ---- training-data order (verl_ebpo.samplers) -------------------------------------------------
+# shellcheck source=recipes/order.sh
+source "$RECIPES_DIR/order.sh"
+ORDER_ARGS=()
+recipe_order_args "$ORDER"
+
+ALGO_ARGS=()
+
+# recipe_run "$@": run verl's trainer with the shared, backend, order and algorithm keys, then the
+# caller's extra overrides (which win: Hydra keeps the last value of a key). Hydra's own flags among the
+# caller's arguments (--cfg job, --resolve, --info, ...) go last, where Hydra's argument parser wants them.
+recipe_run() {
+    local overrides=() flags=()
+    while (($#)); do
+        case "$1" in
+            --cfg | -c | --package | -p | --config-name | -cn | --config-path | -cp | --config-dir | -cd | --experimental-rerun)
+                flags+=("$1")
+                if (($# > 1)); then flags+=("$2"); shift; fi
+                ;;
+            --info | -i)
+                flags+=("$1")
+                case "${2-}" in all | config | defaults | defaults-tree | plugins | searchpath) flags+=("$2"); shift ;; esac
+                ;;
+            -*) flags+=("$1") ;;
+            *) overrides+=("$1") ;;
+        esac
+        shift
+    done
+    local cmd=("$PYTHON" -m verl.trainer.main_ppo
+        "${COMMON_ARGS[@]}" "${BACKEND_ARGS[@]}" "${ORDER_ARGS[@]}" "${ALGO_ARGS[@]}" "${overrides[@]}" "${flags[@]}")
+    if [[ "${RECIPE_DRY_RUN:-0}" == 1 ]]; then
+        printf '%s\n' "${cmd[@]}"
+        return 0
+    fi
+    echo "[recipes] $(basename "$MODEL_DIR")/run_${ALGO}.sh: model=$MODEL_PATH G=$GROUP_SIZE" \
+        "backend=$BACKEND order=$ORDER nodes=${NNODES}x${N_GPUS_PER_NODE} exp=$EXPERIMENT_NAME" >&2
+    exec "${cmd[@]}"
+}

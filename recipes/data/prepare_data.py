@@ -1,0 +1,374 @@
+#!/usr/bin/env python3
+"""Prepare the paper's training and evaluation data as verl RL parquet files, with the DAPO prompt.
+
+    python recipes/data/prepare_data.py --out-dir ~/data/verl_ebpo
+    python recipes/data/prepare_data.py --out-dir /tmp/d --source dapo_math=./dapo.parquet --only dapo_math
+
+Writes, into --out-dir:
+
+| file                       | source (HuggingFace dataset id, config, split)         | rows     |
+|----------------------------|--------------------------------------------------------|----------|
+| dapo_math_17k.parquet      | BytedTsinghua-SIA/DAPO-Math-17k, train, deduplicated   | training |
+| math500.parquet            | HuggingFaceH4/MATH-500, test                           | 500      |
+| aime24.parquet             | HuggingFaceH4/aime_2024, train                         | 30       |
+| aime25.parquet             | math-ai/aime25, test                                   | 30       |
+| amc23.parquet              | math-ai/amc23, test                                    | 40       |
+| olympiadbench.parquet      | Hothan/OlympiadBench, OE_TO_maths_en_COMP, train       | 675      |
+| dapo_math_holdout.parquet  | --holdout N problems taken out of the training set     | N        |
+| manifest.json              | sources, row counts, duplicates removed, sha256 of every file |   |
+
+Each row is verl's RL format: `prompt` = one user message with the DAPO-Math prompt
+(`PROMPT_TEMPLATE`, ending in the instruction to write `Answer: ...` on the last line), `data_source`,
+`ability`, `reward_model = {style, ground_truth}`, `extra_info = {index, split, problem, source_id}`.
+The training prompts of DAPO-Math-17k already carry that template; the problem is cut out of it and
+wrapped again, so training and evaluation prompts are built by the same code.
+
+Deduplication: DAPO-Math-17k repeats each problem many times; rows whose problem text is equal after
+whitespace normalisation are kept once (the first), and rows whose duplicates disagree on the answer
+are counted in the manifest (`answer_conflicts`; the first answer is kept).
+
+--source NAME=PATH reads a local parquet/json/jsonl/csv file, a folder of such files, or a folder
+written by `datasets.Dataset.save_to_disk` instead of the Hub (no network needed).
+"""
+
+from __future__ import annotations
+
+import argparse
+import hashlib
+import json
+import math
+import os
+import random
+import re
+import sys
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, Iterable, Optional
+
+PROMPT_TEMPLATE = (
+    "Solve the following math problem step by step. The last line of your response should be of the form "
+    "Answer: $Answer (without quotes) where $Answer is the answer to the problem.\n\n"
+    "{problem}\n\n"
+    'Remember to put your answer on its own line after "Answer:".'
+)
+
+
+@dataclass(frozen=True)
+class Source:
+    name: str
+    hf_id: str
+    config: Optional[str]
+    split: str
+    out_file: str
+    data_source: str
+    kind: str  # "train" | "test"
+
+
+SOURCES = {
+    s.name: s
+    for s in (
+        # name, HuggingFace id, config, split, output file, data_source, kind
+        Source("dapo_math", "BytedTsinghua-SIA/DAPO-Math-17k", None, "train", "dapo_math_17k.parquet",
+               "math_dapo", "train"),
+        Source("math500", "HuggingFaceH4/MATH-500", None, "test", "math500.parquet", "math500", "test"),
+        Source("aime24", "HuggingFaceH4/aime_2024", None, "train", "aime24.parquet", "aime24", "test"),
+        Source("aime25", "math-ai/aime25", None, "test", "aime25.parquet", "aime25", "test"),
+        Source("amc23", "math-ai/amc23", None, "test", "amc23.parquet", "amc23", "test"),
+        Source("olympiadbench", "Hothan/OlympiadBench", "OE_TO_maths_en_COMP", "train", "olympiadbench.parquet",
+               "olympiadbench", "test"),
+    )
+}
+HOLDOUT_FILE = "dapo_math_holdout.parquet"
+MANIFEST_FILE = "manifest.json"
+PROBLEM_KEYS = ("problem", "question", "Problem", "Question", "prompt")
+ANSWER_KEYS = ("answer", "final_answer", "Answer", "expected_answer", "ground_truth", "solution")
+ID_KEYS = ("unique_id", "id", "ID", "problem_idx", "index")
+
+
+class DataError(ValueError):
+    """A source row or file that cannot be turned into a training/evaluation row."""
+
+
+# ------------------------------------------------------------------------------------------------
+# loading
+
+
+def load_rows(source: Source, local: Optional[str]):
+    """Rows of `source` (a `datasets.Dataset`: iterating gives dicts), from `local` (file or folder) or the
+    HuggingFace Hub; and where they came from."""
+    import datasets
+
+    if local is None:
+        ds = datasets.load_dataset(source.hf_id, source.config, split=source.split)
+        origin = f"hf:{source.hf_id}" + (f"/{source.config}" if source.config else "") + f"[{source.split}]"
+        return ds, origin
+    path = Path(local).expanduser()
+    if not path.exists():
+        raise DataError(f"--source {source.name}={local}: no such file or folder")
+    if path.is_dir() and any((path / f).exists() for f in ("dataset_info.json", "state.json", "dataset_dict.json")):
+        ds = datasets.load_from_disk(str(path))
+        if isinstance(ds, datasets.DatasetDict):
+            split = source.split if source.split in ds else next(iter(ds))
+            ds = ds[split]
+        return ds, f"local:{path}"
+    files = sorted(p for p in path.iterdir() if p.is_file()) if path.is_dir() else [path]
+    by_format: dict[str, list[str]] = {}
+    for f in files:
+        fmt = _format_of(f)
+        if fmt:
+            by_format.setdefault(fmt, []).append(str(f))
+    if len(by_format) != 1:
+        raise DataError(
+            f"--source {source.name}={local}: expected parquet, json, jsonl or csv file(s) of one format, "
+            f"found {sorted(by_format) or 'none'}"
+        )
+    (fmt, data_files), = by_format.items()
+    ds = datasets.load_dataset(fmt, data_files=data_files, split="train")
+    return ds, f"local:{path}"
+
+
+def _format_of(path: Path) -> Optional[str]:
+    suffix = path.suffix.lower()
+    return {".parquet": "parquet", ".json": "json", ".jsonl": "json", ".csv": "csv"}.get(suffix)
+
+
+# ------------------------------------------------------------------------------------------------
+# one row
+
+
+def normalise_space(text: str) -> str:
+    return re.sub(r"\s+", " ", text).strip()
+
+
+_TEMPLATE_HEAD = re.compile(
+    r"^\s*Solve the following math problem step by step\..*?where \$Answer is the answer to the problem\.\s*", re.DOTALL
+)
+_TEMPLATE_TAIL = re.compile(r"\s*Remember to put your answer on its own line after \"Answer:\"\.?\s*$")
+
+
+def strip_template(text: str) -> str:
+    """The problem inside a DAPO-Math prompt (the text itself, stripped, if it is not one)."""
+    return _TEMPLATE_TAIL.sub("", _TEMPLATE_HEAD.sub("", text, count=1), count=1).strip()
+
+
+def _first(row: dict, keys: Iterable[str]) -> tuple[Optional[str], Any]:
+    for k in keys:
+        if k in row and row[k] is not None and not (isinstance(row[k], str) and not row[k].strip()):
+            return k, row[k]
+    return None, None
+
+
+def problem_of(row: dict) -> str:
+    key, value = _first(row, PROBLEM_KEYS)
+    if key is None:
+        raise DataError(f"row has no problem text (looked for {list(PROBLEM_KEYS)}); fields: {sorted(row)}")
+    if isinstance(value, (list, tuple)):  # chat messages
+        users = [m.get("content", "") for m in value if isinstance(m, dict) and m.get("role") == "user"]
+        if not users:
+            raise DataError(f"row's {key!r} has no user message: {value!r:.200}")
+        value = users[-1]
+    if not isinstance(value, str):
+        raise DataError(f"row's {key!r} is not text: {value!r:.200}")
+    problem = strip_template(value)
+    if not problem:
+        raise DataError(f"row's {key!r} is empty after removing the prompt template")
+    if "Answer: $Answer" in problem or "Remember to put your answer on its own line" in problem:
+        # a prompt template in a wording this script does not know: wrapping it again would nest two
+        raise DataError(f"row's {key!r} holds a prompt template this script does not recognise: {value!r:.300}")
+    return problem
+
+
+def answer_of(row: dict) -> str:
+    rm = row.get("reward_model")
+    if isinstance(rm, dict) and rm.get("ground_truth") not in (None, ""):
+        value = rm["ground_truth"]
+    else:
+        key, value = _first(row, ANSWER_KEYS[:-1])
+        if key is None:
+            raise DataError(f"row has no answer (looked for reward_model.ground_truth, {list(ANSWER_KEYS[:-1])}); "
+                            f"fields: {sorted(row)}")
+    return answer_text(value)
+
+
+def answer_text(value: Any) -> str:
+    """A ground truth as one string: numbers without a spurious '.0', lists joined (all parts required),
+    surrounding `$` removed."""
+    if isinstance(value, (list, tuple)):
+        parts = [answer_text(v) for v in value]
+        if not parts:
+            raise DataError("empty answer list")
+        return ", ".join(parts)
+    if isinstance(value, bool):
+        raise DataError(f"answer is a boolean: {value!r}")
+    if isinstance(value, int):
+        return str(value)
+    if isinstance(value, float):
+        if not math.isfinite(value):
+            raise DataError(f"answer is not finite: {value!r}")
+        return str(int(value)) if value.is_integer() else repr(value)
+    if not isinstance(value, str):
+        raise DataError(f"answer is neither text nor a number: {value!r:.200}")
+    text = value.strip()
+    while len(text) >= 2 and text.startswith("$") and text.endswith("$"):
+        text = text[1:-1].strip()
+    if not text:
+        raise DataError("answer is empty")
+    return text
+
+
+def source_id_of(row: dict, index: int) -> str:
+    info = row.get("extra_info")
+    if isinstance(info, dict) and info.get("index") is not None:
+        return str(info["index"])
+    key, value = _first(row, ID_KEYS)
+    return str(value) if key is not None else str(index)
+
+
+def rl_row(problem: str, answer: str, data_source: str, split: str, index: int, source_id: str) -> dict:
+    return {
+        "data_source": data_source,
+        "prompt": [{"role": "user", "content": PROMPT_TEMPLATE.format(problem=problem)}],
+        "ability": "math",
+        "reward_model": {"style": "rule", "ground_truth": answer},
+        "extra_info": {"index": index, "split": split, "problem": problem, "source_id": source_id},
+    }
+
+
+# ------------------------------------------------------------------------------------------------
+# one source
+
+
+def convert(source: Source, rows: Iterable[dict], dedup: bool) -> tuple[list[dict], dict]:
+    """verl rows for one source, and its counts for the manifest."""
+    seen: dict[str, str] = {}
+    out: list[dict] = []
+    duplicates = conflicts = rows_in = 0
+    for i, row in enumerate(rows):
+        rows_in += 1
+        try:
+            problem, answer = problem_of(row), answer_of(row)
+        except DataError as e:
+            raise DataError(f"{source.name}: row {i}: {e}") from None
+        key = normalise_space(problem)
+        if key in seen:
+            duplicates += 1
+            conflicts += seen[key] != answer
+            if dedup:
+                continue
+        else:
+            seen[key] = answer
+        out.append(rl_row(problem, answer, source.data_source, source.kind, len(out), source_id_of(row, i)))
+    counts = {"rows_in": rows_in, "rows_out": len(out), "duplicates": duplicates, "answer_conflicts": conflicts}
+    return out, counts
+
+
+def split_holdout(rows: list[dict], n: int, seed: int) -> tuple[list[dict], list[dict]]:
+    """(train, holdout): n rows drawn with `seed`, both re-indexed, original order kept."""
+    if n <= 0:
+        return rows, []
+    if n >= len(rows):
+        raise DataError(f"--holdout {n} leaves no training rows (the training set has {len(rows)})")
+    picked = set(random.Random(seed).sample(range(len(rows)), n))
+    train = [r for i, r in enumerate(rows) if i not in picked]
+    hold = [r for i, r in enumerate(rows) if i in picked]
+    for split, part in (("train", train), ("val", hold)):
+        for j, r in enumerate(part):
+            r["extra_info"] = {**r["extra_info"], "index": j, "split": split}
+    return train, hold
+
+
+def write_parquet(rows: list[dict], path: Path) -> str:
+    """Write atomically (temp file + rename); return the file's sha256."""
+    import pandas as pd
+
+    if not rows:
+        raise DataError(f"no rows to write to {path}")
+    tmp = path.with_name(path.name + ".tmp")
+    pd.DataFrame(rows).to_parquet(tmp, index=False)
+    os.replace(tmp, path)
+    return hashlib.sha256(path.read_bytes()).hexdigest()
+
+
+# ------------------------------------------------------------------------------------------------
+# main
+
+
+def parse_sources(items: list[str]) -> dict[str, str]:
+    out = {}
+    for item in items:
+        name, sep, path = item.partition("=")
+        if not sep or not path:
+            raise DataError(f"--source takes NAME=PATH, got {item!r}")
+        if name not in SOURCES:
+            raise DataError(f"--source {name!r}: unknown name; names: {sorted(SOURCES)}")
+        out[name] = path
+    return out
+
+
+def main(argv: Optional[list[str]] = None) -> int:
+    p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    p.add_argument("--out-dir", required=True, help="folder for the parquet files and manifest.json")
+    p.add_argument("--only", default=",".join(SOURCES), help=f"comma-separated subset of {','.join(SOURCES)}")
+    p.add_argument("--source", action="append", default=[], metavar="NAME=PATH",
+                   help="read NAME from a local file/folder instead of the Hub (repeatable)")
+    p.add_argument("--holdout", type=int, default=0,
+                   help="take N DAPO-Math problems out of training into dapo_math_holdout.parquet (validation)")
+    p.add_argument("--holdout-seed", type=int, default=0)
+    p.add_argument("--no-dedup", action="store_true", help="keep duplicate problems (counted all the same)")
+    args = p.parse_args(argv)
+
+    try:
+        names = [n.strip() for n in args.only.split(",") if n.strip()]
+        unknown = sorted(set(names) - set(SOURCES))
+        if unknown:
+            raise DataError(f"--only: unknown name(s) {unknown}; names: {sorted(SOURCES)}")
+        if args.holdout and "dapo_math" not in names:
+            raise DataError("--holdout needs dapo_math in --only")
+        local = parse_sources(args.source)
+        out_dir = Path(args.out_dir).expanduser()
+        out_dir.mkdir(parents=True, exist_ok=True)
+        manifest_path = out_dir / MANIFEST_FILE
+        manifest = json.loads(manifest_path.read_text()) if manifest_path.exists() else {}
+        manifest["prompt_template"] = PROMPT_TEMPLATE
+        manifest.setdefault("files", {})
+        for name in names:
+            src = SOURCES[name]
+            rows, origin = load_rows(src, local.get(name))
+            converted, counts = convert(src, rows, dedup=not args.no_dedup)
+            parts = [(src.out_file, converted)]
+            if name == "dapo_math":
+                train, hold = split_holdout(converted, args.holdout, args.holdout_seed)
+                parts = [(src.out_file, train)] + ([(HOLDOUT_FILE, hold)] if hold else [])
+                if not hold:  # a holdout file from an earlier call would no longer be held out
+                    (out_dir / HOLDOUT_FILE).unlink(missing_ok=True)
+                    manifest["files"].pop(HOLDOUT_FILE, None)
+            for file_name, part in parts:
+                sha = write_parquet(part, out_dir / file_name)
+                entry = {
+                    "source": origin,
+                    "hf_id": src.hf_id,
+                    "hf_config": src.config,
+                    "hf_split": src.split,
+                    "data_source": src.data_source,
+                    "rows": len(part),
+                    "sha256": sha,
+                }
+                if file_name == HOLDOUT_FILE:
+                    entry.update(holdout_of=src.out_file, holdout_seed=args.holdout_seed)
+                    print(f"{file_name}: {len(part)} rows taken out of {src.out_file} (seed {args.holdout_seed})")
+                else:
+                    entry.update(counts)
+                    print(f"{file_name}: {len(part)} rows ({origin}; {counts['duplicates']} duplicates"
+                          f"{' removed' if not args.no_dedup else ''}, {counts['answer_conflicts']} answer conflicts)")
+                manifest["files"][file_name] = entry
+        tmp = manifest_path.with_name(manifest_path.name + ".tmp")
+        tmp.write_text(json.dumps(manifest, indent=2, sort_keys=True) + "\n")
+        os.replace(tmp, manifest_path)
+    except DataError as e:
+        print(f"prepare_data: error: {e}", file=sys.stderr)
+        return 2
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,251 @@
+#!/usr/bin/env python3
+"""Score generations JSONL files (recipes/eval/generate.py) and print the paper's table beside ours.
+
+    python recipes/eval/score.py --model qwen3_8b --run grpo=gens_grpo.jsonl --run ebpo_topic=gens_topic.jsonl \
+        --out-md table.md --out-json scores.json
+
+- Each answer is judged by this package's reward, `verl_ebpo.rewards.compute_score` (the one the runs are
+  trained with; imported only here), or by `--scorer module:function` with the same signature.
+  An answer is correct when the result's `acc` is true (or, for a plain number / a dict without `acc`,
+  when the score is > 0).
+- Pass@1 of a benchmark = 100 x the mean over problems of (correct samples / samples of that problem).
+- Every problem must have the protocol's k samples (16; 4 for OlympiadBench; `--samples` to change) and
+  every benchmark file row must be there once: a mismatch is an error unless --allow-partial.
+- The table: one row per method, the paper's numbers (recipes/eval/paper_results.json) next to ours,
+  in the paper's column order (MATH-500 / AIME24 / AIME25 / AMC23 / OlympiadBench / average).
+  --run KEY=FILE with KEY a run script's method (grpo, drgrpo, dapo, ebpo, ebpo_topic, ebpo_diff) puts
+  our row under the paper's; any other KEY is listed after them.
+"""
+
+from __future__ import annotations
+
+import argparse
+import importlib
+import json
+import sys
+from collections import defaultdict
+from concurrent.futures import ThreadPoolExecutor
+from pathlib import Path
+from typing import Any, Callable, Optional
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+from benchmarks import BENCHMARKS, METHOD_TITLES, METHODS, MODEL_TITLES, SAMPLES, TITLES, parse_mapping  # noqa: E402
+
+PAPER_RESULTS = Path(__file__).resolve().parent / "paper_results.json"
+DEFAULT_SCORER = "verl_ebpo.rewards:compute_score"
+REQUIRED_FIELDS = ("benchmark", "problem_index", "sample_index", "ground_truth", "response")
+
+
+class ScoreError(ValueError):
+    pass
+
+
+def load_scorer(spec: str) -> Callable:
+    module, sep, name = spec.partition(":")
+    if not sep or not module or not name:
+        raise ScoreError(f"--scorer takes module:function, got {spec!r}")
+    return getattr(importlib.import_module(module), name)
+
+
+def is_correct(result: Any) -> bool:
+    if isinstance(result, dict):
+        if "acc" in result:
+            return bool(result["acc"])
+        return float(result["score"]) > 0
+    return float(result) > 0
+
+
+def read_generations(path: str) -> list[dict]:
+    rows = []
+    with open(path) as f:
+        for n, line in enumerate(f, 1):
+            if not line.strip():
+                continue
+            try:
+                row = json.loads(line)
+            except json.JSONDecodeError as e:
+                raise ScoreError(f"{path}:{n}: not JSON ({e})") from None
+            missing = [k for k in REQUIRED_FIELDS if k not in row]
+            if missing:
+                raise ScoreError(f"{path}:{n}: missing field(s) {missing}")
+            if row["benchmark"] not in BENCHMARKS:
+                raise ScoreError(f"{path}:{n}: unknown benchmark {row['benchmark']!r}; known: {', '.join(BENCHMARKS)}")
+            rows.append(row)
+    if not rows:
+        raise ScoreError(f"{path}: no generations")
+    return rows
+
+
+def score_rows(rows: list[dict], scorer: Callable, workers: int = 1) -> list[bool]:
+    def one(row):
+        return is_correct(scorer(data_source=row.get("data_source", row["benchmark"]), solution_str=row["response"],
+                                 ground_truth=row["ground_truth"], extra_info={"benchmark": row["benchmark"]}))
+
+    if workers <= 1:
+        return [one(r) for r in rows]
+    with ThreadPoolExecutor(workers) as pool:
+        return list(pool.map(one, rows))
+
+
+def pass_at_1(rows: list[dict], correct: list[bool], samples: dict, problems: Optional[dict] = None,
+              allow_partial: bool = False, where: str = "") -> dict:
+    """Per benchmark: pass@1 (%), problems, k, truncated share, mean response tokens.
+
+    problems: benchmark -> number of problems expected (its parquet's rows); None: not checked.
+    """
+    by_problem: dict = defaultdict(dict)
+    extra: dict = defaultdict(lambda: {"length": 0, "tokens": 0, "n": 0})
+    for row, ok in zip(rows, correct):
+        key = (row["benchmark"], int(row["problem_index"]))
+        j = int(row["sample_index"])
+        if j in by_problem[key]:
+            raise ScoreError(f"{where}{row['benchmark']} problem {key[1]} sample {j} appears twice")
+        by_problem[key][j] = ok
+        e = extra[row["benchmark"]]
+        e["n"] += 1
+        e["length"] += row.get("finish_reason") == "length"
+        e["tokens"] += int(row.get("response_tokens") or 0)
+    out = {}
+    for bench in BENCHMARKS:
+        keys = sorted(k for k in by_problem if k[0] == bench)
+        if not keys:
+            continue
+        ks = {len(by_problem[k]) for k in keys}
+        problems_seen = len(keys)
+        if not allow_partial:
+            if ks != {samples[bench]}:
+                raise ScoreError(f"{where}{bench}: samples per problem {sorted(ks)}, expected {samples[bench]} "
+                                 "(--samples to change, --allow-partial to accept)")
+            if problems and bench in problems and problems_seen != problems[bench]:
+                raise ScoreError(f"{where}{bench}: {problems_seen} problems, the benchmark has {problems[bench]} "
+                                 "(--allow-partial to accept)")
+        rates = [sum(by_problem[k].values()) / len(by_problem[k]) for k in keys]
+        e = extra[bench]
+        out[bench] = {
+            "pass@1": 100.0 * sum(rates) / len(rates),
+            "problems": problems_seen,
+            "k": sorted(ks) if len(ks) > 1 else ks.pop(),
+            "truncated": e["length"] / e["n"],
+            "mean_response_tokens": e["tokens"] / e["n"],
+        }
+    return out
+
+
+def average(scores: dict) -> Optional[float]:
+    """Mean over the five benchmarks; None unless all five are there."""
+    if not all(b in scores for b in BENCHMARKS):
+        return None
+    return sum(scores[b] for b in BENCHMARKS) / len(BENCHMARKS)
+
+
+def paper_rows(model: str) -> dict:
+    data = json.loads(PAPER_RESULTS.read_text())
+    if data["columns"] != list(BENCHMARKS):
+        raise ScoreError(f"{PAPER_RESULTS}: columns {data['columns']} differ from {list(BENCHMARKS)}")
+    return data["models"].get(model, {})
+
+
+def _cell(x: Optional[float]) -> str:
+    return "–" if x is None else f"{x:.2f}"
+
+
+def markdown_table(model: str, ours: dict) -> str:
+    """ours: key -> {benchmark: pass@1}. Paper rows from paper_results.json for `model`."""
+    paper = paper_rows(model)
+    keys = [m for m in METHODS if m in paper or m in ours] + [k for k in ours if k not in METHODS]
+    title = MODEL_TITLES.get(model, model)
+    lines = [
+        f"Pass@1 (%), {title}: the paper's numbers (arXiv 2602.05165, Table 1, G = 4) and ours",
+        "",
+        "| method | numbers | " + " | ".join(TITLES[b] for b in BENCHMARKS) + " | average |",
+        "|---|---|" + "---:|" * (len(BENCHMARKS) + 1),
+    ]
+    notes = []
+    for key in keys:
+        name = METHOD_TITLES.get(key, key)
+        if key in paper:
+            p = paper[key]
+            cells = [_cell(v) for v in p["scores"]] if p.get("scores") else ["–"] * len(BENCHMARKS)
+            mark = ""
+            if p.get("note"):
+                notes.append(p["note"])
+                mark = f" [{len(notes)}]"
+            lines.append(f"| {name} | paper{mark} | " + " | ".join(cells) + f" | {_cell(p.get('average'))} |")
+        if key in ours:
+            s = ours[key]
+            cells = [_cell(s.get(b)) for b in BENCHMARKS]
+            lines.append(f"| {name} | ours | " + " | ".join(cells) + f" | {_cell(average(s))} |")
+    if notes:
+        lines.append("")
+        lines += [f"[{i}] {n}" for i, n in enumerate(notes, 1)]
+    return "\n".join(lines) + "\n"
+
+
+def problem_counts(data_dir: Optional[str]) -> Optional[dict]:
+    if not data_dir:
+        return None
+    import pyarrow.parquet as pq
+
+    out = {}
+    for b in BENCHMARKS:
+        f = Path(data_dir).expanduser() / f"{b}.parquet"
+        if f.exists():
+            out[b] = pq.ParquetFile(f).metadata.num_rows
+    return out
+
+
+def main(argv: Optional[list[str]] = None) -> int:
+    p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    p.add_argument("--model", required=True, help=f"one of {', '.join(MODEL_TITLES)} (selects the paper's rows)")
+    p.add_argument("--run", action="append", required=True, metavar="KEY=FILE",
+                   help="a method's generations JSONL (repeatable); KEY: grpo, drgrpo, dapo, ebpo, ebpo_topic, ...")
+    p.add_argument("--samples", default="", help="expected k per problem, e.g. math500=4 (default: the paper's)")
+    p.add_argument("--data-dir", default=None, help="check that every problem of the benchmark files was answered")
+    p.add_argument("--allow-partial", action="store_true", help="accept missing problems or samples")
+    p.add_argument("--scorer", default=DEFAULT_SCORER, help="module:function with verl's reward signature")
+    p.add_argument("--workers", type=int, default=4, help="threads calling the scorer")
+    p.add_argument("--out-md", default=None, help="write the markdown table here (it is printed too)")
+    p.add_argument("--out-json", default=None, help="write all numbers here")
+    args = p.parse_args(argv)
+
+    try:
+        if args.model not in MODEL_TITLES:
+            raise ScoreError(f"--model must be one of {', '.join(MODEL_TITLES)}, got {args.model!r}")
+        samples = {**SAMPLES, **parse_mapping(args.samples)}
+        runs = {}
+        for item in args.run:
+            key, sep, path = item.partition("=")
+            if not sep or not key or not path:
+                raise ScoreError(f"--run takes KEY=FILE, got {item!r}")
+            if key in runs:
+                raise ScoreError(f"--run {key} given twice")
+            runs[key] = path
+        problems = problem_counts(args.data_dir)
+        scorer = load_scorer(args.scorer)
+        results, ours = {}, {}
+        for key, path in runs.items():
+            rows = read_generations(path)
+            correct = score_rows(rows, scorer, args.workers)
+            per = pass_at_1(rows, correct, samples, problems, args.allow_partial, where=f"{path}: ")
+            results[key] = {"file": path, "benchmarks": per,
+                            "average": average({b: v["pass@1"] for b, v in per.items()})}
+            ours[key] = {b: v["pass@1"] for b, v in per.items()}
+    except (ScoreError, ValueError, OSError) as e:
+        print(f"score: error: {e}", file=sys.stderr)
+        return 2
+    finally:
+        shutdown = getattr(sys.modules.get("verl_ebpo.rewards"), "shutdown", None)
+        if shutdown:
+            shutdown()
+
+    table = markdown_table(args.model, ours)
+    print(table, end="")
+    if args.out_md:
+        Path(args.out_md).write_text(table)
+    if args.out_json:
+        Path(args.out_json).write_text(json.dumps({"model": args.model, "runs": results}, indent=2) + "\n")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
