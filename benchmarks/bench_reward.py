@@ -191,10 +191,18 @@ def main(argv=None) -> int:
 
     rows = make_dataset(args.n, args.group, args.unique, args.seed)
     kw = {"processes": args.processes, "timeout": args.timeout}
-    compute_score("bench", "\\boxed{1}", "2", **kw)  # start-up is not throughput
-    pool = current_pool()
-    while pool is not None and len(pool.pids()) < args.processes:  # let every process start
-        compute_score("bench", "\\boxed{3}", "4", **kw)
+    # Start-up is not throughput: processes start lazily, on concurrent demand, so ask `processes` distinct
+    # questions at once until every process is up (bounded: a start-up failure must not hang the benchmark).
+    deadline = time.monotonic() + 120
+    round_ = 0
+    while True:
+        with ThreadPoolExecutor(args.processes) as ex:
+            list(ex.map(lambda i: compute_score("bench", f"\\boxed{{{round_ * 1000 + i}}}", "-1", **kw),
+                        range(args.processes)))
+        pool = current_pool()
+        if pool is None or len(pool.pids()) >= args.processes or time.monotonic() > deadline:
+            break
+        round_ += 1
         time.sleep(0.05)
     pids = pool.pids() if pool else []
     own0, kids0 = time.process_time(), _cpu_of(pids)
