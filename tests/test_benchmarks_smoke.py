@@ -30,3 +30,10 @@ def test_bench_baseline_mse_shrinkage_helps_at_small_g(capsys):
     row = [line.split() for line in out.splitlines() if line.strip().startswith("4 ")][0]
     mse_mean, mse_ebpo = float(row[1]), float(row[2])
     assert mse_ebpo < mse_mean  # the theorem: shrinkage lowers the baseline's error
+
+
+@pytest.mark.parametrize("extra", [[], ["--threads", "4", "--processes", "2"]])
+def test_bench_reward_runs_and_agrees_with_its_labels(capsys, extra):
+    out = run_script("benchmarks/bench_reward.py", ["--n", "48", "--group", "8", *extra], capsys)
+    assert "answers/s/core" in out
+    assert "disagreements with the generator's labels: 0 " in out
