@@ -1,8 +1,9 @@
 # shellcheck shell=bash
 # recipes/common.sh: the settings every run shares. Sourced by recipes/<model>/run_<algo>.sh, never run.
 #
-# A run script sets ALGO (and, if it needs them, defaults for the variables below), sources its
-# model.env through this file, adds its algorithm's own keys in ALGO_ARGS and calls recipe_run "$@".
+# A run script (recipes/<model>/run_<algo>.sh) sets ALGO, sources this file and calls recipe_run "$@".
+# This file reads recipes/algos/$ALGO.sh (the algorithm's defaults and its own keys, `algo_args`) and the
+# caller's recipes/<model>/model.env.
 # The command line is, in this order (Hydra: the last value of a key wins):
 #
 #   python3 -m verl.trainer.main_ppo  <shared keys>  <backend keys>  <order keys>  <ALGO_ARGS>  "$@"
@@ -49,6 +50,14 @@ if [[ ! -f "$MODEL_DIR/model.env" ]]; then
     # shellcheck disable=SC2317
     return 2 2>/dev/null || exit 2
 fi
+if [[ ! -f "$RECIPES_DIR/algos/$ALGO.sh" ]]; then
+    echo "recipes/common.sh: unknown ALGO=$ALGO (no recipes/algos/$ALGO.sh)" >&2
+    # shellcheck disable=SC2317
+    return 2 2>/dev/null || exit 2
+fi
+# The algorithm's defaults (e.g. ORDER for the ordered runs) come first, then the model's settings.
+# shellcheck source=/dev/null
+source "$RECIPES_DIR/algos/$ALGO.sh"
 # shellcheck source=/dev/null
 source "$MODEL_DIR/model.env"
 
@@ -222,7 +231,9 @@ source "$RECIPES_DIR/order.sh"
 ORDER_ARGS=()
 recipe_order_args "$ORDER"
 
+# ---- the algorithm's own keys (recipes/algos/$ALGO.sh) ------------------------------------------
 ALGO_ARGS=()
+algo_args
 
 # recipe_run "$@": run verl's trainer with the shared, backend, order and algorithm keys, then the
 # caller's extra overrides (which win: Hydra keeps the last value of a key). Hydra's own flags among the

@@ -1,20 +1,6 @@
 #!/usr/bin/env bash
-# EBPO-diff: EBPO with the training data ordered easy -> hard by the base model's pass rate, one epoch,
-# no shuffle (the paper's curriculum runs). Needs the labels: recipes/data/label_data.sh difficulty <model>.
-# The same order for GRPO ("GRPO-diff"): ORDER=diff TOTAL_EPOCHS=1 TOTAL_STEPS=null bash recipes/<model>/run_grpo.sh
-# Usage: bash recipes/<model>/run_ebpo_diff.sh [Hydra overrides...]   (environment: recipes/common.sh)
-# shellcheck source-path=SCRIPTDIR
+# Usage: bash recipes/<model>/run_ebpo_diff.sh [Hydra overrides...]   (EBPO-diff; keys in recipes/algos/ebpo_diff.sh)
 set -euo pipefail
 ALGO=ebpo_diff
-ORDER="diff"
-: "${TOTAL_EPOCHS:=1}"
-: "${TOTAL_STEPS:=null}"
-# shellcheck source=../common.sh
 source "$(dirname "${BASH_SOURCE[0]}")/../common.sh"
-ALGO_ARGS=(
-    algorithm.adv_estimator=ebpo
-    algorithm.norm_adv_by_std_in_grpo=True
-    +algorithm.ebpo.prior_scope="$EBPO_PRIOR_SCOPE"
-    trainer.checkpoint_callback_class=verl_ebpo.EBPOCheckpointCallback
-)
 recipe_run "$@"

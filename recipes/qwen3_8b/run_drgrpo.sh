@@ -1,16 +1,6 @@
 #!/usr/bin/env bash
-# Dr.GRPO (arXiv 2503.20783) with verl's built-ins: no division by the group's std, and a sequence
-# loss summed over tokens and divided by a constant (the response budget) instead of each length.
-# Usage: bash recipes/<model>/run_drgrpo.sh [Hydra overrides...]   (environment: recipes/common.sh)
-# shellcheck source-path=SCRIPTDIR
+# Usage: bash recipes/<model>/run_drgrpo.sh [Hydra overrides...]   (Dr.GRPO (arXiv 2503.20783) with verl's built-ins; keys in recipes/algos/drgrpo.sh)
 set -euo pipefail
 ALGO=drgrpo
-# shellcheck source=../common.sh
 source "$(dirname "${BASH_SOURCE[0]}")/../common.sh"
-ALGO_ARGS=(
-    algorithm.adv_estimator=grpo
-    algorithm.norm_adv_by_std_in_grpo=False
-    actor_rollout_ref.actor.loss_agg_mode=seq-mean-token-sum-norm
-    actor_rollout_ref.actor.loss_scale_factor="$MAX_RESPONSE_LENGTH"
-)
 recipe_run "$@"

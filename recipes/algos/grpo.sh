@@ -1,0 +1,10 @@
+# shellcheck shell=bash
+# GRPO, verl's built-in: baseline = the group's mean reward, advantage divided by the group's std.
+# Sourced by recipes/common.sh for ALGO=grpo: defaults first, then algo_args fills ALGO_ARGS.
+
+algo_args() {
+    ALGO_ARGS=(
+        algorithm.adv_estimator=grpo
+        algorithm.norm_adv_by_std_in_grpo=True
+    )
+}
