@@ -1,0 +1,290 @@
+"""End to end: verl's real trainer (`python -m verl.trainer.main_ppo`, V1) on the CPU backend.
+
+Four trainer launches (each ~1 min of Ray start-up), shared by the tests below:
+- run A: `adv_estimator=ebpo`, 3 steps, math reward (verl_ebpo.rewards through verl's reward loop),
+  difficulty order (verl_ebpo.samplers), EBPOCheckpointCallback, checkpoints at steps 2 and 3;
+- run B: resumes run A's checkpoint directory (verl's resume_mode=auto) for step 4;
+- run C: `adv_estimator=grpo`, topic order, the callback configured but inactive, 2 steps;
+- the demo (`python -m verl_ebpo.cli demo`), 2 steps per algorithm.
+Every expected number is recomputed here from what verl wrote (rollout dumps, metrics, checkpoints).
+Run the fast tests alone with `python -m pytest -m "not e2e"`.
+"""
+
+import json
+import math
+import random
+import re
+import subprocess
+import sys
+from collections import defaultdict
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from verl_ebpo.cpu import assets
+from verl_ebpo.cpu.launch import CPURun, run_main_ppo
+
+pytestmark = pytest.mark.e2e
+
+BATCH, GROUP = 8, 4
+ANSWERS = BATCH * GROUP
+N_ROWS = 32  # 4 topics x 8 rows; 4 steps of BATCH prompts
+TOPICS = ("t0", "t1", "t2", "t3")
+REWARD_KWARGS = {"no_answer_score": -0.5, "processes": 1}
+EBPO_DIAGNOSTICS = (
+    "ebpo/prior_mean", "ebpo/sigma2", "ebpo/tau2", "ebpo/shrinkage_mean", "ebpo/shrinkage_min",
+    "ebpo/shrinkage_max", "ebpo/equal_reward_group_frac", "ebpo/zero_adv_frac", "ebpo/padding_rows",
+    "ebpo/skipped_rows", "ebpo/prior_weight",
+)
+REPO = Path(__file__).resolve().parents[1]
+
+
+# -- shared assets and runs ------------------------------------------------------------------------
+
+
+@pytest.fixture(scope="module")
+def data(tmp_path_factory):
+    """A tiny Llama warm-started to answer `\\boxed{...}` (so math-verify sees right and wrong answers) and
+    32 unique questions with a difficulty (a distinct pass rate) and a topic (interleaved in the file)."""
+    root = tmp_path_factory.mktemp("e2e")
+    rng = random.Random(0)
+    difficulty = rng.sample(range(N_ROWS), N_ROWS)
+    rows, pairs = [], []
+    for i in range(N_ROWS):
+        a, b = rng.randrange(5), rng.randrange(5)
+        question = f"{i:02d}:{a}+{b}="
+        rows.append(assets.rl_row(i, question, str(a + b), "e2e/add",
+                                  extra_info={"difficulty": (difficulty[i] + 0.5) / N_ROWS, "topic": TOPICS[i % 4]}))
+        pairs.append((question, f"\\boxed{{{a + b}}}"))
+    model = assets.build_model(root / "model", seed=0)
+    assets.warm_start(model, pairs, steps=40, lr=3e-3, seed=0)
+    train = assets.write_rl_parquet(rows, root / "train.parquet")
+    val = assets.write_rl_parquet(rows[:4], root / "val.parquet")
+    return {"root": root, "model": str(model), "train": str(train), "val": str(val), "rows": rows}
+
+
+def _make_run(data, name, estimator, order, steps, extra=()):
+    from verl_ebpo.samplers import overrides as order_overrides
+
+    out = data["root"] / name
+    return CPURun(
+        model_path=data["model"],
+        train_files=data["train"],
+        val_files=data["val"],
+        out_dir=str(out),
+        adv_estimator=estimator,
+        steps=steps,
+        train_batch_size=BATCH,
+        n=GROUP,
+        max_prompt_length=16,
+        max_response_length=12,
+        lr=1e-3,
+        save_freq=2,
+        experiment_name=name,
+        reward_function=("pkg://verl_ebpo.rewards", "compute_score"),
+        extra=[
+            *order_overrides(order),
+            "trainer.checkpoint_callback_class=verl_ebpo.EBPOCheckpointCallback",
+            f"trainer.rollout_data_dir={out / 'rollouts'}",
+            *(f"+reward.custom_reward_function.reward_kwargs.{k}={v}" for k, v in REWARD_KWARGS.items()),
+            *extra,
+        ],
+    )
+
+
+def _train(run):
+    run_main_ppo(run, timeout_s=600)
+    return {"run": run, "metrics": _metrics(run.metrics_file), "rollouts": _rollouts(Path(run.out_dir) / "rollouts")}
+
+
+@pytest.fixture(scope="module")
+def run_a(data):
+    return _train(_make_run(data, "a", "ebpo", "difficulty", steps=3))
+
+
+@pytest.fixture(scope="module")
+def run_b(data, run_a):
+    # same job, one more step, resuming from run A's checkpoints (own logs and dumps)
+    ckpt = run_a["run"].checkpoint_dir
+    return _train(_make_run(data, "b", "ebpo", "difficulty", steps=4, extra=[f"trainer.default_local_dir={ckpt}"]))
+
+
+@pytest.fixture(scope="module")
+def run_c(data):
+    return _train(_make_run(data, "c", "grpo", "topic", steps=2))
+
+
+def _metrics(path):
+    steps = defaultdict(dict)
+    for line in Path(path).read_text().splitlines():
+        record = json.loads(line)
+        steps[record["step"]].update(record["data"])
+    return dict(steps)
+
+
+def _rollouts(folder):
+    out = {}
+    for path in Path(folder).glob("*.jsonl"):
+        out[int(path.stem)] = [json.loads(line) for line in path.read_text().splitlines()]
+    return out
+
+
+def _row_of(answer):
+    return int(re.match(r"^(\d\d):", answer["input"]).group(1))
+
+
+def _groups(answers):
+    groups = defaultdict(list)
+    for answer in answers:
+        groups[answer["uid"].rsplit("_", 2)[0]].append(answer["score"])
+    return groups
+
+
+# -- run A: EBPO trains ------------------------------------------------------------------------------
+
+
+def test_ebpo_trains_on_cpu_and_logs_its_diagnostics(run_a):
+    metrics = run_a["metrics"]
+    assert sorted(metrics) == [1, 2, 3]
+    for step, m in metrics.items():
+        assert math.isfinite(m["critic/score/mean"]) and math.isfinite(m["actor/pg_loss"])
+        missing = [k for k in EBPO_DIAGNOSTICS if k not in m]
+        assert not missing, f"step {step}: EBPO diagnostics missing from verl's logged metrics: {missing}"
+        assert m["ebpo/prior_weight"] == step * ANSWERS
+        assert m["ebpo/padding_rows"] == 0 and m["ebpo/skipped_rows"] == 0
+        assert 0 <= m["ebpo/shrinkage_min"] <= m["ebpo/shrinkage_mean"] <= m["ebpo/shrinkage_max"] <= 1
+        # the hf rollout samples with the trainer's current weights (sent by update_weights every step):
+        # its token probabilities equal the actor's recomputed ones; stale weights would differ by far more
+        assert m["training/rollout_probs_diff_max"] < 1e-4
+    assert max(m["actor/grad_norm"] for m in metrics.values()) > 0  # the policy did move
+
+
+def test_math_reward_scores_every_answer_through_verls_reward_loop(run_a):
+    from verl_ebpo.rewards import compute_score, shutdown
+
+    verdicts = defaultdict(int)
+    try:
+        for step, answers in run_a["rollouts"].items():
+            assert len(answers) == ANSWERS
+            for answer in answers:
+                result = compute_score("e2e/add", answer["output"], answer["gts"], {}, **REWARD_KWARGS)
+                verdicts[result["verdict"]] += 1
+                assert answer["score"] == result["score"], answer
+            logged = run_a["metrics"][step]["critic/score/mean"]
+            assert np.mean([a["score"] for a in answers]) == pytest.approx(logged, abs=1e-6)
+    finally:
+        shutdown()  # this process's verifier processes
+    # the warm-started model gives the verifier real work: right, wrong and unparsable answers
+    assert verdicts["correct"] > 0 and verdicts["wrong"] + verdicts["no_answer"] > 0, dict(verdicts)
+
+
+def test_difficulty_order_feeds_the_trainer_easy_to_hard(data, run_a):
+    by_difficulty = sorted(range(N_ROWS), key=lambda i: -data["rows"][i]["extra_info"]["difficulty"])
+    for step, answers in run_a["rollouts"].items():
+        rows = sorted({_row_of(a) for a in answers})
+        assert rows == sorted(by_difficulty[(step - 1) * BATCH : step * BATCH]), f"step {step}"
+
+
+def _expected_prior(answers_by_step):
+    rewards = [a["score"] for answers in answers_by_step for a in answers]
+    group_means = [np.mean(g) for answers in answers_by_step for g in _groups(answers).values()]
+    return {
+        "weight": len(rewards),
+        "mu_glob": float(np.mean(rewards)),
+        "sigma2": float(np.var(rewards)),
+        "tau2": float(np.var(group_means)),
+    }
+
+
+def test_checkpoint_callback_writes_the_prior_into_each_checkpoint(run_a):
+    from verl_ebpo.checkpoint import read_prior_file
+
+    ckpt = run_a["run"].checkpoint_dir
+    assert (ckpt / "latest_checkpointed_iteration.txt").read_text().strip() == "3"
+    for step in (2, 3):
+        prior, saved_step = read_prior_file(ckpt / f"global_step_{step}" / "ebpo_prior.json")
+        assert saved_step == step
+        expected = _expected_prior([run_a["rollouts"][s] for s in range(1, step + 1)])
+        assert prior.reward.weight == expected["weight"]
+        assert prior.mu_glob == pytest.approx(expected["mu_glob"], abs=1e-9)
+        assert prior.sigma2 == pytest.approx(expected["sigma2"], abs=1e-9)
+        assert prior.tau2 == pytest.approx(expected["tau2"], abs=1e-9)
+        assert prior.mu_glob == pytest.approx(run_a["metrics"][step]["ebpo/prior_mean"], abs=1e-6)
+    assert not (ckpt / "global_step_1").exists()
+
+
+# -- run B: resume ------------------------------------------------------------------------------------
+
+
+def test_resumed_run_restores_the_prior_and_continues(run_a, run_b):
+    from verl_ebpo.advantage.math import Moments
+    from verl_ebpo.checkpoint import read_prior_file
+
+    metrics, rollouts = run_b["metrics"], run_b["rollouts"]
+    assert sorted(metrics) == [4] and sorted(rollouts) == [4]  # resumed at step 4, nothing redone
+    ckpt = run_a["run"].checkpoint_dir
+    saved, _ = read_prior_file(ckpt / "global_step_3" / "ebpo_prior.json")
+    after, step = read_prior_file(ckpt / "global_step_4" / "ebpo_prior.json")
+    assert step == 4
+    # the prior after resume = the prior saved at step 3, merged with step 4's batch (Welford, decay 1)
+    answers = rollouts[4]
+    rewards = np.array([a["score"] for a in answers], dtype=np.float64)
+    means = np.array([np.mean(g) for g in _groups(answers).values()], dtype=np.float64)
+    expected = saved.merged(
+        Moments(len(rewards), rewards.mean(), float(((rewards - rewards.mean()) ** 2).sum())),
+        Moments(len(means), means.mean(), float(((means - means.mean()) ** 2).sum())),
+        1.0,
+    )
+    for field in ("weight", "mean", "m2"):
+        assert getattr(after.reward, field) == pytest.approx(getattr(expected.reward, field), rel=1e-9, abs=1e-12)
+        assert getattr(after.group_mean, field) == pytest.approx(getattr(expected.group_mean, field), rel=1e-9, abs=1e-12)
+    assert after.updates == saved.updates + 1 == 4
+    assert metrics[4]["ebpo/prior_weight"] == 4 * ANSWERS  # a fresh prior would log 32
+    assert metrics[4]["ebpo/prior_mean"] == pytest.approx(
+        _expected_prior([*(run_a["rollouts"][s] for s in (1, 2, 3)), answers])["mu_glob"], abs=1e-6
+    )
+
+
+def test_resumed_run_continues_the_data_order(data, run_b):
+    by_difficulty = sorted(range(N_ROWS), key=lambda i: -data["rows"][i]["extra_info"]["difficulty"])
+    rows = sorted({_row_of(a) for a in run_b["rollouts"][4]})
+    assert rows == sorted(by_difficulty[3 * BATCH : 4 * BATCH])
+
+
+# -- run C: GRPO, topic order, callback inactive ---------------------------------------------------------
+
+
+def test_grpo_trains_with_topic_order_and_the_callback_stays_out(data, run_c):
+    metrics = run_c["metrics"]
+    assert sorted(metrics) == [1, 2]
+    assert not [k for m in metrics.values() for k in m if k.startswith("ebpo/")]
+    for step, answers in run_c["rollouts"].items():
+        topics = {data["rows"][_row_of(a)]["extra_info"]["topic"] for a in answers}
+        # topics first seen in file order (t0, t1, ...), one cluster of 8 rows per batch
+        assert topics == {TOPICS[step - 1]}, f"step {step}: {topics}"
+        assert np.mean([a["score"] for a in answers]) == pytest.approx(metrics[step]["critic/score/mean"], abs=1e-6)
+    ckpt = run_c["run"].checkpoint_dir / "global_step_2"
+    assert (ckpt / "actor").is_dir() and not (ckpt / "ebpo_prior.json").exists()
+
+
+# -- the demo (the README's main job), shortened -----------------------------------------------------------
+
+
+def test_demo_runs_both_algorithms_and_writes_its_report(tmp_path):
+    out = tmp_path / "demo"
+    proc = subprocess.run(
+        [sys.executable, "-m", "verl_ebpo.cli", "demo", "--out", str(out), "--steps", "2", "--batch-size", "8"],
+        cwd=REPO, capture_output=True, text=True, timeout=900,
+    )
+    assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
+    lines = (out / "steps.csv").read_text().splitlines()
+    assert lines[0].startswith("algorithm,step,reward,zero_adv_frac")
+    assert [line.split(",")[:2] for line in lines[1:]] == [["grpo", "1"], ["grpo", "2"], ["ebpo", "1"], ["ebpo", "2"]]
+    assert (out / "reward_curves.png").read_bytes()[:4] == b"\x89PNG"
+    summary = json.loads((out / "summary.json").read_text())
+    assert set(summary["summaries"]) == {"grpo", "ebpo"}
+    assert summary["timings"]["peak_pss_gib"] > 0.5
+    report = (out / "report.md").read_text()
+    assert "| training reward, final step |" in report
+    assert "GRPO  training reward" in proc.stdout and "EBPO  training reward" in proc.stdout

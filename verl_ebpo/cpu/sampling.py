@@ -1,0 +1,156 @@
+"""Batched, KV-cached token sampling with a transformers causal LM (the CPU `hf` rollout's engine).
+
+Pure torch + transformers, no Ray, no verl: `generate_batch` takes token-id prompts and per-row
+sampling parameters and returns, for each row, the sampled token ids, their log-probabilities and
+why it stopped. The log-probability of a token is `log_softmax(logits / temperature)` at that token
+(the raw logits when greedy), i.e. what verl's actor computes for the same token, before top-k /
+top-p filtering, so rollout and trainer log-probs agree when the weights agree.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Optional, Sequence
+
+import torch
+
+
+@dataclass(frozen=True)
+class SamplingParams:
+    """One request's sampling parameters (vLLM's conventions: temperature 0 is greedy, top_k <= 0 is
+    off, top_p 1.0 is off)."""
+
+    max_tokens: int
+    temperature: float = 1.0
+    top_k: int = -1
+    top_p: float = 1.0
+
+    def __post_init__(self):
+        if self.max_tokens < 1:
+            raise ValueError(f"max_tokens must be >= 1, got {self.max_tokens}")
+        if self.temperature < 0:
+            raise ValueError(f"temperature must be >= 0, got {self.temperature}")
+        if not 0.0 < self.top_p <= 1.0:
+            raise ValueError(f"top_p must be in (0, 1], got {self.top_p}")
+
+
+@dataclass
+class SampleOutput:
+    token_ids: list[int]
+    log_probs: list[float]
+    finish_reason: str  # "stop" (an end token was sampled, and is included) or "length"
+
+
+def filter_logits(logits: torch.Tensor, top_k: torch.Tensor, top_p: torch.Tensor) -> torch.Tensor:
+    """Mask (to -inf) the tokens outside each row's top-k, then outside its top-p nucleus.
+
+    Args:
+        logits: (B, V) float logits (already divided by the temperature).
+        top_k: (B,) int; <= 0 keeps all tokens.
+        top_p: (B,) float in (0, 1]; the smallest set of most likely tokens whose probability mass
+            (after top-k) reaches top_p is kept; the most likely token is always kept.
+    Returns:
+        (B, V) logits with the removed tokens at -inf.
+    """
+    vocab = logits.size(-1)
+    sorted_logits, sorted_idx = torch.sort(logits, dim=-1, descending=True)
+    ranks = torch.arange(vocab, device=logits.device).unsqueeze(0)
+    k = torch.where(top_k <= 0, torch.full_like(top_k, vocab), top_k.clamp(max=vocab))
+    remove = ranks >= k.unsqueeze(1)
+    sorted_logits = sorted_logits.masked_fill(remove, float("-inf"))
+    probs = torch.softmax(sorted_logits, dim=-1)
+    mass_before = torch.cumsum(probs, dim=-1) - probs
+    remove = remove | ((mass_before >= top_p.unsqueeze(1)) & (top_p < 1.0).unsqueeze(1))
+    remove[:, 0] = False
+    sorted_logits = sorted_logits.masked_fill(remove, float("-inf"))
+    return torch.empty_like(logits).scatter_(-1, sorted_idx, sorted_logits)
+
+
+def _choose(
+    logits: torch.Tensor,
+    temperature: torch.Tensor,
+    top_k: torch.Tensor,
+    top_p: torch.Tensor,
+    generator: Optional[torch.Generator],
+) -> tuple[torch.Tensor, torch.Tensor]:
+    """Next token and its log-prob for each row (greedy rows: temperature == 0)."""
+    logits = logits.float()
+    greedy = temperature <= 0
+    scaled = logits / torch.where(greedy, torch.ones_like(temperature), temperature).unsqueeze(1)
+    log_probs = torch.log_softmax(scaled, dim=-1)
+    filtered = filter_logits(scaled, top_k, top_p)
+    sampled = torch.multinomial(torch.softmax(filtered, dim=-1), 1, generator=generator).squeeze(1)
+    tokens = torch.where(greedy, scaled.argmax(dim=-1), sampled)
+    return tokens, log_probs.gather(1, tokens.unsqueeze(1)).squeeze(1)
+
+
+@torch.no_grad()
+def generate_batch(
+    model: torch.nn.Module,
+    prompts: Sequence[Sequence[int]],
+    params: Sequence[SamplingParams],
+    stop_token_ids: Sequence[int],
+    pad_token_id: int = 0,
+    generator: Optional[torch.Generator] = None,
+) -> list[SampleOutput]:
+    """Sample a continuation for each prompt, all rows in one left-padded batch with a KV cache.
+
+    Rows stop at their own `max_tokens` or when they sample a token in `stop_token_ids` (that token
+    is returned, as vLLM does); the batch stops when every row has.
+    """
+    if len(prompts) != len(params):
+        raise ValueError(f"{len(prompts)} prompts but {len(params)} sampling parameter sets")
+    if not prompts:
+        return []
+    if any(len(p) == 0 for p in prompts):
+        raise ValueError("empty prompt (no token ids)")
+    device = next(model.parameters()).device
+    batch = len(prompts)
+    width = max(len(p) for p in prompts)
+    input_ids = torch.full((batch, width), pad_token_id, dtype=torch.long, device=device)
+    attention_mask = torch.zeros((batch, width), dtype=torch.long, device=device)
+    for row, prompt in enumerate(prompts):
+        input_ids[row, width - len(prompt) :] = torch.as_tensor(list(prompt), dtype=torch.long)
+        attention_mask[row, width - len(prompt) :] = 1
+    position_ids = (attention_mask.cumsum(-1) - 1).clamp(min=0)
+
+    temperature = torch.tensor([p.temperature for p in params], dtype=torch.float32, device=device)
+    top_k = torch.tensor([p.top_k for p in params], dtype=torch.long, device=device)
+    top_p = torch.tensor([p.top_p for p in params], dtype=torch.float32, device=device)
+    limits = [p.max_tokens for p in params]
+    stop = torch.tensor(sorted(set(stop_token_ids)), dtype=torch.long, device=device)
+
+    outputs = [SampleOutput([], [], "length") for _ in prompts]
+    done = [False] * batch
+    out = model(input_ids=input_ids, attention_mask=attention_mask, position_ids=position_ids, use_cache=True)
+    past = out.past_key_values
+    logits = out.logits[:, -1, :]
+    last_pos = position_ids[:, -1]
+    for step in range(max(limits)):
+        tokens, token_log_probs = _choose(logits, temperature, top_k, top_p, generator)
+        is_stop = torch.isin(tokens, stop) if stop.numel() else torch.zeros_like(tokens, dtype=torch.bool)
+        token_list, lp_list, stop_list = tokens.tolist(), token_log_probs.tolist(), is_stop.tolist()
+        for row in range(batch):
+            if done[row]:
+                continue
+            outputs[row].token_ids.append(token_list[row])
+            outputs[row].log_probs.append(lp_list[row])
+            if stop_list[row]:
+                outputs[row].finish_reason = "stop"
+                done[row] = True
+            elif len(outputs[row].token_ids) >= limits[row]:
+                done[row] = True
+        if all(done):
+            break
+        attention_mask = torch.cat([attention_mask, attention_mask.new_ones((batch, 1))], dim=1)
+        last_pos = last_pos + 1
+        out = model(
+            input_ids=tokens.unsqueeze(1),
+            attention_mask=attention_mask,
+            position_ids=last_pos.unsqueeze(1),
+            past_key_values=past,
+            use_cache=True,
+        )
+        past = out.past_key_values
+        logits = out.logits[:, -1, :]
+    return outputs
