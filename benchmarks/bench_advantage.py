@@ -76,7 +76,11 @@ def main(argv=None):
     ap.add_argument("--tokens", type=int, default=2048)
     ap.add_argument("--repeats", type=int, default=7)
     args = ap.parse_args(argv)
-    torch.set_grad_enabled(False)
+    with torch.no_grad():
+        return run(args)
+
+
+def run(args) -> int:
     batch = make_batch(args.prompts, args.answers, args.tokens)
     fns, reset_prior = estimators()
     bs, T = batch[1].shape
