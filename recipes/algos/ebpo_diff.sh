@@ -7,11 +7,6 @@ ORDER="diff"
 : "${TOTAL_EPOCHS:=1}"
 : "${TOTAL_STEPS:=null}"
 
-algo_args() {
-    ALGO_ARGS=(
-        algorithm.adv_estimator=ebpo
-        algorithm.norm_adv_by_std_in_grpo=True
-        +algorithm.ebpo.prior_scope="$EBPO_PRIOR_SCOPE"
-        trainer.checkpoint_callback_class=verl_ebpo.EBPOCheckpointCallback
-    )
-}
+# The same keys as plain EBPO (recipes/algos/ebpo.sh); only the data order differs.
+# shellcheck source=/dev/null
+source "$RECIPES_DIR/algos/ebpo.sh"

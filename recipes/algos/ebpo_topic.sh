@@ -4,11 +4,6 @@
 # Sourced by recipes/common.sh for ALGO=ebpo_topic: defaults first, then algo_args fills ALGO_ARGS.
 ORDER="topic"
 
-algo_args() {
-    ALGO_ARGS=(
-        algorithm.adv_estimator=ebpo
-        algorithm.norm_adv_by_std_in_grpo=True
-        +algorithm.ebpo.prior_scope="$EBPO_PRIOR_SCOPE"
-        trainer.checkpoint_callback_class=verl_ebpo.EBPOCheckpointCallback
-    )
-}
+# The same keys as plain EBPO (recipes/algos/ebpo.sh); only the data order differs.
+# shellcheck source=/dev/null
+source "$RECIPES_DIR/algos/ebpo.sh"
