@@ -130,7 +130,8 @@ print(json.dumps({"cpu_registered": PlatformRegistry.get("cpu") is not None,
 
 
 def test_device_module_answers_verls_calls(monkeypatch):
-    monkeypatch.delenv("VERL_ENGINE_DEVICE", raising=False)  # PlatformCPU() sets it; restored after the test
+    monkeypatch.delenv("VERL_ENGINE_DEVICE", raising=False)  # PlatformCPU() sets it when selected; restored after
+    monkeypatch.setenv("VERL_PLATFORM", "cpu")
     avail, total = CPU_DEVICE_MODULE.mem_get_info()
     assert 0 < avail <= total
     assert CPU_DEVICE_MODULE.memory_allocated() > 0

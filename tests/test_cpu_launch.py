@@ -155,3 +155,24 @@ def test_build_model_is_deterministic_and_warm_start_learns(tmp_path):
     first = assets.warm_start(tmp_path / "a", pairs, steps=1, lr=1e-3)
     last = assets.warm_start(tmp_path / "a", pairs, steps=60, lr=3e-3)
     assert last < first / 2
+
+
+@pytest.mark.parametrize("override", ["algorithm.filter_groups.enable=True",
+                                      "+trainer.v1.sampler.sync_refill_failed_groups=true"])
+def test_dapo_filtering_is_refused_with_the_fast_poll_buffer(tmp_path, override):
+    with pytest.raises(ValueError, match="fast_poll=False"):
+        _run(tmp_path, extra=[override]).overrides()
+    slow = _run(tmp_path, extra=[override], fast_poll=False).overrides()
+    assert override in slow and not any("custom_sampler" in o for o in slow)
+
+
+def test_cpu_platform_touches_no_environment_unless_selected(monkeypatch):
+    from verl_ebpo.cpu.platform import PlatformCPU
+
+    monkeypatch.delenv("VERL_ENGINE_DEVICE", raising=False)
+    monkeypatch.delenv("VERL_PLATFORM", raising=False)
+    PlatformCPU()  # verl probes every registered platform this way
+    assert "VERL_ENGINE_DEVICE" not in os.environ
+    monkeypatch.setenv("VERL_PLATFORM", "cpu")
+    PlatformCPU()
+    assert os.environ["VERL_ENGINE_DEVICE"] == "cuda"

@@ -120,3 +120,19 @@ def test_from_dataset_reads_nested_fields():
     assert len(s) == 6 + 6 + 3
     d = DifficultySampler.from_dataset(rows)
     assert list(d) == list(range(N - 1, -1, -1))
+
+
+@pytest.mark.parametrize("cls,arg", [(TopicSampler, LABELS), (DifficultySampler, [i / N for i in range(N)])])
+def test_set_epoch_after_load_state_dict_keeps_the_restored_position(cls, arg):
+    """Hand-written loops call set_epoch(e) at the top of every epoch, also right after restoring."""
+    s = cls(arg, seed=1)
+    it = iter(s)
+    served = [next(it) for _ in range(5)]
+    state = s.state_dict()
+    resumed = cls(arg, seed=1)
+    resumed.load_state_dict(state)
+    resumed.set_epoch(state["epoch"])
+    rest = list(resumed)
+    assert served + rest == list(cls(arg, seed=1))  # nothing repeated, nothing skipped
+    resumed.set_epoch(resumed.epoch)  # no restored position pending: an ordinary restart of that epoch
+    assert len(list(resumed)) == N

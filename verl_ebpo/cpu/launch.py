@@ -88,6 +88,16 @@ def merge_overrides(base: Sequence[str], extra: Sequence[str]) -> list[str]:
     return list(merged.values())
 
 
+def _refuse_dapo_with_fast_poll(extra) -> None:
+    """verl hands a custom replay buffer only its base arguments, so DAPO's group filtering would be dropped
+    silently with CPUReplayBuffer: refuse it instead (use CPURun(fast_poll=False) for DAPO on CPU)."""
+    for item in extra or ():
+        key, _, value = str(item).lstrip("+").partition("=")
+        if key in ("algorithm.filter_groups.enable", "trainer.v1.sampler.sync_refill_failed_groups") and \
+                value.strip().lower() == "true":
+            raise ValueError(f"{item!r} needs verl's own replay buffer: use CPURun(fast_poll=False)")
+
+
 @dataclass
 class CPURun:
     """A small job of verl's V1 trainer on CPUs. `overrides()` is the full Hydra override list."""
@@ -185,6 +195,7 @@ class CPURun:
             "transfer_queue.backend.SimpleStorage.num_data_storage_units=1",
         ]
         if self.fast_poll:
+            _refuse_dapo_with_fast_poll(self.extra)
             base += [
                 "trainer.v1.sampler.custom_sampler.path=pkg://verl_ebpo.cpu.replay",
                 "trainer.v1.sampler.custom_sampler.name=CPUReplayBuffer",

@@ -149,8 +149,9 @@ class PlatformCPU(PlatformBase):
     """verl platform for a machine without accelerators (select with `VERL_PLATFORM=cpu`)."""
 
     def __init__(self) -> None:
-        # Only runs when this platform is selected (VERL_PLATFORM=cpu), in each process that asks.
-        os.environ.setdefault(ENGINE_DEVICE_ENV, "cuda")
+        # verl instantiates every registered platform to probe it, so act only when this one is selected.
+        if os.environ.get("VERL_PLATFORM", "").strip().lower() == "cpu":
+            os.environ.setdefault(ENGINE_DEVICE_ENV, "cuda")
 
     @property
     def device_name(self) -> str:

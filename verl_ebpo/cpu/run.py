@@ -62,11 +62,8 @@ def main(argv=None) -> int:
     except TrainerFailed as exc:
         print(f"FAILED after {time.time() - started:.0f} s: {exc}", file=sys.stderr)
         return 1
-    times = [
-        json.loads(line)["data"].get("timing_s/step")
-        for line in run.metrics_file.read_text().splitlines()
-        if line.strip()
-    ]
+    lines = run.metrics_file.read_text().splitlines() if run.metrics_file.exists() else []  # no 'file' logger
+    times = [json.loads(line)["data"].get("timing_s/step") for line in lines if line.strip()]
     times = [t for t in times if t is not None]
     if times:
         print(f"step times (s): {', '.join(f'{t:.2f}' for t in times)}")

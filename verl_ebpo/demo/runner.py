@@ -200,6 +200,9 @@ def run_demo(config: DemoConfig) -> dict:
         rows = report.step_rows(algorithm, metrics, report.load_rollouts(run_dir / "rollouts"))
         if len(rows) != config.steps:
             raise RuntimeError(f"{algorithm}: expected {config.steps} logged steps, found {len(rows)} in {run_dir}")
+        missing = [r["step"] for r in rows if r["zero_adv_frac"] is None]
+        if missing:
+            raise RuntimeError(f"{algorithm}: no zero-advantage share for steps {missing[:10]} (rollout dumps missing?)")
         rows_by_algorithm[algorithm] = rows
         summaries[algorithm] = report.summarize(algorithm, rows, metrics)
         all_rows += rows

@@ -48,7 +48,12 @@ class OrderedSampler(Sampler[int]):
         return self._length
 
     def set_epoch(self, epoch: int) -> None:
-        """Start the next iteration at the beginning of `epoch` (as DistributedSampler.set_epoch)."""
+        """Start the next iteration at the beginning of `epoch` (as DistributedSampler.set_epoch).
+
+        Setting the epoch a restored state is already in keeps the restored position (training loops call
+        set_epoch at the top of every epoch, also right after load_state_dict)."""
+        if int(epoch) == self.epoch and self._next_yielded is not None:
+            return
         self.epoch = int(epoch)
         self.yielded = 0
         self._next_yielded = None
