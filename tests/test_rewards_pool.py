@@ -96,6 +96,20 @@ def test_hang_is_killed_within_the_bound_and_replaced(fake_pool):
     assert pool.counters["killed"] == 1 and pool.counters["timeouts_remembered"] == 1
 
 
+def test_a_remembered_timeout_is_tried_again_later(fake_pool, monkeypatch):
+    """A timeout may come from a loaded machine: after TIMEOUT_MEMORY_S the same answer is verified again."""
+    from verl_ebpo.rewards import pool as pool_module
+
+    pool = fake_pool(size=1)
+    assert pool.run(["1"], "hang", "boxed", timeout=0.3, grace=0.3) == "timeout"
+    assert pool.run(["1"], "hang", "boxed", timeout=0.3, grace=0.3) == "timeout"
+    assert pool.counters["killed"] == 1 and pool.counters["timeouts_remembered"] == 1
+    monkeypatch.setattr(pool_module, "TIMEOUT_MEMORY_S", 0.0)
+    time.sleep(0.01)
+    assert pool.run(["1"], "hang", "boxed", timeout=0.3, grace=0.3) == "timeout"
+    assert pool.counters["killed"] == 2 and pool.counters["timeouts_remembered"] == 1
+
+
 def test_crash_is_retried_once_then_counted_as_error(fake_pool):
     pool = fake_pool(size=1)
     assert pool.run(["1"], "crash", "boxed", timeout=1, grace=1) == "error"

@@ -44,6 +44,10 @@ _BOOTSTRAP = (
 _PKG_ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
 
+# A timed-out job is remembered this long, so one group's repeated answer costs one timeout, not G; after
+# that it is tried again (a timeout caused by a loaded machine must not mark that answer wrong for a whole run).
+TIMEOUT_MEMORY_S = 120.0
+
 class VerifierUnavailable(RuntimeError):
     """No verifier process could be started (e.g. math-verify is not importable). Not caused by model output."""
 
@@ -242,14 +246,16 @@ class VerifierPool:
         VerifierUnavailable."""
         key = (tuple(golds), pred, kind, timeout)
         with self._cv:
-            if key in self._timed_out:
+            since = self._timed_out.get(key)
+            if since is not None and time.monotonic() - since <= TIMEOUT_MEMORY_S:
                 self._timed_out.move_to_end(key)
                 self.counters["timeouts_remembered"] += 1
                 return "timeout"
+            self._timed_out.pop(key, None)  # forgotten after a while: a timeout under load is not final
         verdict = self._run(golds, pred, kind, timeout, grace)
         if verdict == "timeout":
             with self._cv:
-                self._timed_out[key] = True
+                self._timed_out[key] = time.monotonic()
                 if len(self._timed_out) > 1024:
                     self._timed_out.popitem(last=False)
         return verdict
