@@ -269,6 +269,12 @@ def run_main_ppo(
                 except Exception:  # a progress printer must not kill the run
                     pass
 
+    def _report(headline: str) -> str:  # the output's tail and Ray's worker tracebacks, for both failures
+        return (
+            f"{headline} (log: {run.log_file})\n" + "".join(tail[-40:])
+            + "\nRay worker errors:\n" + ray_worker_errors(started)
+        )
+
     with open(run.log_file, "w") as log:
         proc = subprocess.Popen(
             run.command(),
@@ -287,13 +293,7 @@ def run_main_ppo(
         except subprocess.TimeoutExpired:
             _kill_group(proc)
             reader.join(timeout=10)
-            raise TrainerFailed(
-                f"verl trainer timed out after {timeout_s:.0f} s (log: {run.log_file})\n"
-                + "".join(tail[-40:])
-                + "\nRay worker errors:\n"
-                + ray_worker_errors(started),
-                log_file=run.log_file,
-            ) from None
+            raise TrainerFailed(_report(f"verl trainer timed out after {timeout_s:.0f} s"), log_file=run.log_file) from None
         except BaseException:
             _kill_group(proc)
             raise
@@ -301,11 +301,6 @@ def run_main_ppo(
     elapsed = time.time() - started
     if proc.returncode != 0:
         raise TrainerFailed(
-            f"verl trainer exited with {proc.returncode} (log: {run.log_file})\n"
-            + "".join(tail[-40:])
-            + "\nRay worker errors:\n"
-            + ray_worker_errors(started),
-            returncode=proc.returncode,
-            log_file=run.log_file,
+            _report(f"verl trainer exited with {proc.returncode}"), returncode=proc.returncode, log_file=run.log_file
         )
     return elapsed
