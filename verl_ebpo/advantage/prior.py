@@ -15,7 +15,9 @@ import os
 import tempfile
 from dataclasses import dataclass, field
 
-from verl_ebpo.advantage.math import Moments, merge_moments
+import torch
+
+from verl_ebpo.advantage.math import Moments, merge_moments, shrinkage
 
 SCHEMA = "verl_ebpo.prior"
 SCHEMA_VERSION = 1
@@ -43,9 +45,8 @@ class EBPOPrior:
 
     def shrinkage_for(self, group_size: float, epsilon: float = 1e-6) -> float:
         """S for a group of `group_size` answers under the current statistics."""
-        noise = self.sigma2 / max(group_size, 1.0)
-        denom = noise + self.tau2
-        return 1.0 if denom <= epsilon else noise / denom
+        count = torch.tensor([float(group_size)], dtype=torch.float64)
+        return float(shrinkage(count, self.sigma2, self.tau2, epsilon))
 
     # -- updates ----------------------------------------------------------------------------------
     def merged(self, reward_batch: Moments, group_mean_batch: Moments, decay: float) -> "EBPOPrior":
