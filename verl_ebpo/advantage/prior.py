@@ -12,12 +12,12 @@ from __future__ import annotations
 import json
 import math
 import os
-import tempfile
 from dataclasses import dataclass, field
 
 import torch
 
 from verl_ebpo.advantage.math import Moments, merge_moments, shrinkage
+from verl_ebpo.files import atomic_write_text
 
 SCHEMA = "verl_ebpo.prior"
 SCHEMA_VERSION = 1
@@ -120,32 +120,6 @@ class EBPOPrior:
         except (OSError, ValueError) as e:
             raise ValueError(f"cannot load EBPO prior from {os.fspath(path)}: {e}") from e
         return prior
-
-
-def atomic_write_text(path: str | os.PathLike, text: str) -> None:
-    """Write `text` to `path` so that a crash leaves either the old file or the new one, never half a file."""
-    path = os.fspath(path)
-    directory = os.path.dirname(os.path.abspath(path))
-    os.makedirs(directory, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(prefix=".tmp-", suffix=os.path.basename(path), dir=directory)
-    try:
-        with os.fdopen(fd, "w", encoding="utf-8") as f:
-            f.write(text)
-            f.flush()
-            os.fsync(f.fileno())
-        os.replace(tmp, path)
-    except BaseException:
-        if os.path.exists(tmp):
-            os.unlink(tmp)
-        raise
-    try:  # make the rename itself durable
-        dfd = os.open(directory, os.O_RDONLY)
-        try:
-            os.fsync(dfd)
-        finally:
-            os.close(dfd)
-    except OSError:
-        pass
 
 
 _PRIOR = EBPOPrior()

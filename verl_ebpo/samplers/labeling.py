@@ -21,7 +21,6 @@ import json
 import math
 import os
 import sys
-import tempfile
 from collections import Counter
 from typing import Any, Callable, Sequence
 
@@ -47,21 +46,14 @@ def read_table(path: str):
     return pq.read_table(path)
 
 
-def write_table(table, path: str) -> None:
-    """Write parquet atomically (a crash leaves the old file or the new one)."""
+def write_table(table, path: str, inputs=()) -> None:
+    """Write parquet atomically (a crash leaves the old file or the new one); never over an input."""
     import pyarrow.parquet as pq
 
-    directory = os.path.dirname(os.path.abspath(path))
-    os.makedirs(directory, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(prefix=".tmp-", suffix=".parquet", dir=directory)
-    os.close(fd)
-    try:
+    from verl_ebpo.files import atomic_output
+
+    with atomic_output(path, inputs) as tmp:
         pq.write_table(table, tmp)
-        os.replace(tmp, path)
-    except BaseException:
-        if os.path.exists(tmp):
-            os.unlink(tmp)
-        raise
 
 
 def _rows_error(what: str, rows: Sequence[int], n: int, hint: str) -> LabelingError:

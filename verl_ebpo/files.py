@@ -1,0 +1,159 @@
+"""Writing files safely: the one helper every file this package writes goes through.
+
+`atomic_write_text` / `atomic_write_bytes` / `atomic_output` write to a temporary file in the target's folder,
+fsync it, give it the permissions a plain `open(path, "w")` would (the target's own mode when it exists, else
+0o666 minus the umask), rename it over the target and fsync the folder. A crash leaves the old file or the new
+one, never half a file; a temporary file left by a killed writer is removed by the next write of that target.
+
+They refuse, with `OutputPathError` naming the path and the way out:
+- a target that exists and is not a regular file (a FIFO, a device, a folder, a socket): writing would replace it;
+- a target that is the same file as one of `inputs` (also through a symlink or a hard link): the input would be lost.
+A symlink to a regular file is followed: the file it points to is replaced and the link kept.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import glob
+import os
+import stat
+import tempfile
+from typing import Iterable, Iterator
+
+__all__ = ["OutputPathError", "atomic_output", "atomic_write_bytes", "atomic_write_text", "check_output_path"]
+
+_TMP_TAG = ".tmp-"
+
+
+class OutputPathError(ValueError):
+    """An output path that must not be written (not a regular file, or the same file as an input)."""
+
+
+def current_umask() -> int:
+    """The process umask, read without changing it where the kernel reports it (Linux >= 4.7)."""
+    try:
+        with open("/proc/self/status", encoding="ascii") as f:
+            for line in f:
+                if line.startswith("Umask:"):
+                    return int(line.split()[1], 8)
+    except (OSError, ValueError):
+        pass
+    mask = os.umask(0o022)  # fallback: read by setting (not thread-safe, hence last resort)
+    os.umask(mask)
+    return mask
+
+
+def check_output_path(path: "str | os.PathLike[str]", inputs: Iterable["str | os.PathLike[str]"] = ()) -> str:
+    """The real path to write `path` to, or `OutputPathError` if writing there would destroy something.
+
+    A symlink is resolved (a loop is an error naming it); the result may not exist yet.
+    """
+    path = os.fspath(path)
+    real = os.path.realpath(path)
+    try:
+        st = os.stat(real)
+    except FileNotFoundError:
+        return real  # created by the write
+    except OSError as e:  # a symlink loop, a permission problem: say what it is, not "does not exist"
+        raise OutputPathError(f"cannot write {path}: {e.strerror or e}") from e
+    if not stat.S_ISREG(st.st_mode):
+        raise OutputPathError(
+            f"refusing to write {path}: it is {_kind(st.st_mode)}, not a regular file; choose another output path"
+        )
+    for inp in inputs:
+        inp = os.fspath(inp)
+        try:
+            same = os.path.samefile(real, inp)
+        except OSError:
+            same = False
+        if same:
+            raise OutputPathError(f"refusing to write {path}: it is the input file {inp}; choose another output path")
+    return real
+
+
+def _kind(mode: int) -> str:
+    for test, name in (
+        (stat.S_ISDIR, "a directory"),
+        (stat.S_ISFIFO, "a FIFO"),
+        (stat.S_ISCHR, "a character device"),
+        (stat.S_ISBLK, "a block device"),
+        (stat.S_ISSOCK, "a socket"),
+    ):
+        if test(mode):
+            return name
+    return "not a regular file"
+
+
+def _remove_stale_temps(directory: str, name: str) -> None:
+    """Temporary files of `name` whose writer process is gone (killed mid-write)."""
+    for tmp in glob.glob(os.path.join(glob.escape(directory), f".{glob.escape(name)}{_TMP_TAG}*")):
+        pid_part = os.path.basename(tmp)[len(name) + 1 + len(_TMP_TAG) :].split("-", 1)[0]
+        if pid_part.isdigit() and _alive(int(pid_part)):
+            continue
+        with contextlib.suppress(OSError):
+            os.unlink(tmp)
+
+
+def _alive(pid: int) -> bool:
+    if pid == os.getpid():
+        return True
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except OSError:
+        return True
+    return True
+
+
+def _fsync_dir(directory: str) -> None:
+    try:
+        fd = os.open(directory, os.O_RDONLY)
+    except OSError:
+        return
+    try:
+        os.fsync(fd)
+    except OSError:
+        pass
+    finally:
+        os.close(fd)
+
+
+@contextlib.contextmanager
+def atomic_output(path: "str | os.PathLike[str]", inputs: Iterable["str | os.PathLike[str]"] = ()) -> Iterator[str]:
+    """Yield a temporary path to write `path`'s new content to; on normal exit it replaces `path` atomically.
+
+    For writers that take a path (`pyarrow.parquet.write_table(table, tmp)`, `df.to_parquet(tmp)`). On an
+    exception the temporary file is removed and `path` is untouched. See the module docstring for the rules.
+    """
+    real = check_output_path(path, inputs)
+    directory, name = os.path.split(real)
+    os.makedirs(directory or ".", exist_ok=True)
+    _remove_stale_temps(directory, name)
+    fd, tmp = tempfile.mkstemp(prefix=f".{name}{_TMP_TAG}{os.getpid()}-", dir=directory)
+    os.close(fd)
+    try:
+        yield tmp
+        mode = stat.S_IMODE(os.stat(real).st_mode) if os.path.exists(real) else 0o666 & ~current_umask()
+        os.chmod(tmp, mode)
+        with open(tmp, "rb+") as f:
+            os.fsync(f.fileno())
+        check_output_path(path, inputs)  # still safe to replace (nothing swapped in meanwhile)
+        os.replace(tmp, real)
+    except BaseException:
+        with contextlib.suppress(OSError):
+            os.unlink(tmp)
+        raise
+    _fsync_dir(directory)
+
+
+def atomic_write_bytes(path: "str | os.PathLike[str]", data: bytes, inputs: Iterable["str | os.PathLike[str]"] = ()) -> None:
+    """Write `data` to `path` atomically (see the module docstring)."""
+    with atomic_output(path, inputs) as tmp:
+        with open(tmp, "wb") as f:
+            f.write(data)
+
+
+def atomic_write_text(path: "str | os.PathLike[str]", text: str, inputs: Iterable["str | os.PathLike[str]"] = ()) -> None:
+    """Write `text` (UTF-8) to `path` atomically (see the module docstring)."""
+    atomic_write_bytes(path, text.encode("utf-8"), inputs)
