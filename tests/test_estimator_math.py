@@ -1,6 +1,7 @@
 """EBPO estimator: hand-computed answers, options, bad input, and hypothesis properties (no verl needed)."""
 
 import math
+from pathlib import Path
 
 import numpy as np
 import pytest
@@ -175,11 +176,11 @@ def test_all_padding_batch_returns_zeros_and_keeps_prior():
 
 
 def test_options_validation():
-    with pytest.raises(ValueError, match=r"unknown ebpo option\(s\) \['priorscope'\]"):
+    with pytest.raises(ValueError, match=r"unknown algorithm.ebpo option\(s\) \['priorscope'\]"):
         EBPOOptions.from_algorithm_config({"ebpo": {"priorscope": "batch"}})
     with pytest.raises(ValueError, match="ebpo.prior_scope must be one of"):
         EBPOOptions.from_algorithm_config({"ebpo": {"prior_scope": "global"}})
-    with pytest.raises(ValueError, match=r"ebpo.prior_decay must be in \(0.0, 1.0\]"):
+    with pytest.raises(ValueError, match=r"ebpo.prior_decay must be a finite number in \(0, 1\]"):
         EBPOOptions.from_algorithm_config({"ebpo": {"prior_decay": 0}})
     with pytest.raises(ValueError, match="ebpo.prior_decay must be a number"):
         EBPOOptions.from_algorithm_config({"ebpo": {"prior_decay": "fast"}})
@@ -189,7 +190,12 @@ def test_options_validation():
         EBPOOptions.from_algorithm_config({"ebpo": {"on_nonfinite": "ignore"}})
     with pytest.raises(ValueError, match="ebpo.allow_missing_state must be true or false"):
         EBPOOptions.from_algorithm_config({"ebpo": {"allow_missing_state": "maybe"}})
+    with pytest.raises(ValueError, match=r"ebpo.epsilon must be a finite number in \(0, 1\]"):
+        EBPOOptions.from_algorithm_config({"ebpo": {"epsilon": 0}})
     assert EBPOOptions.from_algorithm_config(None) == EBPOOptions()
+    assert EBPOOptions.from_algorithm_config({"ebpo": {"prior_decay": "0.5", "allow_missing_state": "True"}}) == EBPOOptions(
+        prior_decay=0.5, allow_missing_state=True
+    )
     assert EBPOOptions.from_algorithm_config({"norm_adv_by_std_in_grpo": False}).normalize == "center"
     explicit = {"norm_adv_by_std_in_grpo": False, "ebpo": {"normalize": "batch"}}
     assert EBPOOptions.from_algorithm_config(explicit).normalize == "batch"
@@ -296,3 +302,9 @@ def test_property_decayed_merge_equals_weighted_moments(chunks, lam):
     assert acc.mean == pytest.approx(mean, abs=1e-9)
     assert acc.m2 == pytest.approx(np.sum(w * (x - mean) ** 2), abs=1e-7, rel=1e-9)
     assert math.isfinite(acc.variance)
+
+
+def test_readme_options_table_is_the_spec():
+    """The README's option table is rendered from EBPOOptions' declarations (one definition)."""
+    readme = (Path(__file__).resolve().parents[1] / "README.md").read_text()
+    assert EBPOOptions.markdown_table() in readme
