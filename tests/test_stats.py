@@ -1,0 +1,51 @@
+"""verl_ebpo.stats: t intervals known by hand, pairing, verdicts decided by the interval."""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from verl_ebpo.stats import Interval, mean_ci, paired_diff_ci, verdict
+
+
+def test_known_interval():
+    # x = 1, 2, 3: mean 2, sd 1, se 1/sqrt(3), t_{0.975, 2} = 4.302652729911275
+    ci = mean_ci([1.0, 2.0, 3.0])
+    half = 4.302652729911275 / math.sqrt(3)
+    assert ci.mean == 2.0 and ci.lo == pytest.approx(2 - half, rel=1e-12) and ci.hi == pytest.approx(2 + half, rel=1e-12)
+    assert ci.n == 3 and not ci.resolved  # the interval covers 0
+
+
+def test_one_seed_has_no_interval():
+    ci = mean_ci([0.4])
+    assert ci.mean == 0.4 and math.isnan(ci.lo) and ci.as_list() == [None, None]
+    assert "one seed" in verdict("ebpo", "grpo", ci, "final reward")
+
+
+def test_pairing_removes_shared_seed_variation():
+    a = [0.10, 0.50, 0.90]
+    b = [0.08, 0.48, 0.88]
+    d = paired_diff_ci(a, b)
+    assert d.mean == pytest.approx(0.02) and d.lo == pytest.approx(0.02) and d.resolved
+    assert "higher" in verdict("ebpo", "grpo", d, "final reward")
+    with pytest.raises(ValueError, match="as many values"):
+        paired_diff_ci([1, 2], [1])
+
+
+def test_verdict_follows_the_interval():
+    assert "no difference resolved" in verdict("a", "b", Interval(0.1, -0.01, 0.2, 3), "x")
+    assert "lower" in verdict("a", "b", Interval(-0.1, -0.2, -0.01, 3), "x")
+    with pytest.raises(ValueError, match="non-finite"):
+        mean_ci([1.0, float("nan")])
+
+
+@settings(max_examples=50, deadline=None)
+@given(st.lists(st.floats(-1e6, 1e6), min_size=2, max_size=30))
+def test_interval_contains_the_mean(xs):
+    ci = mean_ci(xs)
+    assert ci.lo <= ci.mean <= ci.hi
+    assert ci.mean == pytest.approx(float(np.mean(xs)), abs=1e-6)

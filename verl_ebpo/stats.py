@@ -1,0 +1,83 @@
+"""Comparing algorithms over seeds: means with 95% intervals, paired differences, verdicts from intervals.
+
+Shared by `verl-ebpo demo` and `verl-ebpo simulate`, so both state results the same way:
+
+- `mean_ci(x)`: the mean of per-seed values and its Student-t interval (the seeds are the replicates).
+- `paired_diff_ci(a, b)`: the mean of a[i] - b[i] over seeds run in pairs (same seed: same data, same
+  initial model), with its t interval; pairing removes the seed-to-seed variation both runs share.
+- `verdict(...)`: the sentence, computed from the interval: "no difference resolved" when it covers 0.
+
+With one seed there is no interval: the bounds are NaN and the verdict says so.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+from typing import Sequence
+
+import numpy as np
+
+__all__ = ["Interval", "mean_ci", "paired_diff_ci", "verdict"]
+
+
+@dataclass(frozen=True)
+class Interval:
+    mean: float
+    lo: float
+    hi: float
+    n: int
+
+    @property
+    def resolved(self) -> bool:
+        """True when the interval exists and excludes 0."""
+        return self.n >= 2 and (self.lo > 0 or self.hi < 0)
+
+    def as_list(self) -> list[float | None]:
+        return [_json_float(self.lo), _json_float(self.hi)]
+
+
+def _json_float(x: float) -> float | None:
+    return None if not math.isfinite(x) else float(x)
+
+
+def _t_quantile(level: float, dof: int) -> float:
+    from scipy.stats import t
+
+    return float(t.ppf(0.5 + level / 2.0, dof))
+
+
+def mean_ci(values: Sequence[float], level: float = 0.95) -> Interval:
+    """Mean of `values` (shape (n,)) and its two-sided Student-t interval at `level`."""
+    x = np.asarray(values, dtype=np.float64).reshape(-1)
+    if x.size == 0:
+        raise ValueError("mean_ci needs at least one value")
+    if not np.all(np.isfinite(x)):
+        raise ValueError(f"mean_ci got non-finite values: {x.tolist()}")
+    m = float(x.mean())
+    if x.size < 2:
+        return Interval(m, math.nan, math.nan, int(x.size))
+    half = _t_quantile(level, x.size - 1) * float(x.std(ddof=1)) / math.sqrt(x.size)
+    return Interval(m, m - half, m + half, int(x.size))
+
+
+def paired_diff_ci(a: Sequence[float], b: Sequence[float], level: float = 0.95) -> Interval:
+    """Mean of a[i] - b[i] (shape (n,) each, paired by seed) and its t interval."""
+    a = np.asarray(a, dtype=np.float64).reshape(-1)
+    b = np.asarray(b, dtype=np.float64).reshape(-1)
+    if a.shape != b.shape:
+        raise ValueError(f"paired_diff_ci needs as many values on each side, got {a.size} and {b.size}")
+    return mean_ci(a - b, level)
+
+
+def verdict(a: str, b: str, diff: Interval, what: str, level: float = 0.95) -> str:
+    """One sentence on `a - b` of `what`, decided by the interval alone."""
+    pct = f"{level * 100:g}%"
+    if diff.n < 2:
+        return f"{a} vs {b} ({what}): one seed, no interval; run more seeds to compare."
+    span = f"{diff.mean:+.3f}, {pct} CI [{diff.lo:+.3f}, {diff.hi:+.3f}], {diff.n} seeds"
+    if diff.lo > 0:
+        return f"{a} is higher than {b} on {what} ({span})."
+    if diff.hi < 0:
+        return f"{a} is lower than {b} on {what} ({span})."
+    return f"{a} vs {b} on {what}: no difference resolved ({span})."
