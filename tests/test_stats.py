@@ -13,9 +13,9 @@ from verl_ebpo.stats import Interval, mean_ci, paired_diff_ci, verdict
 
 
 def test_known_interval():
-    # x = 1, 2, 3: mean 2, sd 1, se 1/sqrt(3), t_{0.975, 2} = 4.302652729911275
+    # x = 1, 2, 3: mean 2, sd 1, se 1/sqrt(3); for 2 dof the t quantile has a closed form: (2p-1) sqrt(2 / (4p(1-p)))
     ci = mean_ci([1.0, 2.0, 3.0])
-    half = 4.302652729911275 / math.sqrt(3)
+    half = 0.95 * math.sqrt(2 / (4 * 0.975 * 0.025)) / math.sqrt(3)
     assert ci.mean == 2.0 and ci.lo == pytest.approx(2 - half, rel=1e-12) and ci.hi == pytest.approx(2 + half, rel=1e-12)
     assert ci.n == 3 and not ci.resolved  # the interval covers 0
 
