@@ -6,9 +6,11 @@ verl-free: `ebpo_advantage` takes tensors, the group labels, a prior object and 
 
 from __future__ import annotations
 
+import numpy as np
 import torch
 
 from verl_ebpo.advantage.math import (
+    MAX_ABS_SCORE,
     GroupStats,
     Moments,
     ebpo_scalar_advantage,
@@ -20,38 +22,115 @@ from verl_ebpo.advantage.options import EBPOOptions
 from verl_ebpo.advantage.prior import EBPOPrior
 
 ZERO_ADVANTAGE_TOL = 1e-6  # |A| below this counts as "zero advantage" in diagnostics
+_SHOW = 5  # rows named in an error message
+_LABEL_KINDS = ("string", "bytes", "integer", "empty")  # pandas.api.types.infer_dtype of an accepted index
 
 
-def _check_inputs(token_level_rewards, response_mask, index) -> None:
-    if not isinstance(token_level_rewards, torch.Tensor) or token_level_rewards.dim() != 2:
+def _kind(x) -> str:
+    module = type(x).__module__
+    return type(x).__name__ if module == "builtins" else f"{module}.{type(x).__name__}"
+
+
+def _check_inputs(token_level_rewards, response_mask) -> None:
+    for name, t in (("token_level_rewards", token_level_rewards), ("response_mask", response_mask)):
+        if not isinstance(t, torch.Tensor):
+            raise ValueError(
+                f"ebpo: {name} must be a torch.Tensor of shape (bs, response_length), got {_kind(t)} "
+                "(convert it with torch.as_tensor)"
+            )
+    if token_level_rewards.dim() != 2:
         raise ValueError(
-            f"token_level_rewards must be a 2-D tensor (bs, response_length), got "
-            f"{getattr(token_level_rewards, 'shape', type(token_level_rewards).__name__)}"
+            f"token_level_rewards must be a 2-D tensor (bs, response_length), got shape {tuple(token_level_rewards.shape)}"
         )
     if not token_level_rewards.is_floating_point():
         raise ValueError(f"token_level_rewards must be floating point, got {token_level_rewards.dtype}")
-    if not isinstance(response_mask, torch.Tensor) or response_mask.shape != token_level_rewards.shape:
+    if response_mask.shape != token_level_rewards.shape:
         raise ValueError(
-            f"response_mask shape {tuple(getattr(response_mask, 'shape', ()))} does not match "
+            f"response_mask shape {tuple(response_mask.shape)} does not match "
             f"token_level_rewards shape {tuple(token_level_rewards.shape)}"
         )
+    if response_mask.is_complex():
+        raise ValueError(f"ebpo: response_mask must hold 0/1 values (bool, int or float), got {response_mask.dtype}")
+
+
+def check_labels(index, bs: int) -> np.ndarray:
+    """The group labels as a 1-D numpy array of `bs` labels, all str (or bytes) or all int; else ValueError.
+
+    verl passes `uid` as an object array of str. None/NaN labels, floats, bools and mixed kinds are refused: a
+    hash factorization would silently merge them into one group (None with NaN, 1 with 1.0 and True).
+    A vectorised check (pandas' infer_dtype): no Python loop over rows unless the labels are refused.
+    """
+    how = "ebpo needs `index` (the prompt uid of every row, verl's non_tensor_batch['uid']) to form groups"
     if index is None:
+        raise ValueError(f"{how}; got None")
+    if isinstance(index, torch.Tensor):
+        if index.is_floating_point() or index.is_complex() or index.dtype == torch.bool:
+            raise ValueError(f"{how}: a tensor of integer ids or an array of str, got a {index.dtype} tensor")
+        labels = index.detach().cpu().numpy()
+    elif isinstance(index, np.ndarray):
+        labels = index
+    elif isinstance(index, (str, bytes)) or not hasattr(index, "__len__"):
+        raise ValueError(f"{how}: one label per row (an array or list), got {_kind(index)}")
+    else:
+        labels = np.fromiter(index, dtype=object, count=len(index))  # a tuple label stays one (refused) label
+    if labels.ndim != 1:
         raise ValueError(
-            "ebpo needs `index` (the prompt uid of every row, verl's non_tensor_batch['uid']) to form groups; "
-            "got None"
+            f"{how}: one str or int label per row, got an array of shape {labels.shape} "
+            "(are the labels tuples or lists? join them into one str per row)"
         )
-    if len(index) != token_level_rewards.shape[0]:
-        raise ValueError(f"index has {len(index)} entries but the batch has {token_level_rewards.shape[0]} rows")
+    if labels.shape[0] != bs:
+        raise ValueError(f"index has {labels.shape[0]} entries but the batch has {bs} rows")
+    if bs == 0:
+        return labels
+    import pandas as pd
+
+    kind = pd.api.types.infer_dtype(labels, skipna=False)
+    if kind not in _LABEL_KINDS:
+        kinds: dict[str, int] = {}
+        first: dict[str, int] = {}
+        for i, x in enumerate(labels.tolist()):  # error path only
+            k = "None" if x is None else type(x).__name__
+            kinds[k] = kinds.get(k, 0) + 1
+            first.setdefault(k, i)
+        odd = sorted(kinds, key=lambda k: (k in ("str", "int"), first[k]))[0]
+        raise ValueError(
+            f"{how}: every label must be a str (verl's uid) or every label an int, but index holds "
+            f"{', '.join(f'{n} {k}' for k, n in kinds.items())} (e.g. row {first[odd]}: {labels[first[odd]]!r}); "
+            "None/NaN, float, bool, tuple or mixed labels would silently merge or split groups"
+        )
+    return labels
 
 
 def _row_scores(token_level_rewards: torch.Tensor, out: torch.Tensor) -> torch.Tensor:
-    """r_i = sum_t rewards[i, t] * mask[i, t] as float64 (bs,), with `out` holding the mask as floats.
+    """r_i = sum_t rewards[i, t] * mask[i, t] as float64 (bs,), with `out` holding the 0/1 mask as floats.
 
-    A batched dot product: no (bs, T) temporary for float32/float64 inputs.
+    A batched dot product in the rewards' precision (float32 for half types): no (bs, T) temporary for
+    float32/float64 inputs. A row whose fast sum is not finite (an overflow of the low-precision sum, or a
+    NaN/inf reward *outside* the mask, since 0 * inf = NaN) is summed again by `_exact_row_scores`.
     """
     if token_level_rewards.dtype in (torch.float32, torch.float64):
         return torch.bmm(token_level_rewards.unsqueeze(1), out.unsqueeze(2)).reshape(-1).to(torch.float64)
     return (token_level_rewards.float() * out.float()).sum(-1).to(torch.float64)
+
+
+def _exact_row_scores(token_level_rewards: torch.Tensor, out: torch.Tensor, rows: torch.Tensor) -> torch.Tensor:
+    """Scores of `rows` (k,) in float64, summing only the rewards inside the mask (rare path, (k, T) temporaries)."""
+    r = token_level_rewards.index_select(0, rows).to(torch.float64)
+    inside = out.index_select(0, rows) > 0
+    return torch.where(inside, r, torch.zeros((), dtype=torch.float64, device=r.device)).sum(-1)
+
+
+def _mask_error(response_mask: torch.Tensor, out: torch.Tensor) -> ValueError:
+    """The error for a mask holding values other than 0/1 (error path: (bs, T) temporaries are fine)."""
+    odd = ~((out == 0) | (out == 1))
+    rows = torch.nonzero(odd.any(dim=-1)).reshape(-1)
+    row = int(rows[0])
+    value = response_mask[row][odd[row]][0].item()
+    return ValueError(
+        f"ebpo: response_mask must hold only 0 and 1, but {rows.numel()} row(s) hold other values (e.g. row {row} "
+        f"holds {value!r}; rows {rows[:_SHOW].tolist()}); another value would scale that token's share of the "
+        "score and of the advantage. Pass a 0/1 (or bool) mask"
+    )
 
 
 def _diagnostics(prior: EBPOPrior, n_pad: int, n_skip: int, batch_stats: dict | None = None) -> dict:
@@ -62,13 +141,17 @@ def _diagnostics(prior: EBPOPrior, n_pad: int, n_skip: int, batch_stats: dict | 
         "ebpo/prior_weight": prior.reward.weight,
         "ebpo/padding_rows": float(n_pad),
         "ebpo/skipped_rows": float(n_skip),
+        "ebpo/saturated_rows": 0.0,
     }
     d.update(batch_stats or {})
     return d
 
 
-def _batch_diagnostics(stats: GroupStats, s: torch.Tensor, adv: torch.Tensor, valid: torch.Tensor, k: int) -> dict:
-    """Shrinkage over the batch's groups, share of all-equal groups, share of zero advantages (one sync)."""
+def _batch_diagnostics(
+    stats: GroupStats, s: torch.Tensor, adv: torch.Tensor, valid: torch.Tensor, k: int, saturated: torch.Tensor
+) -> dict:
+    """Shrinkage over the batch's groups, share of all-equal groups, share of zero advantages, saturated rows
+    (one sync)."""
     present = stats.present
     inf = torch.tensor(float("inf"), dtype=torch.float64, device=s.device)
     n_groups = present.sum()
@@ -79,9 +162,11 @@ def _batch_diagnostics(stats: GroupStats, s: torch.Tensor, adv: torch.Tensor, va
             torch.where(present, s, -inf).max(),
             (stats.all_equal & present).sum() / n_groups,
             ((adv.abs() < ZERO_ADVANTAGE_TOL) & valid).sum() / k,
+            saturated.sum().to(torch.float64),
         ]
     ).tolist()
-    keys = ("shrinkage_mean", "shrinkage_min", "shrinkage_max", "equal_reward_group_frac", "zero_adv_frac")
+    keys = ("shrinkage_mean", "shrinkage_min", "shrinkage_max", "equal_reward_group_frac", "zero_adv_frac",
+            "saturated_rows")
     return {f"ebpo/{key}": float(v) for key, v in zip(keys, values)}
 
 
@@ -95,39 +180,66 @@ def ebpo_advantage(
     """EBPO advantages for one batch; updates `prior` in place (only when the call succeeds).
 
     Args:
-        token_level_rewards: (bs, T) float rewards; a row's score is sum_t rewards * mask.
-        response_mask: (bs, T) 0/1 mask (bool, int or float). A row with no 1 is padding.
-        index: (bs,) group labels (verl's uid). Rows sharing a label are one prompt's answers.
+        token_level_rewards: (bs, T) float rewards (float16/bfloat16/float32/float64); a row's score is
+            sum_t rewards * mask, taken in float64 when the fast sum in the rewards' precision is not finite.
+        response_mask: (bs, T) 0/1 mask (bool, int or float; any other value is an error). A row with no 1 is
+            padding.
+        index: (bs,) group labels (verl's uid), all str or all int. Rows sharing a label are one prompt's answers.
         prior: the running prior; with options.prior_scope == "batch" it is reset first.
         options: EBPOOptions.
     Returns:
-        advantages (bs, T) in rewards' dtype, = A[:, None] * mask (0 on padding/skipped rows),
-        and a dict of float diagnostics (keys "ebpo/...").
+        advantages (bs, T) in rewards' dtype, = A[:, None] * mask (exactly 0 on padding/skipped rows and on
+        tokens outside the mask), and a dict of float diagnostics (keys "ebpo/...").
+        Never NaN/inf: an advantage beyond the rewards' dtype range (possible with normalize=center/none in
+        float16/bfloat16/float32) is clamped to that dtype's largest finite value and counted in
+        "ebpo/saturated_rows".
     Raises:
-        ValueError on bad shapes, missing index, or a non-finite score with on_nonfinite="error";
-        the prior is then exactly as before.
+        ValueError on bad shapes/types, a mask value other than 0/1, missing or mixed-kind labels, or a row
+        whose score is NaN/inf or beyond MAX_ABS_SCORE (1e100) with on_nonfinite="error"; the prior is then
+        exactly as before.
 
     Works on any device; the few host syncs are batched (counts, batch moments, diagnostics).
     """
-    _check_inputs(token_level_rewards, response_mask, index)
+    _check_inputs(token_level_rewards, response_mask)
+    bs = token_level_rewards.shape[0]
+    labels = check_labels(index, bs)
     out = response_mask.to(dtype=token_level_rewards.dtype, copy=True)  # becomes the output in place
-    scores = _row_scores(token_level_rewards, out)
-    if out.shape[1]:
-        valid = out.amax(dim=-1) > 0
+    zero_rows = torch.zeros(bs, dtype=torch.bool, device=out.device)
+    if out.numel():
+        hi = out.amax(dim=-1)
+        valid = hi > 0
+        if response_mask.dtype == torch.bool:
+            bad_mask = torch.zeros((), dtype=torch.bool, device=out.device)
+        else:  # only 0/1: row max <= 1 (also false for NaN), global min >= 0 -- two cheap reductions
+            bad_mask = ~(hi <= 1).all() | ~(out.amin() >= 0)
+            if response_mask.is_floating_point():  # fractions are possible only in a float mask
+                bad_mask |= ((out > 0) & (out < 1)).any()
     else:
-        valid = torch.zeros(out.shape[0], dtype=torch.bool, device=out.device)
-    nonfinite = valid & ~torch.isfinite(scores)
-    n_marked, n_skip = (int(x) for x in torch.stack([valid.sum(), nonfinite.sum()]).tolist())
-    n_pad = out.shape[0] - n_marked
+        valid, bad_mask = zero_rows, torch.zeros((), dtype=torch.bool, device=out.device)
+    scores = _row_scores(token_level_rewards, out)
+    refit = valid & ~torch.isfinite(scores)
+    rejected = valid & ~(scores.abs() <= MAX_ABS_SCORE)
+    n_marked, n_refit, n_skip, n_bad_mask = (
+        int(x) for x in torch.stack([valid.sum(), refit.sum(), rejected.sum(), bad_mask.sum()]).tolist()
+    )
+    if n_bad_mask:
+        raise _mask_error(response_mask, out)
+    if n_refit:  # rare: an overflowed low-precision sum, or NaN/inf outside the mask
+        rows = torch.nonzero(refit).reshape(-1)
+        scores = scores.index_copy(0, rows, _exact_row_scores(token_level_rewards, out, rows))
+        rejected = valid & ~(scores.abs() <= MAX_ABS_SCORE)
+        n_skip = int(rejected.sum())
+    n_pad = bs - n_marked
 
     if n_skip:
         if options.on_nonfinite == "error":
             raise ValueError(
-                f"ebpo: {n_skip} row(s) have a non-finite score (NaN/inf reward), e.g. rows "
-                f"{torch.nonzero(nonfinite).reshape(-1)[:5].tolist()}; the prior was not updated. "
+                f"ebpo: {n_skip} row(s) have a non-finite score (NaN/inf reward) or |score| > {MAX_ABS_SCORE:g} "
+                f"(beyond what the prior's float64 moments hold), e.g. rows "
+                f"{torch.nonzero(rejected).reshape(-1)[:_SHOW].tolist()}; the prior was not updated. "
                 "Set +algorithm.ebpo.on_nonfinite=skip to drop such rows instead."
             )
-        valid = valid & ~nonfinite
+        valid = valid & ~rejected  # skipped rows get advantage 0 below, like padding
     k = n_marked - n_skip
 
     if options.prior_scope == "batch":
@@ -135,15 +247,28 @@ def ebpo_advantage(
     if k == 0:
         return out.zero_(), _diagnostics(prior, n_pad, n_skip)
 
-    gid, n_groups = group_ids(index)
+    gid, n_groups = group_ids(labels)
     stats = group_stats(scores, valid, gid, n_groups)
     moments = torch.cat([moments_tensor(scores[valid]), moments_tensor(stats.mean[stats.present])]).tolist()
+    if not all(np.isfinite(moments)):  # cannot happen below MAX_ABS_SCORE; never let it reach the prior
+        raise ValueError(f"ebpo: the batch moments are not finite ({moments}); the prior was not updated")
     updated = prior.merged(Moments(*moments[:3]), Moments(*moments[3:]), options.prior_decay)
     updated.shaping = options.prior_shaping()
+    if not updated.is_finite():
+        raise ValueError(
+            f"ebpo: merging this batch would make the prior non-finite ({updated.state_dict()}); "
+            "the prior was not updated"
+        )
     adv, s = ebpo_scalar_advantage(
         scores, valid, stats, updated.mu_glob, updated.sigma2, updated.tau2, options.normalize, options.epsilon
     )
-    batch_stats = _batch_diagnostics(stats, s, adv, valid, k)
+    if out.dtype == torch.float64:
+        saturated = zero_rows
+    else:  # the float64 advantage may not fit the output dtype: clamp to its largest finite value, count it
+        top = torch.finfo(out.dtype).max
+        saturated = valid & (adv.abs() > top)
+        adv = adv.clamp(-top, top)
+    batch_stats = _batch_diagnostics(stats, s, adv, valid, k, saturated)
     prior.assign(updated)  # commit only after everything above succeeded
     out.mul_(adv.to(out.dtype).unsqueeze(-1))
     return out, _diagnostics(prior, n_pad, n_skip, batch_stats)

@@ -11,6 +11,10 @@ Notation (paper, Algorithm 1):
     raw_i        = r_i - V_q(i)
 
 Everything that accumulates statistics is float64. No Python loop runs over rows or groups.
+
+Magnitude rule: a score with |r_i| > MAX_ABS_SCORE (1e100) is treated like a non-finite one (the caller refuses
+or skips it). Below that bound every quantity here (sums, squared deviations times any plausible weight,
+normalised advantages) is finite in float64, so the prior can never hold inf/NaN.
 """
 
 from __future__ import annotations
@@ -21,6 +25,9 @@ import numpy as np
 import torch
 
 NORMALIZE_MODES = ("batch", "center", "none")
+# Scores beyond this magnitude would let the float64 second moments overflow ((2e100)^2 * weight stays finite for
+# any weight below ~4e107); such rows are handled like NaN/inf rows (EBPOOptions.on_nonfinite).
+MAX_ABS_SCORE = 1e100
 
 
 @dataclass(frozen=True)
@@ -75,6 +82,9 @@ def group_ids(index) -> tuple[torch.Tensor, int]:
 
     Args:
         index: (bs,) labels -- numpy array (verl passes `uid` as an object array of strings), list or tensor.
+            Labels are compared by value: callers must make sure they are all of one kind (the estimator
+            validates them, see `verl_ebpo.advantage.estimator.check_labels`), since None/NaN labels form one
+            group and 1 == 1.0 == True would merge.
     Returns:
         LongTensor (bs,) with values in [0, n_groups), and n_groups.
     """

@@ -9,18 +9,88 @@ The advantage runs in one process (verl's TaskRunner / driver), so there is one 
 
 from __future__ import annotations
 
+import errno
 import json
 import math
 import os
+import stat
 from dataclasses import dataclass, field
 
 import torch
 
 from verl_ebpo.advantage.math import Moments, merge_moments, shrinkage
-from verl_ebpo.files import atomic_write_text
+from verl_ebpo.files import _kind, atomic_write_text
 
 SCHEMA = "verl_ebpo.prior"
 SCHEMA_VERSION = 1
+MAX_STATE_BYTES = 1 << 20  # a prior file is a few hundred bytes; anything larger is not one
+
+
+class UnreadableStateFile(ValueError):
+    """The path cannot be read as a state file at all (missing, a link loop, not a regular file, too large)."""
+
+
+def read_state_file(path: str | os.PathLike) -> dict:
+    """The JSON value in `path`, read without ever blocking or recursing without bound.
+
+    Raises ValueError with the reason (the caller names the file): it does not exist, is a dangling symlink or
+    a symlink loop, is not a regular file (a FIFO is refused before it is opened, so nothing waits for a
+    writer), is larger than MAX_STATE_BYTES, is not UTF-8 JSON, or is nested too deeply to parse.
+    """
+    path = os.fspath(path)
+    try:
+        st = os.stat(path)
+    except FileNotFoundError:
+        if os.path.islink(path):
+            raise UnreadableStateFile(f"it is a symlink to {os.readlink(path)!r}, which does not exist") from None
+        raise UnreadableStateFile("it does not exist") from None
+    except OSError as e:
+        if e.errno == errno.ELOOP:
+            raise UnreadableStateFile("it is a symlink loop (following its links never reaches a file)") from None
+        raise UnreadableStateFile(e.strerror or str(e)) from None
+    if not stat.S_ISREG(st.st_mode):
+        raise UnreadableStateFile(f"it is {_kind(st.st_mode)}, not a regular file")
+    try:  # O_NONBLOCK: if a FIFO was swapped in since the stat, opening it still returns at once
+        fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK | getattr(os, "O_NOCTTY", 0))
+    except OSError as e:
+        raise UnreadableStateFile(e.strerror or str(e)) from None
+    with os.fdopen(fd, "rb") as f:
+        st = os.fstat(fd)
+        if not stat.S_ISREG(st.st_mode):
+            raise UnreadableStateFile(f"it is {_kind(st.st_mode)}, not a regular file")
+        data = f.read(MAX_STATE_BYTES + 1)
+    if len(data) > MAX_STATE_BYTES:
+        raise UnreadableStateFile(f"it is larger than {MAX_STATE_BYTES} bytes, far more than a prior state")
+    try:
+        return json.loads(data.decode("utf-8"))
+    except RecursionError:
+        raise ValueError("it is JSON nested too deeply to be a prior state") from None
+    except UnicodeDecodeError as e:
+        raise ValueError(f"it is not UTF-8 text ({e.reason} at byte {e.start})") from None
+    except json.JSONDecodeError as e:
+        raise ValueError(f"it is not valid JSON ({e.msg} at line {e.lineno} column {e.colno})") from None
+
+
+def _number(where: str, value) -> float:
+    if isinstance(value, bool) or not isinstance(value, (int, float)):
+        raise ValueError(f"{where} must be a number, got {value!r:.80}")
+    try:
+        return float(value)
+    except OverflowError:
+        raise ValueError(f"{where} is out of range ({str(value)[:40]}...)") from None
+
+
+def _check_shaping(shaping) -> dict | None:
+    if shaping is None:
+        return None
+    if not isinstance(shaping, dict) or not all(
+        isinstance(k, str) and (v is None or isinstance(v, (str, int, float, bool))) for k, v in shaping.items()
+    ):
+        raise ValueError(
+            f"shaping must be null or an object of option values (e.g. {{\"prior_scope\": \"running\", "
+            f"\"prior_decay\": 1.0}}), got {shaping!r:.80}"
+        )
+    return dict(shaping)
 
 
 @dataclass
@@ -42,6 +112,10 @@ class EBPOPrior:
     @property
     def tau2(self) -> float:
         return self.group_mean.variance
+
+    def is_finite(self) -> bool:
+        """Every accumulated moment is a finite float (always true of a prior built by merges of valid batches)."""
+        return all(math.isfinite(x) for m in (self.reward, self.group_mean) for x in (m.weight, m.mean, m.m2))
 
     def shrinkage_for(self, group_size: float, epsilon: float = 1e-6) -> float:
         """S for a group of `group_size` answers under the current statistics."""
@@ -85,40 +159,59 @@ class EBPOPrior:
         }
 
     def load_state_dict(self, state: dict) -> None:
-        """Load a dict made by `state_dict()`. Raises ValueError on a wrong schema/version or bad values."""
+        """Load a dict made by `state_dict()`. Raises ValueError on a wrong schema/version or bad values
+        (missing or non-numeric fields, non-finite or negative moments, a malformed `shaping`); self is then
+        unchanged."""
         if not isinstance(state, dict) or state.get("schema") != SCHEMA:
             raise ValueError(f"not an EBPO prior state (schema {SCHEMA!r} expected)")
         if state.get("version") != SCHEMA_VERSION:
             raise ValueError(
-                f"EBPO prior state version {state.get('version')!r} is not supported (expected {SCHEMA_VERSION})"
+                f"EBPO prior state version {state.get('version')!r:.40} is not supported (expected {SCHEMA_VERSION})"
             )
-        try:
-            acc = {}
-            for name in ("reward", "group_mean"):
-                d = state[name]
-                m = Moments(float(d["weight"]), float(d["mean"]), float(d["m2"]))
-                if not all(math.isfinite(x) for x in (m.weight, m.mean, m.m2)) or m.weight < 0 or m.m2 < 0:
-                    raise ValueError(f"{name} has invalid moments {d}")
-                acc[name] = m
-            updates = int(state["updates"])
-        except (KeyError, TypeError) as e:
-            raise ValueError(f"EBPO prior state is missing or has a malformed field: {e}") from None
-        self.assign(EBPOPrior(acc["reward"], acc["group_mean"], updates, state.get("shaping")))
+        acc = {}
+        for name in ("reward", "group_mean"):
+            d = state.get(name)
+            if not isinstance(d, dict) or not {"weight", "mean", "m2"} <= set(d):
+                raise ValueError(
+                    f"EBPO prior state is missing or has a malformed field: {name} must be an object with "
+                    f"weight, mean and m2, got {d!r:.80}"
+                )
+            m = Moments(*(_number(f"{name}.{key}", d[key]) for key in ("weight", "mean", "m2")))
+            if not all(math.isfinite(x) for x in (m.weight, m.mean, m.m2)) or m.weight < 0 or m.m2 < 0:
+                raise ValueError(f"{name} has invalid moments {d}")
+            acc[name] = m
+        updates = state.get("updates")
+        if isinstance(updates, bool) or not isinstance(updates, int) or updates < 0:
+            raise ValueError(
+                f"EBPO prior state is missing or has a malformed field: updates must be a non-negative integer, "
+                f"got {updates!r:.40}"
+            )
+        shaping = _check_shaping(state.get("shaping"))
+        self.assign(EBPOPrior(acc["reward"], acc["group_mean"], updates, shaping))
 
-    def save(self, path: str | os.PathLike, **extra) -> None:
-        """Write state_dict() (plus `extra` top-level keys, e.g. global_step) as JSON, atomically."""
-        atomic_write_text(path, json.dumps({**self.state_dict(), **extra}, indent=2, sort_keys=True) + "\n")
+    def save(self, path: str | os.PathLike, inputs=(), **extra) -> None:
+        """Write state_dict() (plus `extra` top-level keys, e.g. global_step) as JSON, atomically.
+
+        Refuses (ValueError naming the file) a non-finite prior, a target that is not a regular file, or one of
+        `inputs`; a temporary file left by a killed earlier save of the same target is removed.
+        """
+        try:
+            text = json.dumps({**self.state_dict(), **extra}, indent=2, sort_keys=True, allow_nan=False) + "\n"
+        except ValueError:
+            raise ValueError(
+                f"refusing to save EBPO prior to {os.fspath(path)}: it holds a non-finite value ({self.state_dict()})"
+            ) from None
+        atomic_write_text(path, text, inputs=inputs)
 
     @classmethod
     def load(cls, path: str | os.PathLike) -> "EBPOPrior":
         """Read a file written by `save`. Raises ValueError naming the file when it is unreadable."""
         try:
-            with open(path, encoding="utf-8") as f:
-                state = json.load(f)
+            state = read_state_file(path)
             prior = cls()
             prior.load_state_dict(state)
-        except (OSError, ValueError) as e:
-            raise ValueError(f"cannot load EBPO prior from {os.fspath(path)}: {e}") from e
+        except ValueError as e:
+            raise ValueError(f"cannot load EBPO prior from {os.fspath(path)}: {e}") from None
         return prior
 
 

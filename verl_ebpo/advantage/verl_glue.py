@@ -21,7 +21,7 @@ from verl_ebpo.advantage.prior import get_prior
 logger = logging.getLogger(__name__)
 
 ESTIMATOR_NAME = "ebpo"
-_COUNT_KEYS = ("ebpo/padding_rows", "ebpo/skipped_rows")
+_COUNT_KEYS = ("ebpo/padding_rows", "ebpo/skipped_rows", "ebpo/saturated_rows")
 _pending: list[dict] = []
 _lock = threading.Lock()
 
@@ -60,7 +60,7 @@ def record_metrics(diagnostics: dict) -> None:
 def drain_metrics() -> dict:
     """Merge and clear the diagnostics of the calls since the last drain.
 
-    Counts (padding/skipped rows) are summed; everything else is the mean over calls (prior statistics:
+    Counts (padding/skipped/saturated rows) are summed; everything else is the mean over calls (prior statistics:
     the latest call's, which is what the next step starts from).
     """
     with _lock:
