@@ -16,24 +16,33 @@ Only `algorithm.adv_estimator == "ebpo"` activates the callback; with any other 
 (no file written, nothing read, the prior untouched), so a later EBPO resume from such a checkpoint gets the
 "no prior" error instead of silently loading an empty prior.
 
-This module imports verl only when `EBPOCheckpointCallback` is first looked up (importing verl takes seconds;
-`verl-ebpo inspect` on a file or a global_step_N folder never needs it).
+This module imports verl only when `EBPOCheckpointCallback` is first looked up or a resume folder is searched
+(importing verl takes seconds; `verl-ebpo inspect` never needs it: it mirrors verl's tracker rule, tested equal).
+
+Files are read defensively: a FIFO, a symlink loop or a dangling link in place of the prior file or of verl's
+tracker is refused for what it is before anything is opened (no hang), deeply nested or oversized JSON and
+malformed fields are "corrupt" errors naming the file, never a traceback.
 """
 
 from __future__ import annotations
 
 import argparse
 import contextlib
+import errno
+import glob
 import json
 import logging
+import math
 import os
+import stat
 import sys
+import time
 from dataclasses import dataclass
 from typing import Any
 
 from verl_ebpo import __version__
 from verl_ebpo.advantage.options import EBPOOptions
-from verl_ebpo.advantage.prior import EBPOPrior, get_prior
+from verl_ebpo.advantage.prior import EBPOPrior, UnreadableStateFile, get_prior, read_state_file
 
 logger = logging.getLogger(__name__)
 
@@ -102,6 +111,7 @@ def find_resume_checkpoint(trainer_config: Any) -> ResumePoint | None:
             root = os.path.join(os.getcwd(), root)
         from verl.utils.checkpoint.checkpoint_manager import find_latest_ckpt_path
 
+        check_tracker(root)
         folder = find_latest_ckpt_path(root)
         if folder is None:
             return None
@@ -134,34 +144,103 @@ def find_resume_checkpoint(trainer_config: Any) -> ResumePoint | None:
     return ResumePoint(folder=folder, step=step)
 
 
+def check_tracker(root: str) -> int | None:
+    """The step in `root`'s `latest_checkpointed_iteration.txt` (None when there is none), parsed as verl's
+    `find_latest_ckpt_path` parses it; refuses a tracker that verl would hang or fail on.
+
+    verl opens and reads it blindly: a FIFO there blocks forever, text that is not a step number raises a bare
+    ValueError. An absent tracker is fine (verl then starts fresh). Raises EBPOCheckpointError naming the file.
+    """
+    tracker = os.path.join(root, TRACKER_FILENAME)
+    if not os.path.lexists(tracker):
+        return None
+    why = _not_a_regular_file(tracker)
+    if why:
+        raise EBPOCheckpointError(f"checkpoint tracker {tracker}: {why}; verl reads the latest step from it")
+    fd = os.open(tracker, os.O_RDONLY | os.O_NONBLOCK)  # never waits, even if a FIFO was swapped in meanwhile
+    with os.fdopen(fd, "rb") as f:
+        raw = f.read(4097)
+    try:
+        return int(raw.decode())  # exactly verl's parse
+    except (UnicodeDecodeError, ValueError):
+        raise EBPOCheckpointError(
+            f"checkpoint tracker {tracker} holds {raw[:40]!r}, not a step number (verl would fail on it too); "
+            "write the step to resume from into it, or use trainer.resume_mode=resume_path"
+        ) from None
+
+
+def _not_a_regular_file(path: str) -> str | None:
+    """Why `path` cannot be read as a regular file (None when it can): said plainly, never "does not exist"
+    for a link loop. Nothing is opened, so a FIFO cannot block."""
+    try:
+        st = os.stat(path)
+    except FileNotFoundError:
+        if os.path.islink(path):
+            return f"it is a symlink to {os.readlink(path)!r}, which does not exist"
+        return "it does not exist"
+    except OSError as e:
+        if e.errno == errno.ELOOP:
+            return "it is a symlink loop (following its links never reaches a file)"
+        return e.strerror or str(e)
+    if not stat.S_ISREG(st.st_mode):
+        from verl_ebpo.files import _kind
+
+        return f"it is {_kind(st.st_mode)}, not a regular file"
+    return None
+
+
 # -- the prior file ----------------------------------------------------------------------------------
+
+
+_LEGACY_TMP_GLOB = ".tmp-*" + PRIOR_FILENAME  # temp names of verl_ebpo <= 0.1.0's writer (no pid in them)
+_LEGACY_TMP_AGE_S = 600.0
 
 
 def save_prior(checkpoint_dir: str | os.PathLike, global_step: int, prior: EBPOPrior | None = None) -> str:
     """Write `prior` (default: the process-wide one) to `<checkpoint_dir>/ebpo_prior.json` atomically.
 
     Returns the file's path. The JSON holds the prior's state_dict (schema, version, both accumulators, updates,
-    shaping) plus `global_step` and `verl_ebpo_version`.
+    shaping) plus `global_step` and `verl_ebpo_version`. A temporary file left by a save that was killed
+    mid-write is removed (`verl_ebpo.files`; also the older writer's `.tmp-*ebpo_prior.json` names, once they are
+    10 minutes old). Refuses (ValueError naming the file) a non-finite prior or a target that is not a regular file.
     """
     prior = get_prior() if prior is None else prior
     path = os.path.join(os.fspath(checkpoint_dir), PRIOR_FILENAME)
     prior.save(path, global_step=int(global_step), verl_ebpo_version=__version__)
+    _remove_legacy_temps(os.fspath(checkpoint_dir))
     return path
 
 
+def _remove_legacy_temps(folder: str) -> None:
+    now = time.time()
+    for tmp in glob.glob(os.path.join(glob.escape(folder), _LEGACY_TMP_GLOB)):
+        with contextlib.suppress(OSError):
+            st = os.lstat(tmp)
+            if stat.S_ISREG(st.st_mode) and now - st.st_mtime > _LEGACY_TMP_AGE_S:
+                os.unlink(tmp)
+
+
 def read_prior_file(path: str | os.PathLike) -> tuple[EBPOPrior, int]:
-    """Load a file written by `save_prior`: (prior, global_step). Any defect -> EBPOCheckpointError naming the file."""
+    """Load a file written by `save_prior`: (prior, global_step). Any defect -> EBPOCheckpointError naming the file.
+
+    Never blocks (a FIFO is refused before it is opened) and never recurses without bound (deeply nested JSON is
+    refused as corrupt).
+    """
     path = os.fspath(path)
     try:
-        with open(path, encoding="utf-8") as f:
-            state = json.load(f)
+        state = read_state_file(path)
+    except UnreadableStateFile as e:
+        raise EBPOCheckpointError(f"cannot read EBPO prior file {path}: {e}") from None
+    except ValueError as e:
+        raise EBPOCheckpointError(f"EBPO prior file {path} is corrupt or unreadable: {e}") from None
+    try:
         prior = EBPOPrior()
         prior.load_state_dict(state)
-    except (OSError, ValueError) as e:  # json.JSONDecodeError and UnicodeDecodeError are ValueErrors
-        raise EBPOCheckpointError(f"EBPO prior file {path} is corrupt or unreadable: {e}") from e
+    except ValueError as e:
+        raise EBPOCheckpointError(f"EBPO prior file {path} is corrupt or unreadable: {e}") from None
     step = state.get("global_step")
     if isinstance(step, bool) or not isinstance(step, int) or step < 0:
-        raise EBPOCheckpointError(f"EBPO prior file {path} has no valid global_step (got {step!r})")
+        raise EBPOCheckpointError(f"EBPO prior file {path} has no valid global_step (got {step!r:.40})")
     return prior, step
 
 
@@ -181,7 +260,7 @@ def restore_prior(config: Any, prior: EBPOPrior | None = None) -> ResumePoint | 
         logger.info("EBPO: no checkpoint to resume from; the prior starts empty")
         return None
     path = point.prior_path
-    if not os.path.exists(path):
+    if not os.path.lexists(path):  # something there (a FIFO, a link loop, a dangling link): read_prior_file says what
         where = "" if os.path.isdir(point.folder) else " (that folder does not exist)"
         reason = (
             f"verl will resume from checkpoint {point.folder}{where}, but it holds no EBPO prior ({PRIOR_FILENAME}); "
@@ -272,29 +351,38 @@ def __getattr__(name: str):
 
 
 def resolve_prior_path(target: str | os.PathLike) -> str:
-    """A prior file, a global_step_N folder, or a checkpoint root (-> its latest checkpoint, as verl's auto resume)."""
+    """A prior file, a global_step_N folder, or a checkpoint root (-> its latest checkpoint, as verl's auto resume).
+
+    Nothing is opened here; a FIFO, a link loop or a dangling link is reported for what it is.
+    """
     target = os.fspath(target)
-    if os.path.isfile(target):
+    why = _not_a_regular_file(target)
+    if why is None:
         return target
     if not os.path.isdir(target):
-        raise EBPOCheckpointError(f"{target} does not exist")
-    if os.path.exists(os.path.join(target, PRIOR_FILENAME)):
-        return os.path.join(target, PRIOR_FILENAME)
-    if os.path.exists(os.path.join(target, TRACKER_FILENAME)):
-        from verl.utils.checkpoint.checkpoint_manager import find_latest_ckpt_path
-
-        with contextlib.redirect_stdout(sys.stderr):  # verl prints "Found checkpoint"; keep stdout for the answer
-            latest = find_latest_ckpt_path(target)
-        if latest is None:
-            raise EBPOCheckpointError(f"{target}: {TRACKER_FILENAME} names a checkpoint folder that does not exist")
+        raise EBPOCheckpointError(f"{target}: {why}; give a prior file, a global_step_N folder or a checkpoint root")
+    if os.path.lexists(os.path.join(target, PRIOR_FILENAME)):
+        return os.path.join(target, PRIOR_FILENAME)  # whatever it is, read_prior_file says what is wrong with it
+    if os.path.lexists(os.path.join(target, TRACKER_FILENAME)):
+        # verl's find_latest_ckpt_path, mirrored (tested equal) so that inspect never imports verl: tracker -> N
+        # -> <root>/global_step_N, which must exist
+        latest = os.path.join(target, f"global_step_{check_tracker(target)}")
+        if not os.path.exists(latest):
+            raise EBPOCheckpointError(
+                f"{target}: {TRACKER_FILENAME} names checkpoint folder {latest}, which does not exist"
+            )
         path = os.path.join(latest, PRIOR_FILENAME)
-        if not os.path.exists(path):
+        if not os.path.lexists(path):
             raise EBPOCheckpointError(f"the latest checkpoint {latest} holds no EBPO prior ({PRIOR_FILENAME})")
         return path
     raise EBPOCheckpointError(
         f"{target} holds neither {PRIOR_FILENAME} nor {TRACKER_FILENAME}; give a global_step_N folder, "
         "the prior file, or the checkpoint root (trainer.default_local_dir)"
     )
+
+
+def _one_line(text: str) -> str:
+    return " ".join(text.split())
 
 
 def describe_prior(prior: EBPOPrior, global_step: int, group_sizes=INSPECT_GROUP_SIZES, epsilon: float = 1e-6) -> dict:
@@ -319,18 +407,29 @@ def add_arguments_inspect(parser: argparse.ArgumentParser) -> None:
     )
     parser.add_argument("--json", action="store_true", help="print one JSON object instead of text")
     parser.add_argument(
-        "--epsilon", type=float, default=1e-6, help="the run's algorithm.ebpo.epsilon, for S (default 1e-6)"
+        "--epsilon", default="1e-6", help="the run's algorithm.ebpo.epsilon, for S (default 1e-6)"
     )
+
+
+def _epsilon(text) -> float:
+    try:
+        value = float(text)
+    except (TypeError, ValueError):
+        value = math.nan
+    if not (math.isfinite(value) and 0 < value <= 1):
+        raise EBPOCheckpointError(f"--epsilon must be a number in (0, 1], like algorithm.ebpo.epsilon; got {text!r}")
+    return value
 
 
 def run_inspect(args: argparse.Namespace) -> int:
     try:
+        epsilon = _epsilon(args.epsilon)
         path = resolve_prior_path(args.path)
         prior, step = read_prior_file(path)
-    except EBPOCheckpointError as e:
-        print(f"verl-ebpo inspect: error: {e}", file=sys.stderr)
+    except (EBPOCheckpointError, OSError) as e:
+        print(f"verl-ebpo inspect: error: {_one_line(str(e))}", file=sys.stderr)
         return 1
-    d = describe_prior(prior, step, epsilon=args.epsilon)
+    d = describe_prior(prior, step, epsilon=epsilon)
     if args.json:
         print(json.dumps({"path": os.path.abspath(path), **d}, sort_keys=True))
         return 0
@@ -342,7 +441,7 @@ def run_inspect(args: argparse.Namespace) -> int:
         f"sigma2      {prior.sigma2!r}",
         f"tau2        {prior.tau2!r}",
         f"weight      {prior.reward.weight!r}   (group means: {prior.group_mean.weight!r})",
-        f"S = (sigma2/G) / (sigma2/G + tau2), 1 when the denominator <= {args.epsilon:g}:",
+        f"S = (sigma2/G) / (sigma2/G + tau2), 1 when the denominator <= {epsilon:g}:",
     ]
     lines += [f"  G={g:<3d} S={d['shrinkage'][str(g)]:.6f}" for g in INSPECT_GROUP_SIZES]
     print("\n".join(lines))

@@ -1,0 +1,270 @@
+"""Hardening of the prior file, `verl-ebpo inspect` and the restore path: FIFOs (no hang), deeply nested JSON,
+malformed fields, symlink loops and dangling links (said for what they are), garbage trackers, and the
+temporary file of a save killed mid-write (removed by the next save). Each test is one finding of issue 11.
+
+Every CLI refusal is checked for its exit code, exactly one line on stderr, and no traceback."""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import sys
+import threading
+import time
+
+import pytest
+
+from verl_ebpo import checkpoint as ckpt
+from verl_ebpo.advantage import EBPOPrior, get_prior, reset_prior
+from verl_ebpo.advantage.math import Moments
+from verl_ebpo.cli import main as cli_main
+
+SHAPING = {"prior_scope": "running", "prior_decay": 1.0}
+PRIOR = EBPOPrior(Moments(8.0, 0.5, 2.0), Moments(2.0, 0.5, 0.125), 1, SHAPING)
+
+
+@pytest.fixture(autouse=True)
+def fresh_prior():
+    reset_prior()
+    yield
+    reset_prior()
+
+
+def _state(step=3, **patch):
+    return {**PRIOR.state_dict(), "global_step": step, **patch}
+
+
+def _inspect(capsys, *argv):
+    rc = cli_main(["inspect", *map(str, argv)])
+    out = capsys.readouterr()
+    return rc, out.out, out.err
+
+
+def _refused(rc, out, err, *words):
+    assert rc == 1, (rc, out, err)
+    assert out == "" and "Traceback" not in err
+    assert err.count("\n") == 1 and err.startswith("verl-ebpo inspect: error: "), err
+    for w in words:
+        assert w in err, (w, err)
+
+
+def _restore_config(folder):
+    """The parts of verl's config restore_prior reads (resume_path mode needs no verl import)."""
+    return {"algorithm": {"adv_estimator": "ebpo"},
+            "trainer": {"resume_mode": "resume_path", "resume_from_path": str(folder)}}
+
+
+def _no_hang(fn, fifo=None, timeout=30.0):
+    """Run fn in a thread; fail (after releasing a reader blocked on `fifo`) if it does not return in time."""
+    result = {}
+
+    def target():
+        try:
+            result["value"] = fn()
+        except BaseException as e:  # noqa: BLE001 - handed to the test
+            result["error"] = e
+
+    t = threading.Thread(target=target, daemon=True)
+    t.start()
+    t.join(timeout)
+    if t.is_alive():
+        if fifo is not None:  # unblock the reader so the thread can finish
+            fd = os.open(fifo, os.O_WRONLY | os.O_NONBLOCK)
+            os.close(fd)
+        pytest.fail(f"{fn} blocked for {timeout}s")
+    if "error" in result:
+        raise result["error"]
+    return result.get("value")
+
+
+# -- FIFOs never block ------------------------------------------------------------------------------------------
+
+
+def test_inspect_and_restore_refuse_a_fifo_prior_without_opening_it(tmp_path, capsys):
+    folder = tmp_path / "global_step_3"
+    folder.mkdir()
+    fifo = folder / "ebpo_prior.json"
+    os.mkfifo(fifo)
+    for target in (fifo, folder):
+        rc, out, err = _no_hang(lambda: _inspect(capsys, target), fifo)
+        _refused(rc, out, err, str(fifo) if target == folder else str(target), "FIFO", "not a regular file")
+    with pytest.raises(ckpt.EBPOCheckpointError, match=f"cannot read EBPO prior file {fifo}: it is a FIFO"):
+        _no_hang(lambda: ckpt.restore_prior(_restore_config(folder)), fifo)
+    assert get_prior().updates == 0
+
+
+def test_inspect_refuses_a_fifo_tracker_and_resume_does_too(tmp_path, capsys):
+    tracker = tmp_path / "latest_checkpointed_iteration.txt"
+    os.mkfifo(tracker)
+    rc, out, err = _no_hang(lambda: _inspect(capsys, tmp_path), tracker)
+    _refused(rc, out, err, str(tracker), "FIFO")
+    config = {"resume_mode": "auto", "default_local_dir": str(tmp_path)}
+    with pytest.raises(ckpt.EBPOCheckpointError, match="checkpoint tracker .* it is a FIFO"):
+        _no_hang(lambda: ckpt.find_resume_checkpoint(config), tracker)
+
+
+def test_inspect_cli_on_a_fifo_in_a_fresh_process_exits_at_once(tmp_path):
+    """The real console entry point, in its own process: exit 1, one line, no hang."""
+    os.mkfifo(tmp_path / "ebpo_prior.json")
+    res = subprocess.run([sys.executable, "-m", "verl_ebpo.cli", "inspect", str(tmp_path)], capture_output=True,
+                         text=True, timeout=120)
+    assert res.returncode == 1 and res.stdout == ""
+    assert res.stderr.count("\n") == 1 and "FIFO" in res.stderr and "Traceback" not in res.stderr
+
+
+# -- malformed contents ------------------------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    "content, words",
+    [
+        ("[" * 100_000 + "]" * 100_000, ["nested too deeply"]),
+        (json.dumps(_state(shaping="garbage")), ["shaping must be null or an object", "'garbage'"]),
+        (json.dumps(_state(shaping=["prior_scope"])), ["shaping must be null or an object"]),
+        (json.dumps(_state(reward={"weight": 1e400, "mean": 0, "m2": 0})), ["invalid moments"]),
+        (json.dumps(_state()).replace('"weight": 8.0', '"weight": ' + "9" * 400), ["reward.weight is out of range"]),
+        (json.dumps(_state()).replace('"weight": 8.0', '"weight": ' + "9" * 5000), ["corrupt"]),
+        (json.dumps(_state(updates="1")), ["updates must be a non-negative integer"]),
+        (json.dumps(_state(group_mean="x")), ["group_mean must be an object with weight, mean and m2"]),
+        (json.dumps(_state(step=True)), ["no valid global_step"]),
+        (json.dumps([1, 2]), ["not an EBPO prior state"]),
+        (b"\xff\xfe{}", ["not UTF-8"]),
+        (" " * (1 << 20) + "{}", ["larger than"]),
+    ],
+    ids=["deep", "shaping-str", "shaping-list", "inf-weight", "huge-int", "huge-int-digits", "updates-str",
+         "group-mean-str", "step-bool", "list", "not-utf8", "oversized"],
+)
+def test_malformed_prior_files_are_one_line_errors_naming_the_file(tmp_path, capsys, content, words):
+    folder = tmp_path / "global_step_3"
+    folder.mkdir()
+    path = folder / "ebpo_prior.json"
+    path.write_bytes(content if isinstance(content, bytes) else content.encode())
+    rc, out, err = _inspect(capsys, path)
+    _refused(rc, out, err, str(path), *words)
+    with pytest.raises(ckpt.EBPOCheckpointError) as e:
+        ckpt.restore_prior(_restore_config(folder))
+    assert str(path) in str(e.value) and all(w in str(e.value) for w in words)
+    assert get_prior().updates == 0 and not isinstance(e.value.__cause__, RecursionError)
+
+
+def test_a_valid_file_still_inspects(tmp_path, capsys):
+    path = ckpt.save_prior(tmp_path / "global_step_3", 3, PRIOR)
+    rc, out, err = _inspect(capsys, path, "--json")
+    assert rc == 0 and json.loads(out)["sigma2"] == 0.25 and err == ""
+
+
+# -- links -------------------------------------------------------------------------------------------------------
+
+
+def test_symlink_loops_and_dangling_links_are_named_for_what_they_are(tmp_path, capsys):
+    loop_a, loop_b = tmp_path / "a", tmp_path / "b"
+    loop_a.symlink_to(loop_b)
+    loop_b.symlink_to(loop_a)
+    rc, out, err = _inspect(capsys, loop_a)
+    _refused(rc, out, err, str(loop_a), "symlink loop")
+    assert "does not exist" not in err
+
+    folder = tmp_path / "global_step_3"
+    folder.mkdir()
+    (folder / "ebpo_prior.json").symlink_to(loop_a)
+    rc, out, err = _inspect(capsys, folder)
+    _refused(rc, out, err, "ebpo_prior.json", "symlink loop")
+    with pytest.raises(ckpt.EBPOCheckpointError, match="symlink loop"):  # not "holds no EBPO prior"
+        ckpt.restore_prior(_restore_config(folder))
+
+    dangling = tmp_path / "gone"
+    dangling.symlink_to(tmp_path / "nowhere")
+    rc, out, err = _inspect(capsys, dangling)
+    _refused(rc, out, err, str(dangling), "symlink to", "which does not exist")
+
+
+def test_a_missing_path_still_says_it_does_not_exist(tmp_path, capsys):
+    rc, out, err = _inspect(capsys, tmp_path / "nowhere")
+    _refused(rc, out, err, "does not exist")
+
+
+# -- trackers ----------------------------------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("content", [b"abc\n", b"", b"\xff", b"3.5"])
+def test_garbage_tracker_is_a_clear_error_for_inspect_and_resume(tmp_path, capsys, content):
+    (tmp_path / "global_step_3").mkdir()
+    tracker = tmp_path / "latest_checkpointed_iteration.txt"
+    tracker.write_bytes(content)
+    rc, out, err = _inspect(capsys, tmp_path)
+    _refused(rc, out, err, str(tracker), "not a step number")
+    with pytest.raises(ckpt.EBPOCheckpointError, match="not a step number"):
+        ckpt.find_resume_checkpoint({"resume_mode": "auto", "default_local_dir": str(tmp_path)})
+    # verl itself fails on it too (with a bare ValueError): the refusal only makes it clear
+    from verl.utils.checkpoint.checkpoint_manager import find_latest_ckpt_path
+
+    with pytest.raises(ValueError):
+        find_latest_ckpt_path(str(tmp_path))
+
+
+@pytest.mark.parametrize("tracker, folder_exists", [("3", True), ("3\n", True), (" 7 ", False), ("+3", True)])
+def test_inspects_tracker_rule_is_verls(tmp_path, capsys, tracker, folder_exists):
+    """inspect mirrors verl's find_latest_ckpt_path (so it never imports verl); the two agree."""
+    from verl.utils.checkpoint.checkpoint_manager import find_latest_ckpt_path
+
+    step = int(tracker)
+    if folder_exists:
+        ckpt.save_prior(tmp_path / f"global_step_{step}", step, PRIOR)
+    (tmp_path / "latest_checkpointed_iteration.txt").write_text(tracker)
+    theirs = find_latest_ckpt_path(str(tmp_path))
+    capsys.readouterr()  # verl prints what it found
+    rc, out, err = _inspect(capsys, tmp_path, "--json")
+    if theirs is None:
+        _refused(rc, out, err, "does not exist")
+    else:
+        assert rc == 0 and json.loads(out)["path"] == os.path.join(theirs, "ebpo_prior.json")
+
+
+@pytest.mark.parametrize("eps", ["0", "-1", "nan", "inf", "abc", "2"])
+def test_inspect_epsilon_must_be_in_0_1(tmp_path, capsys, eps):
+    path = ckpt.save_prior(tmp_path, 3, PRIOR)
+    rc, out, err = _inspect(capsys, path, "--epsilon", eps)
+    _refused(rc, out, err, "--epsilon must be a number in (0, 1]")
+
+
+# -- writes -------------------------------------------------------------------------------------------------------
+
+
+def test_save_refuses_a_fifo_or_folder_in_place_of_the_prior_file(tmp_path):
+    os.mkfifo(tmp_path / "ebpo_prior.json")
+    with pytest.raises(ValueError, match="refusing to write .*ebpo_prior.json: it is a FIFO"):
+        _no_hang(lambda: ckpt.save_prior(tmp_path, 3, PRIOR), tmp_path / "ebpo_prior.json")
+    assert (tmp_path / "ebpo_prior.json").is_fifo()
+
+
+def test_a_save_killed_mid_write_leaves_a_temp_file_that_the_next_save_removes(tmp_path):
+    """A real kill: a child process starts the atomic write of ebpo_prior.json and SIGKILLs itself half-way."""
+    folder = tmp_path / "global_step_3"
+    ckpt.save_prior(folder, 3, PRIOR)
+    before = (folder / "ebpo_prior.json").read_text()
+    child = (
+        "import os, signal, sys\n"
+        "from verl_ebpo.files import atomic_output\n"
+        "with atomic_output(sys.argv[1]) as tmp:\n"
+        "    open(tmp, 'w').write('{\"half\": ')\n"
+        "    os.kill(os.getpid(), signal.SIGKILL)\n"
+    )
+    res = subprocess.run([sys.executable, "-c", child, str(folder / "ebpo_prior.json")], timeout=120)
+    assert res.returncode == -signal.SIGKILL
+    leftovers = [n for n in os.listdir(folder) if n != "ebpo_prior.json"]
+    assert len(leftovers) == 1 and leftovers[0].startswith(".ebpo_prior.json.tmp-")  # the kill left it
+    assert (folder / "ebpo_prior.json").read_text() == before  # the previous file is intact
+    ckpt.read_prior_file(folder / "ebpo_prior.json")
+
+    # an older writer's temp name (no pid in it), old enough to be dead, and a live writer's temp
+    legacy = folder / ".tmp-abcd1234ebpo_prior.json"
+    legacy.write_text("{")
+    old = time.time() - 3600
+    os.utime(legacy, (old, old))
+    live = folder / f".ebpo_prior.json.tmp-{os.getppid()}-live"
+    live.write_text("{")
+    ckpt.save_prior(folder, 4, PRIOR)
+    assert sorted(os.listdir(folder)) == sorted(["ebpo_prior.json", live.name])
+    assert ckpt.read_prior_file(folder / "ebpo_prior.json")[1] == 4
