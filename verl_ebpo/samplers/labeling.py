@@ -11,6 +11,10 @@ label-difficulty IN.parquet ROLLOUTS.jsonl OUT.parquet
     with i the prompt's row number in IN.parquet (or its --index-field value).
 
 Heavy imports (pyarrow, sentence-transformers, scikit-learn, the reward) happen inside the functions.
+
+Files: outputs are written atomically through `verl_ebpo.files` (never over an input file, also via links,
+never over a FIFO/device/folder, with the umask's permissions); every refusal or bad input is one line on stderr
+and exit code 2, checked before the slow embedding/scoring step where it can be.
 """
 
 from __future__ import annotations
@@ -20,6 +24,7 @@ import importlib
 import json
 import math
 import os
+import stat
 import sys
 from collections import Counter
 from typing import Any, Callable, Sequence
@@ -28,6 +33,7 @@ from verl_ebpo.samplers.ordering import is_missing
 
 _SHOW = 5
 MISSING_CHOICES = ("error", "drop", "fill", "keep")
+TOPICS_EXTRA = "pip install 'verl-ebpo[topics]'"
 
 
 class LabelingError(ValueError):
@@ -38,12 +44,51 @@ class LabelingError(ValueError):
 # files
 
 
+def _input_kind(path: str) -> int:
+    """stat mode of an input file; LabelingError naming it when it is missing or unreadable."""
+    try:
+        return os.stat(path).st_mode
+    except FileNotFoundError:
+        if os.path.islink(path):
+            raise LabelingError(f"input file {path} is a symlink to {os.readlink(path)!r}, which does not exist") from None
+        raise LabelingError(f"input file not found: {path}") from None
+    except OSError as e:
+        raise LabelingError(f"cannot read input file {path}: {e.strerror or e}") from None
+
+
 def read_table(path: str):
+    """The parquet file at `path` (a regular file: parquet needs to seek, and a FIFO would block)."""
     import pyarrow.parquet as pq
 
-    if not os.path.exists(path):
-        raise LabelingError(f"input file not found: {path}")
-    return pq.read_table(path)
+    from verl_ebpo.files import _kind
+
+    mode = _input_kind(path)
+    if not stat.S_ISREG(mode):
+        raise LabelingError(f"input file {path} is {_kind(mode)}, not a regular parquet file")
+    try:
+        return pq.read_table(path)
+    except (OSError, ValueError) as e:  # pyarrow's ArrowInvalid is a ValueError, ArrowIOError an OSError
+        raise LabelingError(f"cannot read {path} as parquet: {e}") from None
+
+
+def open_text_input(path: str):
+    """A text stream for a JSONL input: a regular file, or a FIFO/pipe (`<(...)`) that never blocks.
+
+    A FIFO is opened non-blocking and then switched back to blocking reads: with a writer attached it streams;
+    without one the first read is end-of-file (nothing to wait for), so the tool never hangs.
+    """
+    from verl_ebpo.files import _kind
+
+    mode = _input_kind(path)
+    if stat.S_ISREG(mode):
+        return open(path, encoding="utf-8")
+    if stat.S_ISFIFO(mode):
+        import fcntl
+
+        fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK)
+        fcntl.fcntl(fd, fcntl.F_SETFL, fcntl.fcntl(fd, fcntl.F_GETFL) & ~os.O_NONBLOCK)
+        return os.fdopen(fd, encoding="utf-8")
+    raise LabelingError(f"input file {path} is {_kind(mode)}, not a regular file")
 
 
 def write_table(table, path: str, inputs=()) -> None:
@@ -54,6 +99,35 @@ def write_table(table, path: str, inputs=()) -> None:
 
     with atomic_output(path, inputs) as tmp:
         pq.write_table(table, tmp)
+
+
+def check_outputs(outputs: Sequence[str | None], inputs: Sequence[str]) -> None:
+    """Refuse, before any slow work, outputs that would destroy something: an input file (also via a link), a
+    non-regular file (FIFO, device, folder), or two outputs naming one file. OutputPathError / LabelingError."""
+    from verl_ebpo.files import check_output_path
+
+    seen: dict[str, str] = {}
+    for out in outputs:
+        if out is None:
+            continue
+        real = check_output_path(out, inputs)
+        if real in seen:
+            raise LabelingError(f"two outputs name one file ({seen[real]} and {out}); give each output its own path")
+        seen[real] = out
+
+
+def _one_line(text: str) -> str:
+    return " ".join(str(text).split())
+
+
+def _positive(name: str, value: int, minimum: int = 1) -> None:
+    if value < minimum:
+        raise LabelingError(f"{name} must be >= {minimum}, got {value}")
+
+
+def _cli_error(prog: str, e: BaseException) -> int:
+    print(f"verl-ebpo {prog}: error: {_one_line(e)}", file=sys.stderr)
+    return 2
 
 
 def _rows_error(what: str, rows: Sequence[int], n: int, hint: str) -> LabelingError:
@@ -136,7 +210,10 @@ def embed_texts(
     if not os.path.isdir(path):
         raise LabelingError(f"--model must be a local sentence-transformers folder (offline); not found: {path}")
     os.environ.setdefault("HF_HUB_OFFLINE", "1")  # a local folder needs no network; never try it
-    from sentence_transformers import SentenceTransformer
+    try:
+        from sentence_transformers import SentenceTransformer
+    except ImportError:
+        raise LabelingError(f"embedding prompts needs sentence-transformers: {TOPICS_EXTRA}") from None
 
     st = SentenceTransformer(path, device=device)
     return st.encode(
@@ -147,8 +224,8 @@ def embed_texts(
 def kmeans_labels(embeddings, k: int, seed: int = 0):
     """k-means cluster ids, renumbered by cluster size (0 = largest; ties by first row)."""
     import numpy as np
-    from sklearn.cluster import KMeans
 
+    KMeans = _sklearn_kmeans()
     n = len(embeddings)
     if k < 1:
         raise LabelingError(f"--k must be >= 1, got {k}")
@@ -164,6 +241,24 @@ def kmeans_labels(embeddings, k: int, seed: int = 0):
     return np.array([remap[c] for c in raw.tolist()], dtype=np.int64)
 
 
+def _sklearn_kmeans():
+    try:
+        from sklearn.cluster import KMeans
+    except ImportError:
+        raise LabelingError(
+            f"k-means clustering needs scikit-learn: {TOPICS_EXTRA} (or copy an existing field with --from-field)"
+        ) from None
+    return KMeans
+
+
+def have_sklearn() -> bool:
+    try:
+        import sklearn.feature_extraction.text  # noqa: F401
+    except ImportError:
+        return False
+    return True
+
+
 def cluster_summary(texts: Sequence[str], labels: Sequence[Any], top_words: int = 6) -> list[dict]:
     """Per cluster (largest first): label, size and its most characteristic words (class-based TF-IDF)."""
     import numpy as np
@@ -171,7 +266,7 @@ def cluster_summary(texts: Sequence[str], labels: Sequence[Any], top_words: int 
     order = Counter(labels)
     names = sorted(order, key=lambda c: (-order[c], str(c)))
     words_of: dict[Any, list[str]] = {c: [] for c in names}
-    if top_words > 0:
+    if top_words > 0 and have_sklearn():  # without scikit-learn the summary has sizes only
         try:
             from sklearn.feature_extraction.text import CountVectorizer
 
@@ -220,8 +315,11 @@ def label_topics(
     """Returns (labelled table, summary list, notes). `embed_fn` replaces the sentence-embedding model."""
     from verl_ebpo.samplers.fields import read_field, set_field
 
+    _positive("--top-words", top_words, 0)
     _check_destination(table, field, overwrite or from_field == field)
     notes: list[str] = []
+    if top_words > 0 and not have_sklearn():
+        notes.append(f"no top words in the summary: they need scikit-learn ({TOPICS_EXTRA})")
     if from_field:
         values = read_field(table, from_field)
         table, values, note = apply_missing(table, values, missing, fill_value, f"have no value in {from_field!r}")
@@ -248,6 +346,12 @@ def label_topics(
             notes.append(f"{len(bad)} rows without text labelled {fill_value!r}")
         skip = set(bad)
         todo = [i for i in range(len(texts)) if i not in skip]
+        # everything that can be checked is checked before the slow embedding step
+        _positive("--k", k)
+        _positive("--batch-size", batch_size)
+        if len(todo) < k:
+            raise LabelingError(f"cannot make {k} clusters from {len(todo)} rows; lower --k")
+        _sklearn_kmeans()
         embed = embed_fn or (
             lambda xs: embed_texts(xs, model=model, device=device, batch_size=batch_size, progress=progress)
         )
@@ -292,7 +396,15 @@ def add_arguments_label_topics(p: argparse.ArgumentParser) -> None:
 
 
 def run_label_topics(args: argparse.Namespace) -> int:
+    from verl_ebpo.files import OutputPathError, atomic_write_text
+
     try:
+        check_outputs([args.output, args.summary_json], [args.input])
+        _positive("--k", args.k)
+        _positive("--batch-size", args.batch_size)
+        _positive("--top-words", args.top_words, 0)
+        if not args.from_field:
+            _sklearn_kmeans()
         table = read_table(args.input)
         table, summary, notes = label_topics(
             table,
@@ -310,16 +422,16 @@ def run_label_topics(args: argparse.Namespace) -> int:
             progress=not args.no_progress,
             overwrite=args.overwrite,
         )
-    except (LabelingError, ValueError) as e:
-        print(f"verl-ebpo label-topics: error: {e}", file=sys.stderr)
-        return 2
-    write_table(table, args.output)
+        write_table(table, args.output, inputs=[args.input])
+        if args.summary_json:
+            atomic_write_text(
+                args.summary_json, json.dumps(summary, indent=2, default=str) + "\n", inputs=[args.input, args.output]
+            )
+    except (LabelingError, OutputPathError, ValueError, OSError, ImportError) as e:
+        return _cli_error("label-topics", e)
     print(f"label-topics: {table.num_rows} rows, {len(summary)} topics in {args.field!r}; " + "; ".join(notes))
     print(format_summary(summary))
-    print(f"wrote {args.output}")
-    if args.summary_json:
-        with open(args.summary_json, "w", encoding="utf-8") as f:
-            json.dump(summary, f, indent=2, default=str)
+    print(f"wrote {args.output}" + (f" and {args.summary_json}" if args.summary_json else ""))
     return 0
 
 
@@ -356,10 +468,10 @@ def is_correct(result: Any) -> bool:
 
 def read_rollouts(path: str, num_rows: int, index_of: dict | None = None) -> dict[int, list[str]]:
     """{row: [response, ...]} from a JSONL file of {"index": ..., "response": ...} lines."""
-    if not os.path.exists(path):
+    if not os.path.lexists(path):
         raise LabelingError(f"rollouts file not found: {path}")
     out: dict[int, list[str]] = {}
-    with open(path, encoding="utf-8") as f:
+    with open_text_input(path) as f:
         for lineno, line in enumerate(f, 1):
             if not line.strip():
                 continue
@@ -400,10 +512,18 @@ def label_difficulty(
     workers: int = 1,
     progress: bool = True,
     overwrite: bool = False,
+    max_scorer_errors: int = 0,
 ):
-    """Pass rate per prompt = correct / sampled answers. Returns (table, stats dict)."""
+    """Pass rate per prompt = correct / sampled answers. Returns (table, stats dict).
+
+    An answer that makes the scorer raise is a set-up error (a broken verifier would otherwise turn easy prompts
+    into 0.0): more than `max_scorer_errors` of them raise LabelingError with their count and the first one;
+    up to that many are counted as wrong and reported in stats.
+    """
     from verl_ebpo.samplers.fields import read_field, set_field
 
+    _positive("--workers", workers)
+    _positive("--max-scorer-errors", max_scorer_errors, 0)
     _check_destination(table, field, overwrite)
     n = table.num_rows
     index_of = None
@@ -459,6 +579,13 @@ def label_difficulty(
         correct[i] += int(ok)
         if err is not None:
             failures.append((i, err))
+    if len(failures) > max_scorer_errors:
+        row, err = failures[0]
+        raise LabelingError(
+            f"{len(failures)} of {len(jobs)} answers made the scorer raise (first: row {row}: {_one_line(err)[:300]}); "
+            "the pass rates would be wrong. Fix the scorer, or pass --max-scorer-errors N to count up to N such "
+            "answers as wrong"
+        )
 
     rates: list[float | None] = [None] * n
     for i, resp in answers.items():
@@ -518,12 +645,20 @@ def add_arguments_label_difficulty(p: argparse.ArgumentParser) -> None:
     p.add_argument("--missing", choices=("error", "drop", "keep"), default="error",
                    help="prompts without rollouts: error (default), drop them, or keep them without a value")
     p.add_argument("--workers", type=int, default=1, help="scoring threads (default: 1)")
+    p.add_argument("--max-scorer-errors", type=int, default=0, metavar="N",
+                   help="answers whose scoring raises are an error (default: 0 tolerated); up to N of them are "
+                        "counted as wrong and reported instead")
     p.add_argument("--overwrite", action="store_true", help="replace the field if the input already has it")
     p.add_argument("--no-progress", action="store_true", help="no progress bar")
 
 
 def run_label_difficulty(args: argparse.Namespace) -> int:
+    from verl_ebpo.files import OutputPathError
+
     try:
+        check_outputs([args.output], [args.input, args.rollouts])
+        _positive("--workers", args.workers)
+        _positive("--max-scorer-errors", args.max_scorer_errors, 0)
         table = read_table(args.input)
         scorer = load_scorer(args.scorer)
         table, stats = label_difficulty(
@@ -538,19 +673,19 @@ def run_label_difficulty(args: argparse.Namespace) -> int:
             workers=args.workers,
             progress=not args.no_progress,
             overwrite=args.overwrite,
+            max_scorer_errors=args.max_scorer_errors,
         )
-    except (LabelingError, ValueError) as e:
-        print(f"verl-ebpo label-difficulty: error: {e}", file=sys.stderr)
-        return 2
-    write_table(table, args.output)
+        write_table(table, args.output, inputs=[args.input, args.rollouts])
+    except (LabelingError, OutputPathError, ValueError, OSError, ImportError) as e:
+        return _cli_error("label-difficulty", e)
     print(
         f"label-difficulty: {stats['prompts_scored']} prompts scored from {stats['answers']} answers "
         f"(per prompt {stats['answers_per_prompt']}); mean pass rate {stats['mean_pass_rate']:.3f}; "
         f"always solved {stats['always_solved']}, never solved {stats['never_solved']}"
     )
     if stats["scorer_errors"]:
-        print(f"  {stats['scorer_errors']} answers made the scorer raise (counted as wrong); first: "
-              f"{stats['first_scorer_errors']}")
+        print(f"  {stats['scorer_errors']} answers made the scorer raise (counted as wrong, within "
+              f"--max-scorer-errors {args.max_scorer_errors}); first: {stats['first_scorer_errors']}")
     for key in ("dropped_rows", "rows_without_rollouts"):
         if key in stats:
             print(f"  {key.replace('_', ' ')}: {stats[key]}")
