@@ -29,18 +29,30 @@ are counted in the manifest (`answer_conflicts`; the first answer is kept).
 
 --source NAME=PATH reads a local parquet/json/jsonl/csv file, a folder of such files, or a folder
 written by `datasets.Dataset.save_to_disk` instead of the Hub (no network needed).
+
+All files of one call are written as one unit: every source is loaded and converted in memory first, the
+parquet files and the new manifest are written into a staging folder inside --out-dir
+(`.prepare_data-staging-<pid>-*`, each file fsynced, permissions from the umask), a COMMIT record is written,
+then the files are renamed into place, manifest last. Any failure before COMMIT (a bad row, an unreadable
+or empty source, no network, a full disk) leaves the previous files and manifest exactly as they were; a run
+killed during the renames is completed by the next run (it finds the COMMIT record). Outputs are never written
+over a --source input or over a non-regular file. Every error is one line on stderr, exit code 2.
 """
 
 from __future__ import annotations
 
 import argparse
+import contextlib
 import hashlib
 import json
 import math
 import os
 import random
 import re
+import shutil
+import stat
 import sys
+import tempfile
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Iterable, Optional
@@ -80,6 +92,8 @@ SOURCES = {
 }
 HOLDOUT_FILE = "dapo_math_holdout.parquet"
 MANIFEST_FILE = "manifest.json"
+STAGING_PREFIX = ".prepare_data-staging-"
+COMMIT_FILE = "COMMIT"
 PROBLEM_KEYS = ("problem", "question", "Problem", "Question", "prompt")
 ANSWER_KEYS = ("answer", "final_answer", "Answer", "expected_answer", "ground_truth", "solution")
 ID_KEYS = ("unique_id", "id", "ID", "problem_idx", "index")
@@ -95,7 +109,41 @@ class DataError(ValueError):
 
 def load_rows(source: Source, local: Optional[str]):
     """Rows of `source` (a `datasets.Dataset`: iterating gives dicts), from `local` (file or folder) or the
-    HuggingFace Hub; and where they came from."""
+    HuggingFace Hub; and where they came from. Anything `datasets` cannot read is a one-line DataError."""
+    import datasets
+
+    where = f"--source {source.name}={local}" if local is not None else f"{source.name} (Hub: {source.hf_id})"
+    verbosity = datasets.logging.get_verbosity()
+    datasets.logging.set_verbosity(datasets.logging.CRITICAL)  # a failure is reported once, below, in one line
+    if local is not None:
+        datasets.disable_progress_bars()  # a local file converts in moments; keep the bars for Hub downloads
+    try:
+        return _load_rows(source, local)
+    except DataError:
+        raise
+    except Exception as e:  # noqa: BLE001 - datasets/pyarrow/fsspec raise many types; all mean "cannot read"
+        root = _root_cause(e)
+        raise DataError(f"{where}: cannot read it ({type(root).__name__}: {_one_line(root)[:300]})") from None
+    finally:
+        datasets.logging.set_verbosity(verbosity)
+        datasets.enable_progress_bars()
+
+
+def _root_cause(e: BaseException) -> BaseException:
+    """The innermost explicitly chained exception (datasets wraps the reader's error in DatasetGenerationError
+    `from` it); implicit contexts are left alone (they are often a fallback reader's unrelated complaint)."""
+    seen = set()
+    while e.__cause__ is not None and id(e) not in seen:
+        seen.add(id(e))
+        e = e.__cause__
+    return e
+
+
+def _one_line(text) -> str:
+    return " ".join(str(text).split())
+
+
+def _load_rows(source: Source, local: Optional[str]):
     import datasets
 
     if local is None:
@@ -111,7 +159,21 @@ def load_rows(source: Source, local: Optional[str]):
             split = source.split if source.split in ds else next(iter(ds))
             ds = ds[split]
         return ds, f"local:{path}"
+    if not path.is_dir() and not path.is_file():
+        raise DataError(f"--source {source.name}={local}: not a regular file or folder")
     files = sorted(p for p in path.iterdir() if p.is_file()) if path.is_dir() else [path]
+    for f in files:
+        if _format_of(f) and f.stat().st_size == 0:
+            raise DataError(f"--source {source.name}={local}: {f} is empty")
+        if _format_of(f) == "parquet":
+            import pyarrow.parquet as pq
+
+            try:
+                n = pq.ParquetFile(f).metadata.num_rows
+            except Exception as e:  # noqa: BLE001 - not a parquet file
+                raise DataError(f"--source {source.name}={local}: {f} is not a parquet file ({_one_line(e)[:200]})") from None
+            if n == 0:
+                raise DataError(f"--source {source.name}={local}: {f} has no rows")
     by_format: dict[str, list[str]] = {}
     for f in files:
         fmt = _format_of(f)
@@ -245,6 +307,8 @@ def convert(source: Source, rows: Iterable[dict], dedup: bool) -> tuple[list[dic
     duplicates = conflicts = rows_in = 0
     for i, row in enumerate(rows):
         rows_in += 1
+        if not isinstance(row, dict):
+            raise DataError(f"{source.name}: row {i}: expected a record with named fields, got {row!r:.100}")
         try:
             problem, answer = problem_of(row), answer_of(row)
         except DataError as e:
@@ -258,6 +322,8 @@ def convert(source: Source, rows: Iterable[dict], dedup: bool) -> tuple[list[dic
         else:
             seen[key] = answer
         out.append(rl_row(problem, answer, source.data_source, source.kind, len(out), source_id_of(row, i)))
+    if not out:
+        raise DataError(f"{source.name}: the source has no rows")
     counts = {"rows_in": rows_in, "rows_out": len(out), "duplicates": duplicates, "answer_conflicts": conflicts}
     return out, counts
 
@@ -278,15 +344,149 @@ def split_holdout(rows: list[dict], n: int, seed: int) -> tuple[list[dict], list
 
 
 def write_parquet(rows: list[dict], path: Path) -> str:
-    """Write atomically (temp file + rename); return the file's sha256."""
+    """Write `rows` to `path` (a new file in the staging folder), fsync it; return its sha256."""
     import pandas as pd
 
     if not rows:
         raise DataError(f"no rows to write to {path}")
-    tmp = path.with_name(path.name + ".tmp")
-    pd.DataFrame(rows).to_parquet(tmp, index=False)
-    os.replace(tmp, path)
-    return hashlib.sha256(path.read_bytes()).hexdigest()
+    pd.DataFrame(rows).to_parquet(path, index=False)
+    return _fsync_and_hash(path)
+
+
+def _fsync_and_hash(path: Path) -> str:
+    h = hashlib.sha256()
+    with open(path, "rb") as f:
+        for chunk in iter(lambda: f.read(1 << 20), b""):
+            h.update(chunk)
+        os.fsync(f.fileno())
+    return h.hexdigest()
+
+
+# ------------------------------------------------------------------------------------------------
+# writing the set as one unit
+
+
+def _fsync_dir(path: Path) -> None:
+    with contextlib.suppress(OSError):
+        fd = os.open(path, os.O_RDONLY)
+        try:
+            os.fsync(fd)
+        finally:
+            os.close(fd)
+
+
+def _pid_alive(pid: int) -> bool:
+    if pid == os.getpid():
+        return True
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except OSError:
+        return True
+    return True
+
+
+def _apply(staging: Path, out_dir: Path, inputs) -> None:
+    """Rename the staged files into place (manifest last), delete what COMMIT says, remove the staging folder.
+
+    Idempotent: files already moved by an interrupted earlier call are skipped."""
+    plan = json.loads((staging / COMMIT_FILE).read_text())
+    for name in plan["files"]:
+        _move_in(staging / name, out_dir / name, inputs)
+    for name in plan["remove"]:
+        with contextlib.suppress(FileNotFoundError):
+            (out_dir / name).unlink()
+    _move_in(staging / MANIFEST_FILE, out_dir / MANIFEST_FILE, inputs)  # last: it describes the new set
+    _fsync_dir(out_dir)
+    shutil.rmtree(staging, ignore_errors=True)
+
+
+def _move_in(staged: Path, target: Path, inputs) -> None:
+    from verl_ebpo.files import check_output_path
+
+    if staged.exists():  # absent: an interrupted earlier call already moved it
+        check_output_path(target, inputs)  # still a regular file (or absent), still not an input
+        os.replace(staged, target)
+
+
+def recover_staging(out_dir: Path, inputs=()) -> list[str]:
+    """Finish or discard what a killed earlier run left in `out_dir`; returns notes for stderr.
+
+    A staging folder with a COMMIT record was complete: its renames are finished (roll forward). One without
+    is discarded. A folder of a run that is still alive is an error (two runs on one --out-dir)."""
+    notes = []
+    for staging in sorted(out_dir.glob(f"{STAGING_PREFIX}*")):
+        if not staging.is_dir() or staging.is_symlink():
+            continue
+        pid = staging.name[len(STAGING_PREFIX):].split("-", 1)[0]
+        if pid.isdigit() and int(pid) != os.getpid() and _pid_alive(int(pid)):
+            raise DataError(f"another prepare_data.py (pid {pid}) is writing {out_dir}; wait for it to finish")
+        if (staging / COMMIT_FILE).is_file():
+            _apply(staging, out_dir, inputs)
+            notes.append(f"completed the interrupted write of an earlier run ({staging.name})")
+        else:
+            shutil.rmtree(staging, ignore_errors=True)
+            notes.append(f"removed the unfinished staging folder of an earlier run ({staging.name})")
+    return notes
+
+
+def read_manifest(path: Path) -> dict:
+    """The existing manifest (empty when there is none); a corrupt one is a DataError (never silently dropped:
+    it describes files this call may not rewrite)."""
+    if not os.path.lexists(path):
+        return {}
+    try:
+        st = os.stat(path)
+    except OSError as e:
+        raise DataError(f"{path}: {e.strerror or e}") from None
+    if not stat.S_ISREG(st.st_mode):
+        raise DataError(f"{path} is not a regular file; move it away")
+    try:
+        manifest = json.loads(path.read_text(encoding="utf-8"))
+    except (ValueError, RecursionError) as e:
+        raise DataError(f"{path} is not valid JSON ({_one_line(e)[:200]}); move it away and rerun with all sources") from None
+    if not isinstance(manifest, dict) or not isinstance(manifest.get("files", {}), dict):
+        raise DataError(f"{path} is not a prepare_data manifest (no 'files' object); move it away and rerun")
+    return manifest
+
+
+def write_set(out_dir: Path, parts: dict[str, list[dict]], entries: dict[str, dict], manifest: dict,
+              remove: list[str], inputs=()) -> dict[str, str]:
+    """Write `parts` (file name -> rows) and the manifest (with `entries` and each file's sha256) as one unit.
+
+    Returns file name -> sha256. See the module docstring for the protocol."""
+    from verl_ebpo.files import check_output_path, current_umask
+
+    for name in list(parts) + [MANIFEST_FILE] + remove:
+        check_output_path(out_dir / name, inputs)  # refuse FIFOs, folders, inputs before any work
+    staging = Path(tempfile.mkdtemp(prefix=f"{STAGING_PREFIX}{os.getpid()}-", dir=out_dir))
+    try:
+        shas = {}
+        for name, rows in parts.items():
+            shas[name] = write_parquet(rows, staging / name)
+        files = dict(manifest.get("files", {}))
+        for name in remove:
+            files.pop(name, None)
+        for name, entry in entries.items():
+            files[name] = {**entry, "sha256": shas[name]}
+        new_manifest = {**manifest, "files": files, "prompt_template": PROMPT_TEMPLATE}
+        (staging / MANIFEST_FILE).write_text(json.dumps(new_manifest, indent=2, sort_keys=True) + "\n")
+        _fsync_and_hash(staging / MANIFEST_FILE)
+        umask = current_umask()
+        for name in list(parts) + [MANIFEST_FILE]:
+            target = out_dir / name
+            mode = stat.S_IMODE(os.stat(target).st_mode) if target.exists() else 0o666 & ~umask
+            os.chmod(staging / name, mode)
+        commit = staging / COMMIT_FILE
+        commit.write_text(json.dumps({"files": list(parts), "remove": remove}))
+        _fsync_and_hash(commit)
+        _fsync_dir(staging)
+    except BaseException:
+        shutil.rmtree(staging, ignore_errors=True)
+        raise
+    _apply(staging, out_dir, inputs)
+    return shas
 
 
 # ------------------------------------------------------------------------------------------------
@@ -319,31 +519,42 @@ def main(argv: Optional[list[str]] = None) -> int:
 
     try:
         names = [n.strip() for n in args.only.split(",") if n.strip()]
+        if not names:
+            raise DataError("--only names no source")
         unknown = sorted(set(names) - set(SOURCES))
         if unknown:
             raise DataError(f"--only: unknown name(s) {unknown}; names: {sorted(SOURCES)}")
+        if args.holdout < 0:
+            raise DataError(f"--holdout must be >= 0, got {args.holdout}")
         if args.holdout and "dapo_math" not in names:
             raise DataError("--holdout needs dapo_math in --only")
         local = parse_sources(args.source)
+        inputs = [local[n] for n in names if n in local]
         out_dir = Path(args.out_dir).expanduser()
+        if os.path.lexists(out_dir) and not out_dir.is_dir():
+            raise DataError(f"--out-dir {out_dir} exists and is not a folder")
         out_dir.mkdir(parents=True, exist_ok=True)
-        manifest_path = out_dir / MANIFEST_FILE
-        manifest = json.loads(manifest_path.read_text()) if manifest_path.exists() else {}
-        manifest["prompt_template"] = PROMPT_TEMPLATE
-        manifest.setdefault("files", {})
+        for note in recover_staging(out_dir, inputs):
+            print(f"prepare_data: {note}", file=sys.stderr)
+        manifest = read_manifest(out_dir / MANIFEST_FILE)
+
+        # 1. every source, in memory: nothing is written until all of them have converted
+        parts: dict[str, list[dict]] = {}
+        entries: dict[str, dict] = {}
+        remove: list[str] = []
+        lines: list[str] = []
         for name in names:
             src = SOURCES[name]
             rows, origin = load_rows(src, local.get(name))
             converted, counts = convert(src, rows, dedup=not args.no_dedup)
-            parts = [(src.out_file, converted)]
+            files = [(src.out_file, converted)]
             if name == "dapo_math":
                 train, hold = split_holdout(converted, args.holdout, args.holdout_seed)
-                parts = [(src.out_file, train)] + ([(HOLDOUT_FILE, hold)] if hold else [])
-                if not hold:  # a holdout file from an earlier call would no longer be held out
-                    (out_dir / HOLDOUT_FILE).unlink(missing_ok=True)
-                    manifest["files"].pop(HOLDOUT_FILE, None)
-            for file_name, part in parts:
-                sha = write_parquet(part, out_dir / file_name)
+                files = [(src.out_file, train)] + ([(HOLDOUT_FILE, hold)] if hold else [])
+                if not hold and (os.path.lexists(out_dir / HOLDOUT_FILE) or HOLDOUT_FILE in manifest.get("files", {})):
+                    remove.append(HOLDOUT_FILE)  # a holdout file from an earlier call would no longer be held out
+            for file_name, part in files:
+                parts[file_name] = part
                 entry = {
                     "source": origin,
                     "hf_id": src.hf_id,
@@ -351,22 +562,24 @@ def main(argv: Optional[list[str]] = None) -> int:
                     "hf_split": src.split,
                     "data_source": src.data_source,
                     "rows": len(part),
-                    "sha256": sha,
                 }
                 if file_name == HOLDOUT_FILE:
                     entry.update(holdout_of=src.out_file, holdout_seed=args.holdout_seed)
-                    print(f"{file_name}: {len(part)} rows taken out of {src.out_file} (seed {args.holdout_seed})")
+                    lines.append(f"{file_name}: {len(part)} rows taken out of {src.out_file} (seed {args.holdout_seed})")
                 else:
                     entry.update(counts)
-                    print(f"{file_name}: {len(part)} rows ({origin}; {counts['duplicates']} duplicates"
-                          f"{' removed' if not args.no_dedup else ''}, {counts['answer_conflicts']} answer conflicts)")
-                manifest["files"][file_name] = entry
-        tmp = manifest_path.with_name(manifest_path.name + ".tmp")
-        tmp.write_text(json.dumps(manifest, indent=2, sort_keys=True) + "\n")
-        os.replace(tmp, manifest_path)
-    except DataError as e:
-        print(f"prepare_data: error: {e}", file=sys.stderr)
+                    lines.append(f"{file_name}: {len(part)} rows ({origin}; {counts['duplicates']} duplicates"
+                                 f"{' removed' if not args.no_dedup else ''}, {counts['answer_conflicts']} answer conflicts)")
+                entries[file_name] = entry
+
+        # 2. all files and the manifest, as one unit
+        write_set(out_dir, parts, entries, manifest, remove, inputs)
+    except (DataError, ValueError, OSError) as e:  # OutputPathError is a ValueError
+        print(f"prepare_data: error: {_one_line(e)}", file=sys.stderr)
         return 2
+    for line in lines:
+        print(line)
+    print(f"wrote {len(parts)} file(s) and {MANIFEST_FILE} to {out_dir}")
     return 0
 
 

@@ -1,0 +1,229 @@
+"""Hardening of recipes/data/prepare_data.py: all outputs and the manifest are one unit (a failure anywhere
+leaves the previous complete set; a run killed during its renames is completed by the next run), outputs are
+never written over a source or a non-regular file, and garbage/empty inputs are one-line errors. Each test is
+one finding of issue 11. Every refusal: exit code 2, exactly one line on stderr, no traceback."""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+import shutil
+import signal
+import subprocess
+import sys
+from pathlib import Path
+
+import pandas as pd
+import pytest
+
+from test_recipes_data import DATA, OFFLINE, run_prepare
+
+GOOD = {"problem": ["What is 1+1?", "What is 2+2?"], "answer": ["2", "4"]}
+OTHER = {"problem": ["What is 3+3?", "What is 4+4?", "What is 5+5?"], "answer": ["6", "8", "10"]}
+
+
+def _files(out: Path) -> dict[str, str]:
+    """Every entry of the folder (hidden ones too) -> sha256 of a file, or the kind of anything else."""
+    res = {}
+    for p in sorted(out.iterdir()):
+        res[p.name] = hashlib.sha256(p.read_bytes()).hexdigest() if p.is_file() else "dir"
+    return res
+
+
+def _refused(res, *words):
+    assert res.returncode == 2, (res.stdout, res.stderr)
+    lines = [line for line in res.stderr.splitlines() if line.strip()]
+    assert len(lines) == 1 and lines[0].startswith("prepare_data: error: "), res.stderr
+    assert "Traceback" not in res.stderr
+    for w in words:
+        assert w in res.stderr, (w, res.stderr)
+
+
+def _consistent(out: Path):
+    manifest = json.loads((out / "manifest.json").read_text())
+    for name, entry in manifest["files"].items():
+        assert hashlib.sha256((out / name).read_bytes()).hexdigest() == entry["sha256"], name
+    return manifest
+
+
+@pytest.fixture(scope="module")
+def previous_set(tmp_path_factory):
+    """A complete previous set, written once by the script: math500 and aime25 from GOOD."""
+    tmp = tmp_path_factory.mktemp("previous")
+    pd.DataFrame(GOOD).to_parquet(tmp / "good.parquet")
+    res = run_prepare(tmp / "out", {"math500": tmp / "good.parquet", "aime25": tmp / "good.parquet"},
+                      "--only", "math500,aime25", tmp=tmp)
+    assert res.returncode == 0, res.stderr
+    _consistent(tmp / "out")
+    return tmp / "out"
+
+
+@pytest.fixture
+def prepared(tmp_path, previous_set):
+    """A copy of the previous set for one test (files keep their modes), and the sources good/other.parquet."""
+    pd.DataFrame(GOOD).to_parquet(tmp_path / "good.parquet")
+    pd.DataFrame(OTHER).to_parquet(tmp_path / "other.parquet")
+    shutil.copytree(previous_set, tmp_path / "out")
+    return tmp_path / "out"
+
+
+def test_a_later_source_failing_leaves_the_previous_set(tmp_path, prepared):
+    """math500 converts (new rows), aime25 fails: neither file nor the manifest may change."""
+    before = _files(prepared)
+    pd.DataFrame({"problem": ["ok", None], "answer": ["1", "2"]}).to_parquet(tmp_path / "bad.parquet")
+    res = run_prepare(prepared, {"math500": tmp_path / "other.parquet", "aime25": tmp_path / "bad.parquet"},
+                      "--only", "math500,aime25", tmp=tmp_path)
+    _refused(res, "aime25: row 1: row has no problem text")
+    assert _files(prepared) == before  # no staging folder left either
+
+
+@pytest.mark.parametrize(
+    "make, words",
+    [
+        (lambda d: pd.DataFrame({"problem": [], "answer": []}).to_parquet(d / "s.parquet"), "has no rows"),
+        (lambda d: (d / "s.jsonl").write_text(""), "is empty"),
+        (lambda d: (d / "s.parquet").write_bytes(b"\x00garbage" * 10), "is not a parquet file"),
+        (lambda d: (d / "s.jsonl").write_text("{not json\n"), "cannot read it (ArrowInvalid: JSON parse error"),
+        (lambda d: (d / "s.csv").write_text("a,b\n1,2\n"), "row 0: row has no problem text"),
+        (lambda d: (d / "s").mkdir(), "found none"),
+        (lambda d: (d / "s.jsonl").write_text('{"problem": "only a header row"}\n'), "row 0: row has no answer"),
+    ],
+    ids=["zero-rows", "empty-file", "garbage-parquet", "garbage-jsonl", "no-problem-column", "empty-folder",
+         "no-answer"],
+)
+def test_garbage_or_empty_sources_are_one_line_errors_and_change_nothing(tmp_path, prepared, make, words):
+    src = tmp_path / "src"
+    src.mkdir()
+    make(src)
+    (path,) = list(src.iterdir())
+    before = _files(prepared)
+    res = run_prepare(prepared, {"math500": path}, "--only", "math500", tmp=tmp_path)
+    _refused(res, "math500", words)
+    assert _files(prepared) == before
+
+
+def test_a_write_failure_midway_leaves_the_previous_set(tmp_path, prepared):
+    """The disk fails while the second file is staged (the script's own main, in a child process)."""
+    before = _files(prepared)
+    env = {**os.environ, **OFFLINE, "HF_DATASETS_CACHE": str(tmp_path / "hf")}
+    code = (
+        "import sys; sys.path.insert(0, sys.argv[1]); import prepare_data\n"
+        "real = prepare_data.write_parquet; calls = []\n"
+        "def failing(rows, path):\n"
+        "    calls.append(path)\n"
+        "    if len(calls) == 2: raise OSError(28, 'No space left on device')\n"
+        "    return real(rows, path)\n"
+        "prepare_data.write_parquet = failing\n"
+        "sys.exit(prepare_data.main(sys.argv[2:]))\n"
+    )
+    res = subprocess.run(
+        [sys.executable, "-c", code, str(DATA), "--out-dir", str(prepared), "--only", "math500,aime25",
+         "--source", f"math500={tmp_path / 'other.parquet'}", "--source", f"aime25={tmp_path / 'other.parquet'}"],
+        env=env, capture_output=True, text=True, timeout=300,
+    )
+    _refused(res, "No space left on device")
+    assert _files(prepared) == before
+
+
+def test_a_run_killed_during_its_renames_is_completed_by_the_next_run(tmp_path, prepared):
+    """A real SIGKILL after the first rename: the set is mixed until the next run rolls the commit forward."""
+    env = {**os.environ, **OFFLINE, "HF_DATASETS_CACHE": str(tmp_path / "hf")}
+    code = (
+        "import os, signal, sys; sys.path.insert(0, sys.argv[1]); import prepare_data\n"
+        "real = os.replace; n = [0]\n"
+        "def replace(a, b):\n"
+        "    real(a, b); n[0] += 1\n"
+        "    if n[0] == 1: os.kill(os.getpid(), signal.SIGKILL)\n"
+        "prepare_data.os.replace = replace\n"
+        "sys.exit(prepare_data.main(sys.argv[2:]))\n"
+    )
+    res = subprocess.run(
+        [sys.executable, "-c", code, str(DATA), "--out-dir", str(prepared), "--only", "math500,aime25",
+         "--source", f"math500={tmp_path / 'other.parquet'}", "--source", f"aime25={tmp_path / 'other.parquet'}"],
+        env=env, capture_output=True, text=True, timeout=300,
+    )
+    assert res.returncode == -signal.SIGKILL, res.stderr
+    staged = [p for p in prepared.iterdir() if p.name.startswith(".prepare_data-staging-")]
+    assert len(staged) == 1 and (staged[0] / "COMMIT").is_file()
+    with pytest.raises(AssertionError):
+        _consistent(prepared)  # mixed: one file new, the manifest still the old one
+
+    pd.DataFrame(GOOD).to_parquet(tmp_path / "amc.parquet")
+    res = run_prepare(prepared, {"amc23": tmp_path / "amc.parquet"}, "--only", "amc23", tmp=tmp_path)
+    assert res.returncode == 0, res.stderr
+    assert "completed the interrupted write of an earlier run" in res.stderr
+    manifest = _consistent(prepared)
+    assert manifest["files"]["math500.parquet"]["rows"] == 3 and manifest["files"]["aime25.parquet"]["rows"] == 3
+    assert manifest["files"]["amc23.parquet"]["rows"] == 2
+    assert not [p for p in prepared.iterdir() if p.name.startswith(".")]
+
+
+def test_an_unfinished_staging_folder_of_a_dead_run_is_discarded(tmp_path, prepared):
+    before = _files(prepared)
+    dead = subprocess.run([sys.executable, "-c", "import os; print(os.getpid())"], capture_output=True, text=True)
+    stale = prepared / f".prepare_data-staging-{dead.stdout.strip()}-x"
+    stale.mkdir()
+    (stale / "math500.parquet").write_text("half")  # no COMMIT: never to be used
+    res = run_prepare(prepared, {"math500": tmp_path / "good.parquet"}, "--only", "math500", tmp=tmp_path)
+    assert res.returncode == 0 and "removed the unfinished staging folder" in res.stderr
+    after = _files(prepared)
+    assert sorted(after) == sorted(before) and after["math500.parquet"] == before["math500.parquet"]  # nothing left
+    _consistent(prepared)
+
+
+@pytest.mark.parametrize("kind", ["fifo", "directory", "source"])
+def test_outputs_never_replace_a_special_file_or_a_source(tmp_path, prepared, kind):
+    target = prepared / "math500.parquet"
+    source = tmp_path / "good.parquet"
+    if kind == "source":
+        source = target  # re-preparing from the previous output in place would lose it on failure
+    else:
+        target.unlink()
+        os.mkfifo(target) if kind == "fifo" else target.mkdir()
+    before = _files(prepared)
+    res = run_prepare(prepared, {"math500": source}, "--only", "math500", tmp=tmp_path)
+    _refused(res, "refusing to write", str(target), {"fifo": "a FIFO", "directory": "a directory",
+                                                      "source": "it is the input file"}[kind])
+    assert _files(prepared) == before
+
+
+@pytest.mark.parametrize(
+    "setup, args, words",
+    [
+        (lambda out: (out / "manifest.json").write_text("{broken"), [], "manifest.json is not valid JSON"),
+        (lambda out: (out / "manifest.json").write_text('{"files": [1]}'), [], "is not a prepare_data manifest"),
+        (lambda out: (os.unlink(out / "manifest.json"), os.mkfifo(out / "manifest.json")), [], "not a regular file"),
+        (None, ["--holdout", "-1", "--only", "dapo_math"], "--holdout must be >= 0"),
+        (None, ["--only", " , "], "--only names no source"),
+    ],
+    ids=["manifest-garbage", "manifest-shape", "manifest-fifo", "negative-holdout", "empty-only"],
+)
+def test_bad_state_or_arguments_are_one_line_and_change_nothing(tmp_path, prepared, setup, args, words):
+    if setup:
+        setup(prepared)
+    before = _files(prepared)
+    res = run_prepare(prepared, {"math500": tmp_path / "other.parquet"}, *(args or ["--only", "math500"]),
+                      tmp=tmp_path)
+    _refused(res, words)
+    assert _files(prepared) == before
+
+
+def test_out_dir_that_is_a_file_is_one_line(tmp_path):
+    (tmp_path / "afile").write_text("x")
+    pd.DataFrame(GOOD).to_parquet(tmp_path / "good.parquet")
+    res = run_prepare(tmp_path / "afile", {"math500": tmp_path / "good.parquet"}, "--only", "math500", tmp=tmp_path)
+    _refused(res, "exists and is not a folder")
+    assert (tmp_path / "afile").read_text() == "x"
+
+
+def test_files_honour_the_umask(tmp_path):
+    pd.DataFrame(GOOD).to_parquet(tmp_path / "good.parquet")
+    args = [sys.executable, str(DATA / "prepare_data.py"), "--out-dir", str(tmp_path / "out"), "--only", "math500",
+            "--source", f"math500={tmp_path / 'good.parquet'}"]
+    env = {**os.environ, **OFFLINE, "HF_DATASETS_CACHE": str(tmp_path / "hf")}
+    res = subprocess.run(["bash", "-c", 'umask 027 && exec "$@"', "_", *args], env=env, capture_output=True, text=True,
+                         timeout=300)
+    assert res.returncode == 0, res.stderr
+    for name in ("math500.parquet", "manifest.json"):
+        assert os.stat(tmp_path / "out" / name).st_mode & 0o777 == 0o640, name
