@@ -111,6 +111,44 @@ def test_label_topics_refuses_to_write_over_its_input(tmp_path, src, capsys, mon
     assert pq.read_table(src).num_rows == 4
 
 
+def test_the_refusal_names_the_explicit_way_to_label_in_place(tmp_path, src, rollouts, capsys, scorers):
+    _refused(_cli(capsys, "label-topics", src, src, "--from-field", "type", "--missing", "fill", "--fill-value", "x"),
+             "label-topics", "pass --in-place")
+    _refused(_cli(capsys, "label-difficulty", src, rollouts, rollouts, "--scorer", f"{scorers}:good", "--in-place"),
+             "label-difficulty", "--in-place writes the labels into the input file: OUTPUT must be")
+    res = _cli(capsys, "label-difficulty", src, rollouts, rollouts, "--scorer", f"{scorers}:good")
+    _refused(res, "label-difficulty", "it is the input file")
+    assert "--in-place" not in res[2]  # the rollouts can never be the output
+
+
+def test_in_place_labels_the_input_atomically_and_never_drops_rows(tmp_path, src, rollouts, capsys, scorers):
+    res = _cli(capsys, "label-topics", src, src, "--from-field", "type", "--missing", "drop", "--in-place")
+    _refused(res, "label-topics", "--in-place with --missing drop would remove rows from the only copy")
+    assert pq.read_table(src).num_rows == 4
+    other = tmp_path / "other.parquet"
+    _write(other)
+    _refused(_cli(capsys, "label-topics", src, other, "--from-field", "type", "--in-place"), "label-topics",
+             f"OUTPUT must be {src}")
+    mode = 0o640
+    os.chmod(src, mode)
+    rc, _, err = _cli(capsys, "label-topics", src, src, "--from-field", "type", "--missing", "fill", "--fill-value",
+                      "other", "--in-place")
+    assert rc == 0, err
+    assert read_field(pq.read_table(src), "extra_info.topic") == ["Geometry", "other", "Geometry", "Probability"]
+    rc, _, err = _cli(capsys, "label-difficulty", src, rollouts, src, "--scorer", f"{scorers}:good", "--in-place",
+                      "--no-progress")
+    assert rc == 0, err
+    table = pq.read_table(src)
+    assert read_field(table, "extra_info.difficulty") == [1.0] * 4 and table.num_rows == 4
+    assert stat.S_IMODE(os.stat(src).st_mode) == mode
+    assert sorted(os.listdir(tmp_path)) == ["in.parquet", "other.parquet", "r.jsonl"]  # no temporary left
+    # a failure half-way leaves the input as it was
+    before = _digest(src)
+    _refused(_cli(capsys, "label-difficulty", src, rollouts, src, "--scorer", f"{scorers}:broken", "--in-place",
+                  "--overwrite", "--no-progress"), "label-difficulty", "made the scorer raise")
+    assert _digest(src) == before
+
+
 def test_label_difficulty_refuses_to_write_over_either_input(tmp_path, src, rollouts, capsys, scorers):
     before = (_digest(src), _digest(rollouts))
     for out in (src, rollouts, *_same_file_outputs(tmp_path, src).values()):

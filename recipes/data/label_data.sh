@@ -34,7 +34,7 @@ usage() {
 case "$1" in
     topics)
         [[ $# -eq 1 ]] || usage
-        "$PYTHON" -m verl_ebpo.cli label-topics "$TRAIN_FILE" "$TRAIN_FILE" --k 9 --seed 0 --overwrite \
+        "$PYTHON" -m verl_ebpo.cli label-topics "$TRAIN_FILE" "$TRAIN_FILE" --in-place --k 9 --seed 0 --overwrite \
             --summary-json "$DATA_DIR/topics.json"
         ;;
     difficulty)
@@ -52,7 +52,7 @@ case "$1" in
             --engine "$ENGINE" --model "$DIFFICULTY_MODEL" --input "$TRAIN_FILE" --n "$DIFFICULTY_SAMPLES" \
             --max-tokens "$DIFFICULTY_MAX_TOKENS" --temperature 1.0 --top-p 1.0
         "$PYTHON" -m verl_ebpo.cli label-difficulty "$TRAIN_FILE" "$rollouts" "$TRAIN_FILE" \
-            --field "extra_info.difficulty_${MODEL_TAG}" --overwrite --workers 8
+            --field "extra_info.difficulty_${MODEL_TAG}" --overwrite --in-place --workers 8
         ;;
     *)
         usage

@@ -34,6 +34,7 @@ from verl_ebpo.samplers.ordering import is_missing
 _SHOW = 5
 MISSING_CHOICES = ("error", "drop", "fill", "keep")
 TOPICS_EXTRA = "pip install 'verl-ebpo[topics]'"
+IN_PLACE_HINT = " (to replace the input with the labelled file on purpose, pass --in-place)"
 
 
 class LabelingError(ValueError):
@@ -101,19 +102,48 @@ def write_table(table, path: str, inputs=()) -> None:
         pq.write_table(table, tmp)
 
 
-def check_outputs(outputs: Sequence[str | None], inputs: Sequence[str]) -> None:
+def check_outputs(outputs: Sequence[str | None], inputs: Sequence[str], hint: str = "") -> None:
     """Refuse, before any slow work, outputs that would destroy something: an input file (also via a link), a
-    non-regular file (FIFO, device, folder), or two outputs naming one file. OutputPathError / LabelingError."""
-    from verl_ebpo.files import check_output_path
+    non-regular file (FIFO, device, folder), or two outputs naming one file. OutputPathError / LabelingError;
+    `hint` is appended to the input-file refusal."""
+    from verl_ebpo.files import OutputPathError, check_output_path
 
     seen: dict[str, str] = {}
     for out in outputs:
         if out is None:
             continue
-        real = check_output_path(out, inputs)
+        try:
+            real = check_output_path(out, inputs)
+        except OutputPathError as e:
+            raise OutputPathError(f"{e}{hint}" if "is the input file" in str(e) else str(e)) from None
         if real in seen:
             raise LabelingError(f"two outputs name one file ({seen[real]} and {out}); give each output its own path")
         seen[real] = out
+
+
+def resolve_in_place(args: argparse.Namespace, protected: Sequence[str]) -> list[str]:
+    """The inputs OUTPUT must not be: all of `[args.input, *protected]`, or with --in-place only `protected`
+    (OUTPUT must then be the input file itself, and --missing drop is refused: it would remove rows from the
+    only copy). The labelled file replaces the input atomically, only after everything succeeded."""
+    if not args.in_place:
+        return [args.input, *protected]
+    try:
+        same = os.path.samefile(args.output, args.input)
+    except OSError:
+        same = False
+    if not same:
+        raise LabelingError(f"--in-place writes the labels into the input file: OUTPUT must be {args.input}, "
+                            f"got {args.output}")
+    if args.missing == "drop":
+        raise LabelingError("--in-place with --missing drop would remove rows from the only copy of the input; "
+                            "write to another OUTPUT instead")
+    return list(protected)
+
+
+def _add_in_place(p: argparse.ArgumentParser) -> None:
+    p.add_argument("--in-place", action="store_true",
+                   help="allow OUTPUT to be INPUT: the labelled file replaces the input atomically once complete "
+                        "(without this flag OUTPUT == INPUT is refused)")
 
 
 def _one_line(text: str) -> str:
@@ -392,6 +422,7 @@ def add_arguments_label_topics(p: argparse.ArgumentParser) -> None:
     p.add_argument("--top-words", type=int, default=6, help="words per cluster in the summary (default: 6)")
     p.add_argument("--summary-json", default=None, help="also write the cluster summary to this JSON file")
     p.add_argument("--overwrite", action="store_true", help="replace the label field if the input already has it")
+    _add_in_place(p)
     p.add_argument("--no-progress", action="store_true", help="no progress bar")
 
 
@@ -399,7 +430,11 @@ def run_label_topics(args: argparse.Namespace) -> int:
     from verl_ebpo.files import OutputPathError, atomic_write_text
 
     try:
-        check_outputs([args.output, args.summary_json], [args.input])
+        inputs = resolve_in_place(args, [])
+        check_outputs([args.output], inputs, IN_PLACE_HINT if not args.in_place else "")
+        check_outputs([args.output, args.summary_json], inputs)
+        if args.summary_json:
+            check_outputs([args.summary_json], [args.input])
         _positive("--k", args.k)
         _positive("--batch-size", args.batch_size)
         _positive("--top-words", args.top_words, 0)
@@ -422,7 +457,7 @@ def run_label_topics(args: argparse.Namespace) -> int:
             progress=not args.no_progress,
             overwrite=args.overwrite,
         )
-        write_table(table, args.output, inputs=[args.input])
+        write_table(table, args.output, inputs=inputs)
         if args.summary_json:
             atomic_write_text(
                 args.summary_json, json.dumps(summary, indent=2, default=str) + "\n", inputs=[args.input, args.output]
@@ -649,6 +684,7 @@ def add_arguments_label_difficulty(p: argparse.ArgumentParser) -> None:
                    help="answers whose scoring raises are an error (default: 0 tolerated); up to N of them are "
                         "counted as wrong and reported instead")
     p.add_argument("--overwrite", action="store_true", help="replace the field if the input already has it")
+    _add_in_place(p)
     p.add_argument("--no-progress", action="store_true", help="no progress bar")
 
 
@@ -656,7 +692,9 @@ def run_label_difficulty(args: argparse.Namespace) -> int:
     from verl_ebpo.files import OutputPathError
 
     try:
-        check_outputs([args.output], [args.input, args.rollouts])
+        inputs = resolve_in_place(args, [args.rollouts])
+        check_outputs([args.output], [args.rollouts])
+        check_outputs([args.output], inputs, IN_PLACE_HINT if not args.in_place else "")
         _positive("--workers", args.workers)
         _positive("--max-scorer-errors", args.max_scorer_errors, 0)
         table = read_table(args.input)
@@ -675,7 +713,7 @@ def run_label_difficulty(args: argparse.Namespace) -> int:
             overwrite=args.overwrite,
             max_scorer_errors=args.max_scorer_errors,
         )
-        write_table(table, args.output, inputs=[args.input, args.rollouts])
+        write_table(table, args.output, inputs=inputs)
     except (LabelingError, OutputPathError, ValueError, OSError, ImportError) as e:
         return _cli_error("label-difficulty", e)
     print(
