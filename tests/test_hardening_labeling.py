@@ -345,3 +345,18 @@ def test_difficulty_options_are_checked_before_scoring(tmp_path, src, rollouts, 
     finally:
         del sys.modules["counting_scorer"]
     assert calls == []
+
+
+def test_a_folder_of_parquet_files_is_still_an_input(tmp_path, capsys):
+    folder = tmp_path / "parts"
+    folder.mkdir()
+    _write(folder / "part-0.parquet")
+    rc, _, err = _cli(capsys, "label-topics", folder, tmp_path / "o.parquet", "--from-field", "type", "--missing",
+                      "fill", "--fill-value", "x")
+    assert rc == 0, err
+    assert pq.read_table(tmp_path / "o.parquet").num_rows == 4
+    before = _digest(folder / "part-0.parquet")
+    for out in (folder / "part-0.parquet", folder / "new.parquet"):
+        _refused(_cli(capsys, "label-topics", folder, out, "--from-field", "type", "--missing", "drop"),
+                 "label-topics", "inside the input folder")
+    assert _digest(folder / "part-0.parquet") == before and not (folder / "new.parquet").exists()

@@ -58,13 +58,14 @@ def _input_kind(path: str) -> int:
 
 
 def read_table(path: str):
-    """The parquet file at `path` (a regular file: parquet needs to seek, and a FIFO would block)."""
+    """The parquet file (or folder of parquet files) at `path`; a FIFO, device or socket is refused at once
+    (parquet needs to seek, and a FIFO would block)."""
     import pyarrow.parquet as pq
 
     from verl_ebpo.files import _kind
 
     mode = _input_kind(path)
-    if not stat.S_ISREG(mode):
+    if not (stat.S_ISREG(mode) or stat.S_ISDIR(mode)):
         raise LabelingError(f"input file {path} is {_kind(mode)}, not a regular parquet file")
     try:
         return pq.read_table(path)
@@ -116,6 +117,11 @@ def check_outputs(outputs: Sequence[str | None], inputs: Sequence[str], hint: st
             real = check_output_path(out, inputs)
         except OutputPathError as e:
             raise OutputPathError(f"{e}{hint}" if "is the input file" in str(e) else str(e)) from None
+        for inp in inputs:  # a folder input (a parquet dataset): every file inside it is an input
+            folder = os.path.realpath(inp)
+            if os.path.isdir(folder) and real.startswith(folder.rstrip(os.sep) + os.sep):
+                raise OutputPathError(f"refusing to write {out}: it is inside the input folder {inp}; "
+                                      "choose another output path")
         if real in seen:
             raise LabelingError(f"two outputs name one file ({seen[real]} and {out}); give each output its own path")
         seen[real] = out
