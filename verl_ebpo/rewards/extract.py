@@ -1,11 +1,16 @@
 """Answer extraction from a model's output: pure, linear-time string code (no math-verify here).
 
-- the LAST `\\boxed{...}` or `\\fbox{...}` (balanced braces; `\\{` and `\\}` do not count);
-- else the last `Answer: ...` line (the DAPO-Math prompt format, same pattern as verl's math_dapo);
-- else no answer.
+- The final boxes: the last `\\boxed{...}` or `\\fbox{...}` (balanced braces; `\\{` and `\\}` do not count),
+  together with the boxes right before it that are joined to it only by commas, `and`, `or`, spacing or math
+  delimiters (`the solutions are \\boxed{(2,2)} and \\boxed{(6,2)}`): one list answer. A box followed by
+  other words or a full stop is an intermediate result, not part of the final answer.
+- The last `Answer: ...` line (the DAPO-Math prompt format, same pattern as verl's math_dapo).
+- When both are there, the later one is the answer, but an `Answer:` only counts as coming after the boxes
+  when it starts a line or a sentence (`**Answer:**`, `... . Final Answer:`); "check the answer: ..." in
+  prose after a box does not replace the box. Else whichever is there; else no answer.
 
-Only the last box is considered: if its braces never close (a truncated output), there is no boxed answer
-and the `Answer:` line, if any, is used.
+If the last box's braces never close (a truncated output), there is no boxed answer and the `Answer:` line,
+if any, is used. What math-verify then reads is `verl_ebpo.rewards.normalize.verifier_input(text)`.
 """
 
 from __future__ import annotations
@@ -16,15 +21,19 @@ from fractions import Fraction
 from numbers import Integral, Real
 from typing import Any, NamedTuple, Optional
 
-_BOX_RE = re.compile(r"\\(?:boxed|fbox)\s*\{")
+from verl_ebpo.rewards.normalize import is_connector
+
+_BOX_RE = re.compile(r"\\?(?:boxed|fbox)\s*\{")  # also a box that lost its backslash (`\\beginboxed{`)
 _BRACE_TOKEN_RE = re.compile(r"\\.|[{}]", re.DOTALL)
 # verl's math_dapo uses r"(?i)Answer\s*:\s*([^\n]+)"; the text after the colon is cut by hand (a regex
 # tail like `\s*([^\n]*\S)` backtracks quadratically on long runs of spaces).
-_ANSWER_RE = re.compile(r"(?i)answer\s*:")
+_ANSWER_RE = re.compile(r"(?i)answer\s*(?:\*\*\s*)?:")  # also `**Answer**:`
+# Markup that may come between the start of a sentence and `Answer:` (`**Final Answer:**`, `> ### Answer:`).
+_MARKUP = " \t*#>_"
 
 
 class Extracted(NamedTuple):
-    kind: str  # "boxed" | "answer_line"
+    kind: str  # "boxed" | "boxes" (several final boxes, joined with ", ") | "answer_line"
     text: str
 
 
@@ -53,17 +62,90 @@ def last_boxed(s: str) -> Optional[str]:
     return _balanced_from(s, last.end())
 
 
+class _Box(NamedTuple):
+    start: int  # of the backslash
+    content_start: int
+    end: int  # index of the closing brace
+
+
+def final_boxes(s: str) -> Optional[tuple[int, list[str]]]:
+    """(end of the last box, contents of the final boxes in order) or None: no box, or the last box never
+    closes. Contents are stripped; empty ones and repeats are dropped. Linear time."""
+    openers = list(_BOX_RE.finditer(s))
+    if not openers:
+        return None
+    close: dict[int, int] = {}
+    stack: list[int] = []
+    for m in _BRACE_TOKEN_RE.finditer(s, openers[0].end() - 1):
+        tok = m.group()
+        if tok == "{":
+            stack.append(m.start())
+        elif tok == "}" and stack:
+            close[stack.pop()] = m.start()
+    if openers[-1].end() - 1 not in close:
+        return None  # the last box never closes (a truncated output)
+    top: list[_Box] = []  # boxes not inside another box, in order
+    for m in openers:
+        end = close.get(m.end() - 1)
+        if end is None or (top and m.start() < top[-1].end):
+            continue
+        top.append(_Box(m.start(), m.end(), end))
+    run = [top[-1]]
+    for box in reversed(top[:-1]):
+        if not is_connector(s[box.end + 1 : run[0].start]):
+            break
+        run.insert(0, box)
+    contents: list[str] = []
+    for box in run:
+        text = s[box.content_start : box.end].strip()
+        while True:  # `\\boxed{\\boxed{3}}`: the inner box is the answer
+            inner = _BOX_RE.match(text)
+            if inner is None or _balanced_from(text, inner.end()) != text[inner.end() : -1]:
+                break
+            text = text[inner.end() : -1].strip()
+        if text and text not in contents:
+            contents.append(text)
+    return top[-1].end, contents
+
+
+def _starts_sentence(s: str, pos: int) -> bool:
+    """Whether `Answer:` at `pos` starts a line or a sentence (`**Final Answer:**`, `... . Final Answer:`),
+    as opposed to prose like "check the answer: ..."."""
+    j = pos
+    while j > 0 and s[j - 1] in _MARKUP:
+        j -= 1
+    if s[max(0, j - 5) : j].lower() == "final":
+        j -= 5
+        while j > 0 and s[j - 1] in _MARKUP:
+            j -= 1
+    return j == 0 or s[j - 1] in "\n.!?"
+
+
+def _last_answer(s: str) -> Optional[tuple[int, bool, str]]:
+    """(position of `Answer:`, whether it starts its line, the text after it) of the last `Answer:` followed
+    by some text (the answer may start on the next line), or None."""
+    matches = list(_ANSWER_RE.finditer(s))
+    for m in reversed(matches):
+        rest = s[m.end() :].lstrip()
+        if rest.startswith("**"):  # `**Answer:** 7`
+            rest = rest.lstrip("*").lstrip()
+        nl = rest.find("\n")
+        text = (rest if nl < 0 else rest[:nl]).strip()
+        for opener, closer in (("\\[", "\\]"), ("$$", "$$")):  # display math over several lines
+            if text.startswith(opener) and closer not in text[len(opener) :]:
+                end = rest.find(closer, len(opener), 2000)
+                if end > 0:
+                    text = rest[: end + len(closer)].strip()
+        if text:
+            return m.start(), _starts_sentence(s, m.start()), text
+    return None
+
+
 def last_answer_line(s: str) -> Optional[str]:
     """Text after the last `Answer:` (case-insensitive; the answer may start on the next line) up to the
     end of its line, or None. The last `Answer:` followed by some text wins."""
-    ends = [m.end() for m in _ANSWER_RE.finditer(s)]
-    for end in reversed(ends):
-        rest = s[end:].lstrip()
-        nl = rest.find("\n")
-        text = (rest if nl < 0 else rest[:nl]).strip()
-        if text:
-            return text
-    return None
+    found = _last_answer(s)
+    return None if found is None else found[2]
 
 
 def extract_answer(solution: Any) -> Optional[Extracted]:
@@ -71,12 +153,16 @@ def extract_answer(solution: Any) -> Optional[Extracted]:
     s = to_text(solution)
     if not s:
         return None
-    boxed = last_boxed(s)
-    if boxed is not None and boxed.strip():
-        return Extracted("boxed", boxed.strip())
-    line = last_answer_line(s)
+    boxes = final_boxes(s)
+    line = _last_answer(s)
+    if boxes is not None and boxes[1]:
+        box_end, contents = boxes
+        if line is None or not (line[1] and line[0] > box_end):
+            if len(contents) == 1:
+                return Extracted("boxed", contents[0])
+            return Extracted("boxes", ", ".join(contents))
     if line is not None:
-        return Extracted("answer_line", line)
+        return Extracted("answer_line", line[2])
     return None
 
 
@@ -143,10 +229,10 @@ def _one_truth(x: Any, whole: Any) -> str:
     if not isinstance(x, str):
         raise ValueError(f"ground_truth must be a string or a number, got {type(x).__name__} {x!r}")
     s = to_text(x).strip()
-    if "\\boxed" in s or "\\fbox" in s:
-        inner = last_boxed(s)
-        if inner is not None and inner.strip():
-            s = inner.strip()
+    if "\\boxed" in s or "\\fbox" in s:  # a worked solution: its final boxes, read like a model's
+        boxes = final_boxes(s)
+        if boxes is not None and boxes[1]:
+            s = ", ".join(boxes[1])
     if not s:
         raise ValueError(f"ground_truth is empty: {whole!r}")
     return s
