@@ -130,7 +130,7 @@ def main(argv: list[str]) -> int:
         for gold in golds:
             for g in parse_text(gold):
                 for p in pred_parsed:
-                    if verify(g, p, timeout_seconds=None) and not _exact_numbers_differ(g, p):
+                    if verify(g, p, allow_set_relation_comp=True, timeout_seconds=None) and not _exact_numbers_differ(g, p):
                         return True
         return False
 

@@ -15,6 +15,8 @@ So math-verify parses the whole answer or nothing: it cannot pick a number out o
 - inner `\\boxed{...}` / `\\fbox{...}` are unwrapped; a leading "the final answer is" and a leading
   `\\text{...}` without digits are dropped; sentence punctuation (`.` `,` `;`) and spacing commands at the end
   are dropped;
+- a mixed number (an integer right before a proper fraction of integers: `2\\frac{1}{4}`, `4 4/9`) is
+  their sum, as in MATH's answers (`2\\frac{1}{4}` = 9/4, not 1/2);
 - thousands written with a thin space or a space (`1\\,234`, `1 000`, `12\\;345\\;678`) become `1234`, ...;
 - units: math-verify drops a final `\\text{...}` group (everything from the first `\\text{` on, when the
   formula ends with `}`). That is right for a unit (`5\\text{ cm}^2`) and wrong for prose that carries an
@@ -46,6 +48,7 @@ _UNICODE = {
     "\u2208": "\\in ",
     "\u222a": "\\cup ",
     "\u2229": "\\cap ",
+    "\u2205": "\\emptyset ",
     "\u2009": " ",  # thin space
     "\u202f": " ",  # narrow no-break space
     "\u00a0": " ",  # no-break space
@@ -64,6 +67,7 @@ _CONNECTOR_RE = re.compile(
     re.IGNORECASE,
 )
 _BOX_OPEN_RE = re.compile(r"\\(?:boxed|fbox)\s*\{")
+_BRACE_TOKEN_RE = re.compile(r"\\.|[{}]", re.DOTALL)
 _LEAD_PHRASE_RE = re.compile(
     r"^(?:(?:so|thus|therefore|hence)\s*,?\s+)?(?:the\s+)?(?:final\s+)?answer\s*(?:is\s*:?|:|=)\s*", re.IGNORECASE
 )
@@ -90,30 +94,25 @@ _PERCENT_RE = re.compile(
 
 
 def _unbox(text: str) -> str:
-    """`\\boxed{X}` -> `X` for every box (balanced braces; an unclosed one loses only its opener)."""
-    if "\\boxed" not in text and "\\fbox" not in text:
+    """`\\boxed{X}` -> `X` for every box, nested ones too (balanced braces; `\\{` does not count; an unclosed
+    box loses only its opener). One linear pass."""
+    openers = list(_BOX_OPEN_RE.finditer(text))
+    if not openers:
         return text
-    out, pos = [], 0
-    for m in _BOX_OPEN_RE.finditer(text):
-        if m.start() < pos:
-            continue
-        out.append(text[pos : m.start()])
-        depth, i = 1, m.end()
-        while i < len(text) and depth:
-            c = text[i]
-            if c == "\\":
-                i += 2
-                continue
-            depth += c == "{"
-            depth -= c == "}"
-            i += 1
-        if depth:  # never closes: drop the opener, keep the rest
-            pos = m.end()
-        else:
-            out.append(_unbox(text[m.end() : i - 1]))
-            pos = i
-    out.append(text[pos:])
-    return "".join(out)
+    close: dict[int, int] = {}
+    stack: list[int] = []
+    for m in _BRACE_TOKEN_RE.finditer(text, openers[0].end() - 1):
+        if m.group() == "{":
+            stack.append(m.start())
+        elif m.group() == "}" and stack:
+            close[stack.pop()] = m.start()
+    drop = bytearray(len(text))
+    for m in openers:
+        drop[m.start() : m.end()] = b"\x01" * (m.end() - m.start())
+        end = close.get(m.end() - 1)
+        if end is not None:
+            drop[end] = 1
+    return "".join(c for c, d in zip(text, drop) if not d)
 
 
 def is_connector(gap: str) -> bool:
@@ -152,6 +151,24 @@ def _first_sentence(text: str) -> str:
     return text
 
 
+# A mixed number: an integer right before a proper fraction of integers (`2\frac{1}{4}`, `4 4/9`).
+_MIXED_LATEX_RE = re.compile(r"(?<![\w.}^_\\])(\d+)\s*\\[dtc]?frac\s*\{\s*(\d+)\s*\}\s*\{\s*(\d+)\s*\}")
+_MIXED_PLAIN_RE = re.compile(r"(?<![\w.}^_/\\])(\d+)\s+(\d+)/(\d+)(?![\d/.])")
+
+
+def _mixed(m: re.Match) -> str:
+    whole, num, den = m.group(1), int(m.group(2)), int(m.group(3))
+    if not 0 < num < den:
+        return m.group(0)
+    return "(" + whole + "+\\frac{" + str(num) + "}{" + str(den) + "})"
+
+
+def _mixed_numbers(text: str) -> str:
+    if "/" not in text and "frac" not in text:
+        return text
+    return _MIXED_PLAIN_RE.sub(_mixed, _MIXED_LATEX_RE.sub(_mixed, text))
+
+
 def _thousands(text: str) -> str:
     if not any(c.isdigit() for c in text):
         return text
@@ -165,7 +182,7 @@ def _units(text: str) -> str:
         return text
     tail = text[m.start() :]
     if _UNIT_TAIL_RE.fullmatch(tail) and not _CONNECTIVE_WORD_RE.search(tail):
-        return text[: m.start()].rstrip()
+        return _TRAIL_RE.sub("", text[: m.start()])
     return text[: m.start()] + _TEXT_GROUP_RE.sub(lambda g: g.group(1), tail)
 
 
@@ -176,7 +193,7 @@ def verifier_input(text: str) -> str:
     t = text.replace("\r", " ").replace("\n", " ").replace("\t", " ")
     if any(ord(c) > 127 for c in t):
         t = _UNICODE_RE.sub(lambda m: _UNICODE[m.group()], t)
-    t = t.replace("**", " ").strip()
+    t = t.replace("**", " ").replace("\\varnothing", "\\emptyset").strip()
     t = _first_sentence(_math_pieces(t))
     t = _unbox(t).strip()
     for _ in range(2):
@@ -186,7 +203,7 @@ def verifier_input(text: str) -> str:
     t = _TRAIL_RE.sub("", t)
     while t.endswith("\\") and not t.endswith("\\\\"):
         t = _TRAIL_RE.sub("", t[:-1])
-    t = _thousands(t)
+    t = _mixed_numbers(_thousands(t))
     percent = _PERCENT_RE.search(t)
     suffix = ""
     if percent and t[: percent.start()].strip():
