@@ -132,3 +132,16 @@ def test_boxed_and_answer_line_get_the_same_verdict(pool_for_properties, answer,
     assert len(verdicts) == 1, (answer, gold, verdicts)
     if same:
         assert verdicts == {"correct"}
+
+
+def test_accuracy_benchmark_table(results):
+    """benchmarks/bench_reward_accuracy.py's table, on these results: every form at 100%."""
+    import runpy
+
+    bench = runpy.run_path(os.path.join(os.path.dirname(HERE), "benchmarks", "bench_reward_accuracy.py"))
+    rows = [{**c, "got": bool(results[c["id"]]["acc"])} for c in CASES]
+    text = bench["table"](rows)
+    lines = [line for line in text.splitlines() if line.startswith("| ") and "%" in line]
+    assert [line.split("|")[1].strip() for line in lines] == [
+        "boxed", "answer_line", "multi_box", "none", "tag: hedged", "tag: prefix", "tag: thousands", "**all**"]
+    assert all("| 100.0% | 0 | 0 |" in line for line in lines), text

@@ -19,15 +19,16 @@ import re
 from decimal import Decimal
 from fractions import Fraction
 from numbers import Integral, Real
-from typing import Any, NamedTuple, Optional
+from typing import Any, Iterator, NamedTuple, Optional
 
 from verl_ebpo.rewards.normalize import is_connector
 
-_BOX_RE = re.compile(r"\\?(?:boxed|fbox)\s*\{")  # also a box that lost its backslash (`\\beginboxed{`)
+_BOX_RE = re.compile(r"\\?(?:boxed|fbox)\s*\{")  # also a box that lost its backslash (`\beginboxed{`)
+_BOX_AT_RE = re.compile(r"(?:boxed|fbox)\s*\{")
 _BRACE_TOKEN_RE = re.compile(r"\\.|[{}]", re.DOTALL)
-# verl's math_dapo uses r"(?i)Answer\s*:\s*([^\n]+)"; the text after the colon is cut by hand (a regex
-# tail like `\s*([^\n]*\S)` backtracks quadratically on long runs of spaces).
-_ANSWER_RE = re.compile(r"(?i)answer\s*(?:\*\*\s*)?:")  # also `**Answer**:`
+# verl's math_dapo uses r"(?i)Answer\s*:\s*([^\n]+)"; here the colons are walked back by hand (faster than a
+# case-insensitive scan of the whole output) and the text after the colon is cut by hand (a regex tail like
+# `\s*([^\n]*\S)` backtracks quadratically on long runs of spaces).
 # Markup that may come between the start of a sentence and `Answer:` (`**Final Answer:**`, `> ### Answer:`).
 _MARKUP = " \t*#>_"
 
@@ -37,8 +38,8 @@ class Extracted(NamedTuple):
     text: str
 
 
-def _balanced_from(s: str, start: int) -> Optional[str]:
-    """Text from `start` (just after a `{`) to its matching `}`; None if it never closes. Linear time."""
+def _close_index(s: str, start: int) -> Optional[int]:
+    """Index of the `}` matching the `{` just before `start`; None if it never closes. Linear time."""
     depth = 1
     for m in _BRACE_TOKEN_RE.finditer(s, start):
         tok = m.group()
@@ -47,65 +48,81 @@ def _balanced_from(s: str, start: int) -> Optional[str]:
         elif tok == "}":
             depth -= 1
             if depth == 0:
-                return s[start : m.start()]
-        # else an escaped character (`\{`, `\}`, `\\`, ...): does not count
+                return m.start()
+        # else an escaped character (`\\{`, `\\}`, `\\\\`, ...): does not count
     return None
 
 
-def last_boxed(s: str) -> Optional[str]:
-    """Content of the last `\\boxed{...}`/`\\fbox{...}` in `s`, or None (none, or its braces never close)."""
-    last = None
-    for last in _BOX_RE.finditer(s):
-        pass
-    if last is None:
-        return None
-    return _balanced_from(s, last.end())
+def _balanced_from(s: str, start: int) -> Optional[str]:
+    """Text from `start` (just after a `{`) to its matching `}`; None if it never closes. Linear time."""
+    end = _close_index(s, start)
+    return None if end is None else s[start:end]
 
 
 class _Box(NamedTuple):
-    start: int  # of the backslash
+    start: int  # of the command (its backslash, if it has one)
     content_start: int
     end: int  # index of the closing brace
 
 
+def _openers_before(s: str, pos: int) -> Iterator[tuple[int, int]]:
+    """(start, content start) of the box openers that start before `pos`, the last first. Each character is
+    searched once over the whole walk (`rfind`)."""
+    while pos > 0:
+        i = max(s.rfind("boxed", 0, pos), s.rfind("fbox", 0, pos))
+        if i < 0:
+            return
+        m = _BOX_AT_RE.match(s, i)
+        if m is not None:
+            yield (i - 1 if i > 0 and s[i - 1] == "\\" else i), m.end()
+        pos = i
+
+
 def final_boxes(s: str) -> Optional[tuple[int, list[str]]]:
     """(end of the last box, contents of the final boxes in order) or None: no box, or the last box never
-    closes. Contents are stripped; empty ones and repeats are dropped. Linear time."""
-    openers = list(_BOX_RE.finditer(s))
-    if not openers:
+    closes. Contents are stripped; empty ones and repeats are dropped.
+
+    Walks back from the last box: an earlier box that encloses the current first one replaces it
+    (`\\boxed{\\boxed{3}}`); one that ends before it joins the list when only connectors lie between; anything
+    else ends the list."""
+    openers = _openers_before(s, len(s))
+    last = next(openers, None)
+    if last is None:
         return None
-    close: dict[int, int] = {}
-    stack: list[int] = []
-    for m in _BRACE_TOKEN_RE.finditer(s, openers[0].end() - 1):
-        tok = m.group()
-        if tok == "{":
-            stack.append(m.start())
-        elif tok == "}" and stack:
-            close[stack.pop()] = m.start()
-    if openers[-1].end() - 1 not in close:
+    end = _close_index(s, last[1])
+    if end is None:
         return None  # the last box never closes (a truncated output)
-    top: list[_Box] = []  # boxes not inside another box, in order
-    for m in openers:
-        end = close.get(m.end() - 1)
-        if end is None or (top and m.start() < top[-1].end):
-            continue
-        top.append(_Box(m.start(), m.end(), end))
-    run = [top[-1]]
-    for box in reversed(top[:-1]):
-        if not is_connector(s[box.end + 1 : run[0].start]):
+    run = [_Box(last[0], last[1], end)]
+    for start, content_start in openers:
+        close = _close_index(s, content_start)
+        if close is None:
             break
-        run.insert(0, box)
+        first = run[0]
+        if close > first.end and len(run) == 1:  # encloses the final box
+            run[0] = _Box(start, content_start, close)
+        elif close < first.start and is_connector(s[close + 1 : first.start]):
+            run.insert(0, _Box(start, content_start, close))
+        elif close > first.start:  # inside a box of the list (a nested box): not a separate answer
+            continue
+        else:
+            break
     contents: list[str] = []
     for box in run:
         text = s[box.content_start : box.end].strip()
         while True:  # `\\boxed{\\boxed{3}}`: the inner box is the answer
             inner = _BOX_RE.match(text)
-            if inner is None or _balanced_from(text, inner.end()) != text[inner.end() : -1]:
+            if inner is None or _close_index(text, inner.end()) != len(text) - 1:
                 break
             text = text[inner.end() : -1].strip()
         if text and text not in contents:
             contents.append(text)
-    return top[-1].end, contents
+    return run[-1].end, contents
+
+
+def last_boxed(s: str) -> Optional[str]:
+    """Content of the last `\\boxed{...}`/`\\fbox{...}` in `s`, or None (none, or its braces never close)."""
+    last = next(_openers_before(s, len(s)), None)
+    return None if last is None else _balanced_from(s, last[1])
 
 
 def _starts_sentence(s: str, pos: int) -> bool:
@@ -122,11 +139,21 @@ def _starts_sentence(s: str, pos: int) -> bool:
 
 
 def _last_answer(s: str) -> Optional[tuple[int, bool, str]]:
-    """(position of `Answer:`, whether it starts its line, the text after it) of the last `Answer:` followed
-    by some text (the answer may start on the next line), or None."""
-    matches = list(_ANSWER_RE.finditer(s))
-    for m in reversed(matches):
-        rest = s[m.end() :].lstrip()
+    """(position of `Answer:`, whether it starts a line or sentence, the text after it) of the last `Answer:`
+    (also `Answer**:`; any case) followed by some text (the answer may start on the next line), or None.
+    Walks back over the colons; each character is looked at a bounded number of times."""
+    pos = len(s)
+    while True:
+        colon = s.rfind(":", 0, pos)
+        if colon < 0:
+            return None
+        pos = colon
+        k = colon
+        while k > 0 and s[k - 1] in " \t\r\n*" and colon - k < 64:
+            k -= 1
+        if s[max(0, k - 6) : k].lower() != "answer":
+            continue
+        rest = s[colon + 1 :].lstrip()
         if rest.startswith("**"):  # `**Answer:** 7`
             rest = rest.lstrip("*").lstrip()
         nl = rest.find("\n")
@@ -137,8 +164,7 @@ def _last_answer(s: str) -> Optional[tuple[int, bool, str]]:
                 if end > 0:
                     text = rest[: end + len(closer)].strip()
         if text:
-            return m.start(), _starts_sentence(s, m.start()), text
-    return None
+            return k - 6, _starts_sentence(s, k - 6), text
 
 
 def last_answer_line(s: str) -> Optional[str]:

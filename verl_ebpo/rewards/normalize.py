@@ -79,6 +79,8 @@ _TRAIL_RE = re.compile(r"(?:\s|[.,;]|\\[,;:! ]|\\quad|\\qquad|\\\\|~)+$")
 _SEP = r"(?:\\[,;: ]|~|\\thinspace|\\medspace| )"
 _THOUSANDS_RE = re.compile(r"(?<![\d.,{}^_a-zA-Z\\])(\d{1,3})((?:" + _SEP + r"\d{3})+)(?![\d}])")
 _SEP_RE = re.compile(_SEP)
+_DIGIT_RE = re.compile(r"\d")
+_DOLLAR_RE = re.compile(r"(?<!\\)\$")
 # What math-verify's unit rule looks at (after it maps \mathrm, \textbf, ... to \text).
 _TEXT_CMD_RE = re.compile(r"\\(?:text(?:normal|bf|it|rm)?|math(?:rm|it|bf)|mbox)\{")
 _ENDS_LIKE_UNIT_RE = re.compile(r"\}(?:\^\d|\{\^\d\})?$")
@@ -132,7 +134,7 @@ def _math_pieces(text: str) -> str:
     prose += [text[a.end() : b.start()] for a, b in zip(pieces, pieces[1:])]
     prose.append(text[pieces[-1].end() :])
     whole = _DELIM_RE.sub(lambda m: " " + next(g for g in m.groups() if g is not None) + " ", text)
-    if any(any(c.isdigit() for c in p) for p in prose):
+    if any(_DIGIT_RE.search(p) for p in prose):
         return whole  # numbers outside the math: all of it is the answer
     if not all(is_connector(p) for p in prose[1:-1]):
         return whole  # math pieces separated by words: ambiguous, all of it is the answer
@@ -147,7 +149,7 @@ def _first_sentence(text: str) -> str:
     for m in _SENTENCE_END_RE.finditer(text):
         head, rest = text[: m.start()], text[m.end() :]
         if head.count("{") == head.count("}"):
-            return head if not any(c.isdigit() for c in rest) else text
+            return head if not _DIGIT_RE.search(rest) else text
     return text
 
 
@@ -170,7 +172,7 @@ def _mixed_numbers(text: str) -> str:
 
 
 def _thousands(text: str) -> str:
-    if not any(c.isdigit() for c in text):
+    if " " not in text and "\\" not in text and "~" not in text:
         return text
     return _THOUSANDS_RE.sub(lambda m: m.group(1) + _SEP_RE.sub("", m.group(2)), text)
 
@@ -191,7 +193,7 @@ def verifier_input(text: str) -> str:
     """The string handed to math-verify's `parse` for an extracted answer or a ground truth: one inline
     formula `$...$` (a percent sign after it). Total: never raises on a str."""
     t = text.replace("\r", " ").replace("\n", " ").replace("\t", " ")
-    if any(ord(c) > 127 for c in t):
+    if not t.isascii():
         t = _UNICODE_RE.sub(lambda m: _UNICODE[m.group()], t)
     t = t.replace("**", " ").replace("\\varnothing", "\\emptyset").strip()
     t = _first_sentence(_math_pieces(t))
@@ -199,7 +201,7 @@ def verifier_input(text: str) -> str:
     for _ in range(2):
         t = _LEAD_PHRASE_RE.sub("", t)
         t = _LEAD_TEXT_RE.sub("", t)
-    t = re.sub(r"(?<!\\)\$", " ", t)  # a stray dollar (e.g. the literal `$Answer` template)
+    t = _DOLLAR_RE.sub(" ", t)  # a stray dollar (e.g. the literal `$Answer` template)
     t = _TRAIL_RE.sub("", t)
     while t.endswith("\\") and not t.endswith("\\\\"):
         t = _TRAIL_RE.sub("", t[:-1])
