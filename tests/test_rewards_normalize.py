@@ -73,7 +73,10 @@ def test_verifier_input_is_total_and_one_formula(text):
 
 
 def test_verifier_input_is_fast_on_long_text():
-    for text in ["$" * 5000, "\\text{" * 3000 + "}", "1 " * 5000, "\\boxed{" * 3000, "a. B" * 3000, "$a$ " * 2000]:
+    # each of these once took seconds to minutes (a quadratic or exponential regex, a rescan per box)
+    for text in ["$" * 5000, "\\text{" * 3000 + "}", "1 " * 5000, "\\boxed{" * 3000, "a. B" * 3000, "$a$ " * 2000,
+                 "a" + " " * 20000 + "b", "1" + " " * 20000 + "%x", "x" + "\\, " * 5000, "5 " + "\\text{a} " * 3000 + "}",
+                 "5 \\text{a}" + " " * 20000 + "}", "\\" * 20001, "2\\frac{1}{3}" * 3000, "1/2 " * 5000]:
         t = time.perf_counter()
         verifier_input(text)
         assert time.perf_counter() - t < 2.0
@@ -172,3 +175,15 @@ def test_options_validate_and_name_the_key():
             RewardOptions(**bad)
     with pytest.raises(ValueError, match="unknown"):
         RewardOptions.from_mapping({"timout": 3})
+
+
+_TOKENS = [" ", "  ", "\\text{a}", "\\text{ cm}", "}", "{", "$", "$$", ".", ". A", "\\,", "\\quad", "1", "000", "or",
+           "and", ",", "\\boxed{", "\\%", "%", "/", "\\frac{1}{2}", "^2", "x =", "\\(", "\\)", "**", "\\\\", "\n"]
+
+
+@settings(max_examples=200, deadline=None)
+@given(st.lists(st.sampled_from(_TOKENS), max_size=400).map("".join))
+def test_verifier_input_stays_fast_on_latex_like_text(text):
+    t = time.perf_counter()
+    verifier_input.__wrapped__(text)
+    assert time.perf_counter() - t < 1.0

@@ -74,7 +74,7 @@ _LEAD_PHRASE_RE = re.compile(
 _LEAD_TEXT_RE = re.compile(
     r"^\\text(?:normal|bf|it|rm)?\s*\{\s*(?:the\s+)?(?:final\s+)?answer\s*(?:is)?\s*:?\s*\}\s*", re.IGNORECASE
 )
-_TRAIL_RE = re.compile(r"(?:\s|[.,;]|\\[,;:! ]|\\quad|\\qquad|\\\\|~)+$")
+_TRAIL_COMMANDS = ("\\qquad", "\\quad", "\\\\", "\\,", "\\;", "\\:", "\\!")
 # Thousands separated by a thin space (`\,`), other LaTeX spaces, `~` or a plain space: groups of 3 digits.
 _SEP = r"(?:\\[,;: ]|~|\\thinspace|\\medspace| )"
 _THOUSANDS_RE = re.compile(r"(?<![\d.,{}^_a-zA-Z\\])(\d{1,3})((?:" + _SEP + r"\d{3})+)(?![\d}])")
@@ -85,14 +85,10 @@ _DOLLAR_RE = re.compile(r"(?<!\\)\$")
 _TEXT_CMD_RE = re.compile(r"\\(?:text(?:normal|bf|it|rm)?|math(?:rm|it|bf)|mbox)\{")
 _ENDS_LIKE_UNIT_RE = re.compile(r"\}(?:\^\d|\{\^\d\})?$")
 _TEXT_GROUP_RE = re.compile(r"\\(?:text(?:normal|bf|it|rm)?|math(?:rm|it|bf)|mbox)\s*\{([^{}]*)\}")
-_UNIT_TAIL_RE = re.compile(
-    r"(?:\s*(?:/|\\cdot|\\times)?\s*\\(?:text(?:normal|bf|it|rm)?|math(?:rm|it|bf)|mbox)\s*\{[^{}\d]*\}"
-    r"(?:\s*\^\s*(?:\d|\{\d\}|\\circ|\{\\circ\}))?)+\s*"
-)
+_UNIT_GROUP = r"\\(?:text(?:normal|bf|it|rm)?|math(?:rm|it|bf)|mbox)\{[^{}\d]*\}(?:\^(?:\d|\{\d\}|\\circ|\{\\circ\}))?"
+_UNIT_TAIL_RE = re.compile(_UNIT_GROUP + r"(?:\s*(?:(?:/|\\cdot|\\times)\s*)?" + _UNIT_GROUP + r")*")
 _CONNECTIVE_WORD_RE = re.compile(r"\b(?:or|and)\b", re.IGNORECASE)
-_PERCENT_RE = re.compile(
-    r"\s*(?:\\%|%|\\text\s*\{\s*(?:percent|percentage|pct)\s*\}|\b(?:percent|percentage|pct)\b)\s*$", re.IGNORECASE
-)
+_PERCENT_RE = re.compile(r"(?:\\%|%|\\text\{ ?(?:percent|percentage|pct) ?\}|\b(?:percent|percentage|pct))$", re.IGNORECASE)
 
 
 def _unbox(text: str) -> str:
@@ -177,14 +173,30 @@ def _thousands(text: str) -> str:
     return _THOUSANDS_RE.sub(lambda m: m.group(1) + _SEP_RE.sub("", m.group(2)), text)
 
 
+def _strip_end(text: str) -> str:
+    """Drop sentence punctuation, spaces and spacing commands at the end (a loop, not a `(...)+$` regex,
+    which is quadratic on long runs)."""
+    while True:
+        t = text.rstrip(" .,;~")
+        for command in _TRAIL_COMMANDS:
+            if t.endswith(command):
+                t = t[: -len(command)]
+                break
+        if t.endswith("\\") and not t.endswith("\\\\"):  # `\ ` (a spacing command) or a lone backslash
+            t = t[:-1]
+        if t == text:
+            return t
+        text = t
+
+
 def _units(text: str) -> str:
     """Keep math-verify's unit rule from dropping anything but a unit (see the module doc)."""
     m = _TEXT_CMD_RE.search(text)
     if m is None or not text[: m.start()].strip() or not _ENDS_LIKE_UNIT_RE.search(text):
         return text
     tail = text[m.start() :]
-    if _UNIT_TAIL_RE.fullmatch(tail) and not _CONNECTIVE_WORD_RE.search(tail):
-        return _TRAIL_RE.sub("", text[: m.start()])
+    if len(tail) <= 200 and _UNIT_TAIL_RE.fullmatch(tail) and not _CONNECTIVE_WORD_RE.search(tail):
+        return _strip_end(text[: m.start()])
     return text[: m.start()] + _TEXT_GROUP_RE.sub(lambda g: g.group(1), tail)
 
 
@@ -201,14 +213,11 @@ def verifier_input(text: str) -> str:
     for _ in range(2):
         t = _LEAD_PHRASE_RE.sub("", t)
         t = _LEAD_TEXT_RE.sub("", t)
-    t = _DOLLAR_RE.sub(" ", t)  # a stray dollar (e.g. the literal `$Answer` template)
-    t = _TRAIL_RE.sub("", t)
-    while t.endswith("\\") and not t.endswith("\\\\"):
-        t = _TRAIL_RE.sub("", t[:-1])
+    t = _strip_end(_DOLLAR_RE.sub(" ", t))  # a stray dollar (e.g. the literal `$Answer` template)
     t = _mixed_numbers(_thousands(t))
-    percent = _PERCENT_RE.search(t)
     suffix = ""
+    percent = _PERCENT_RE.search(t, max(0, len(t) - 24))
     if percent and t[: percent.start()].strip():
         t, suffix = t[: percent.start()], "\\%"
-    t = _TRAIL_RE.sub("", _units(t))
+    t = _strip_end(_units(t))
     return "$" + t.strip() + "$" + suffix
