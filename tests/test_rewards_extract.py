@@ -74,6 +74,11 @@ def test_extraction_cases(text, expected):
         "answer:" * 17_000,
         "\\" * 120_000,
         "Answer: " + "x" * 120_000,
+        "\\boxed{1}, " * 20_000,  # a list of 20k boxes (walked back once)
+        ", ".join(f"\\boxed{{{i}}}" for i in range(20_000)),
+        "\\boxed{} " * 20_000,
+        "boxed{1} " * 20_000,
+        "a:" * 60_000,  # many colons, none after "answer"
     ],
 )
 def test_extraction_is_fast_on_adversarial_text(text):

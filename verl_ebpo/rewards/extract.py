@@ -66,16 +66,17 @@ class _Box(NamedTuple):
 
 
 def _openers_before(s: str, pos: int) -> Iterator[tuple[int, int]]:
-    """(start, content start) of the box openers that start before `pos`, the last first. Each character is
-    searched once over the whole walk (`rfind`)."""
-    while pos > 0:
-        i = max(s.rfind("boxed", 0, pos), s.rfind("fbox", 0, pos))
+    """(start, content start) of the box openers that start before `pos`, the last first. Each needle is
+    searched for once over the whole walk (`rfind`, remembered until passed)."""
+    found = {needle: s.rfind(needle, 0, pos) for needle in ("boxed", "fbox")}
+    while True:
+        needle, i = max(found.items(), key=lambda item: item[1])
         if i < 0:
             return
+        found[needle] = s.rfind(needle, 0, i)
         m = _BOX_AT_RE.match(s, i)
         if m is not None:
             yield (i - 1 if i > 0 and s[i - 1] == "\\" else i), m.end()
-        pos = i
 
 
 def final_boxes(s: str) -> Optional[tuple[int, list[str]]]:
@@ -92,31 +93,34 @@ def final_boxes(s: str) -> Optional[tuple[int, list[str]]]:
     end = _close_index(s, last[1])
     if end is None:
         return None  # the last box never closes (a truncated output)
-    run = [_Box(last[0], last[1], end)]
+    run = [_Box(last[0], last[1], end)]  # the last box first
     for start, content_start in openers:
         close = _close_index(s, content_start)
         if close is None:
             break
-        first = run[0]
+        first = run[-1]
         if close > first.end and len(run) == 1:  # encloses the final box
             run[0] = _Box(start, content_start, close)
         elif close < first.start and is_connector(s[close + 1 : first.start]):
-            run.insert(0, _Box(start, content_start, close))
+            run.append(_Box(start, content_start, close))
         elif close > first.start:  # inside a box of the list (a nested box): not a separate answer
             continue
         else:
             break
+    final_end = run[0].end
     contents: list[str] = []
-    for box in run:
+    seen: set[str] = set()
+    for box in reversed(run):
         text = s[box.content_start : box.end].strip()
         while True:  # `\\boxed{\\boxed{3}}`: the inner box is the answer
             inner = _BOX_RE.match(text)
             if inner is None or _close_index(text, inner.end()) != len(text) - 1:
                 break
             text = text[inner.end() : -1].strip()
-        if text and text not in contents:
+        if text and text not in seen:
+            seen.add(text)
             contents.append(text)
-    return run[-1].end, contents
+    return final_end, contents
 
 
 def last_boxed(s: str) -> Optional[str]:
