@@ -250,3 +250,24 @@ def test_verifiers_exit_when_their_parent_is_killed():
     proc.wait(timeout=10)
     # An idle verifier sees EOF on its pipe; a busy one notices its parent is gone (it checks twice a second)
     assert wait_gone(pids, within=15) == []
+
+
+def test_the_verifier_is_the_callers_own_copy(tmp_path):
+    """A verifier started from a directory that holds another `verl_ebpo` (a child `python -c` has the
+    working directory first on its path) still runs the caller's worker, not that one."""
+    other = tmp_path / "elsewhere"
+    (other / "verl_ebpo" / "rewards").mkdir(parents=True)
+    (other / "verl_ebpo" / "__init__.py").write_text("")
+    (other / "verl_ebpo" / "rewards" / "__init__.py").write_text("")
+    (other / "verl_ebpo" / "rewards" / "_worker.py").write_text("import sys\nsys.exit(3)\n")
+    script = tmp_path / "score_one.py"
+    script.write_text(
+        "from verl_ebpo.rewards import compute_score, shutdown\n"
+        "print(compute_score('x', r'\\boxed{\\frac{1}{2}}', '0.5')['verdict'])\n"
+        "shutdown()\n"
+    )
+    root = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+    env = dict(os.environ, PYTHONPATH=root)
+    out = subprocess.run([sys.executable, str(script)], cwd=other, env=env, capture_output=True, text=True, timeout=300)
+    assert out.returncode == 0, out.stderr[-2000:]
+    assert out.stdout.strip() == "correct"

@@ -5,9 +5,9 @@
         --out-md table.md --out-json scores.json
 
 - Each answer is judged by this package's reward, `verl_ebpo.rewards.compute_score` (the one the runs are
-  trained with; imported only here), or by `--scorer module:function` with the same signature.
-  An answer is correct when the result's `acc` is true (or, for a plain number / a dict without `acc`,
-  when the score is > 0).
+  trained with), or by `--scorer module:function` with the same signature. Whether a result means
+  "correct" is `verl_ebpo.rewards.is_correct`, as in training and `label-difficulty`: the result's `acc`
+  when it has one, else score > 0; a result with neither is an error.
 - Pass@1 of a benchmark = 100 x the mean over problems of (correct samples / samples of that problem).
 - Every problem must have the protocol's k samples (16; 4 for OlympiadBench; `--samples` to change) and
   every benchmark file row must be there once: a mismatch is an error unless --allow-partial.
@@ -26,10 +26,12 @@ import sys
 from collections import defaultdict
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
-from typing import Any, Callable, Optional
+from typing import Callable, Optional
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 from benchmarks import BENCHMARKS, METHOD_TITLES, METHODS, MODEL_TITLES, SAMPLES, TITLES, parse_mapping  # noqa: E402
+
+from verl_ebpo.rewards.score import is_correct  # noqa: E402  (the verdict training uses; one definition)
 
 PAPER_RESULTS = Path(__file__).resolve().parent / "paper_results.json"
 DEFAULT_SCORER = "verl_ebpo.rewards:compute_score"
@@ -45,14 +47,6 @@ def load_scorer(spec: str) -> Callable:
     if not sep or not module or not name:
         raise ScoreError(f"--scorer takes module:function, got {spec!r}")
     return getattr(importlib.import_module(module), name)
-
-
-def is_correct(result: Any) -> bool:
-    if isinstance(result, dict):
-        if "acc" in result:
-            return bool(result["acc"])
-        return float(result["score"]) > 0
-    return float(result) > 0
 
 
 def read_generations(path: str) -> list[dict]:

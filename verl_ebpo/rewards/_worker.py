@@ -6,8 +6,13 @@ the parent kills the process if no answer comes back shortly after that (hard bo
 
 Protocol (pickled tuples over two pipes):
   child  -> parent: ("ready", pid)
-  parent -> child : (job_id, gold_texts, pred_text, pred_kind, timeout_s)
+  parent -> child : (job_id, gold_inputs, pred_input, pred_kind, timeout_s)
   child  -> parent: (job_id, verdict, recycle)   verdict in {"correct", "wrong", "timeout", "error"}
+
+gold_inputs and pred_input are already `verl_ebpo.rewards.normalize.verifier_input` strings: one inline
+formula each. They are all read the same way (pred_kind is only part of the job's identity): math-verify's
+LaTeX extraction with `extraction_mode="first_match"`, so the one formula is parsed whole or not at all (no
+number picked out of it); an unparsed answer is compared as a string.
 It exits on EOF (the parent closed its end or died) and, mid-job, when its parent process is gone.
 """
 
@@ -29,27 +34,40 @@ def _on_alarm(signum, frame):
     raise _Deadline()
 
 
-def _wrap(text: str) -> str:
-    # math-verify reads `$...$` best (e.g. `10\%` inside `\boxed{}` is left as a string); a newline or an
-    # unescaped `$` inside does not fit the inline-math pattern, so those go in a `\boxed{}`.
-    text = text.replace("\n", " ")
-    if "$" in text.replace("\\$", ""):
-        return "\\boxed{" + text + "}"
-    return "$" + text + "$"
-
-
 _WARM_UP = [
-    ("\\frac{1}{2}", "0.5"),
-    ("x^2+2x+1", "(x+1)^2"),
-    ("(1,2]", "(1, 2]"),
-    ("\\{1,2\\}", "\\{2,1\\}"),
-    ("(3,-1)", "\\left(3, -1\\right)"),
-    ("2\\sqrt{3}", "\\sqrt{12}"),
-    ("\\frac{\\pi}{3}", "\\pi/3"),
-    ("5", "x=5"),
-    ("\\begin{pmatrix}1\\\\2\\end{pmatrix}", "\\begin{pmatrix}1\\\\2\\end{pmatrix}"),
-    ("\\text{(B)}", "B"),
+    ("$\\frac{1}{2}$", "$0.5$"),
+    ("$x^2+2x+1$", "$(x+1)^2$"),
+    ("$(1,2]$", "$(1, 2]$"),
+    ("$\\{1,2\\}$", "$\\{2,1\\}$"),
+    ("$(3,-1)$", "$\\left(3, -1\\right)$"),
+    ("$2\\sqrt{3}$", "$\\sqrt{12}$"),
+    ("$\\frac{\\pi}{3}$", "$\\pi/3$"),
+    ("$5$", "$x=5$"),
+    ("$\\begin{pmatrix}1\\\\2\\end{pmatrix}$", "$\\begin{pmatrix}1\\\\2\\end{pmatrix}$"),
+    ("$\\text{(B)}$", "$B$"),
+    ("$10$\\%", "$0.1$"),
+    ("$x \\geq 5$", "$5$"),
 ]
+
+
+def _exact_numbers_differ(gold, pred) -> bool:
+    """True when both are exact numbers (no decimals, no percent) that differ: math-verify compares numbers
+    after rounding to 6 decimals, so `1/2004!` and `1/2005!`, or `2^{-99}` and `2^{-98}`, would be equal.
+    Compared at 60 significant digits; equal exact numbers agree there to far better than 1e-40."""
+    import sympy
+
+    try:
+        if not (isinstance(gold, sympy.Expr) and isinstance(pred, sympy.Expr)):
+            return False
+        if not (gold.is_number and pred.is_number):
+            return False
+        if any(e.has(sympy.Float, sympy.UnevaluatedExpr) for e in (gold, pred)):
+            return False
+        g, p = gold.evalf(60), pred.evalf(60)
+        scale = max(abs(g), abs(p))
+        return bool(scale > 0 and abs(g - p) > sympy.Float("1e-40") * scale)
+    except Exception:  # not comparable this way (zoo, nan, ...): leave math-verify's verdict alone
+        return False
 
 
 def _limit_growth(mem_mb: int) -> None:
@@ -95,23 +113,25 @@ def main(argv: list[str]) -> int:
     warnings.filterwarnings("ignore")
     logging.getLogger("math_verify").setLevel(logging.CRITICAL)
     logging.getLogger("latex2sympy2_extended").setLevel(logging.CRITICAL)
-    from math_verify import ExprExtractionConfig, LatexExtractionConfig, parse, verify
+    from math_verify import LatexExtractionConfig, parse, verify
 
-    config = (LatexExtractionConfig(boxed_match_priority=0), ExprExtractionConfig())
+    # Only the LaTeX extractor, and only its first (= the whole formula) match: see the module doc.
+    config = (LatexExtractionConfig(boxed_match_priority=-1),)
 
     @lru_cache(maxsize=8192)
     def parse_text(text: str):
-        return parse(text, config, parsing_timeout=None)
+        return parse(text, config, extraction_mode="first_match", parsing_timeout=None)
 
     @lru_cache(maxsize=16384)
-    def judge(golds: tuple, pred: str, kind: str) -> bool:
-        pred_parsed = parse_text(_wrap(pred) if kind == "boxed" else pred)
+    def judge(golds: tuple, pred: str) -> bool:
+        pred_parsed = parse_text(pred)
         if not pred_parsed:
             return False
         for gold in golds:
-            gold_parsed = parse_text(_wrap(gold))
-            if gold_parsed and verify(gold_parsed, pred_parsed, timeout_seconds=None):
-                return True
+            for g in parse_text(gold):
+                for p in pred_parsed:
+                    if verify(g, p, allow_set_relation_comp=True, timeout_seconds=None) and not _exact_numbers_differ(g, p):
+                        return True
         return False
 
     signal.signal(signal.SIGALRM, _on_alarm)
@@ -119,7 +139,7 @@ def main(argv: list[str]) -> int:
     # relations) load on first use and can take ~0.5 s, which must not count against the first answers.
     for gold, pred in _WARM_UP:
         try:
-            judge((gold,), pred, "boxed")
+            judge((gold,), pred)
         except Exception:  # pragma: no cover - warm-up is best effort
             pass
     judge.cache_clear()
@@ -141,7 +161,7 @@ def main(argv: list[str]) -> int:
         try:
             signal.setitimer(signal.ITIMER_REAL, max(float(timeout_s), 1e-3))
             try:
-                verdict = "correct" if judge(tuple(golds), pred, kind) else "wrong"
+                verdict = "correct" if judge(tuple(golds), pred) else "wrong"
             finally:
                 signal.setitimer(signal.ITIMER_REAL, 0)
         except _Deadline:

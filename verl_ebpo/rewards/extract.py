@@ -1,11 +1,16 @@
 """Answer extraction from a model's output: pure, linear-time string code (no math-verify here).
 
-- the LAST `\\boxed{...}` or `\\fbox{...}` (balanced braces; `\\{` and `\\}` do not count);
-- else the last `Answer: ...` line (the DAPO-Math prompt format, same pattern as verl's math_dapo);
-- else no answer.
+- The final boxes: the last `\\boxed{...}` or `\\fbox{...}` (balanced braces; `\\{` and `\\}` do not count),
+  together with the boxes right before it that are joined to it only by commas, `and`, `or`, spacing or math
+  delimiters (`the solutions are \\boxed{(2,2)} and \\boxed{(6,2)}`): one list answer. A box followed by
+  other words or a full stop is an intermediate result, not part of the final answer.
+- The last `Answer: ...` line (the DAPO-Math prompt format, same pattern as verl's math_dapo).
+- When both are there, the later one is the answer, but an `Answer:` only counts as coming after the boxes
+  when it starts a line or a sentence (`**Answer:**`, `... . Final Answer:`); "check the answer: ..." in
+  prose after a box does not replace the box. Else whichever is there; else no answer.
 
-Only the last box is considered: if its braces never close (a truncated output), there is no boxed answer
-and the `Answer:` line, if any, is used.
+If the last box's braces never close (a truncated output), there is no boxed answer and the `Answer:` line,
+if any, is used. What math-verify then reads is `verl_ebpo.rewards.normalize.verifier_input(text)`.
 """
 
 from __future__ import annotations
@@ -14,22 +19,27 @@ import re
 from decimal import Decimal
 from fractions import Fraction
 from numbers import Integral, Real
-from typing import Any, NamedTuple, Optional
+from typing import Any, Iterator, NamedTuple, Optional
 
-_BOX_RE = re.compile(r"\\(?:boxed|fbox)\s*\{")
+from verl_ebpo.rewards.normalize import is_connector
+
+_BOX_RE = re.compile(r"\\?(?:boxed|fbox)\s*\{")  # also a box that lost its backslash (`\beginboxed{`)
+_BOX_AT_RE = re.compile(r"(?:boxed|fbox)\s*\{")
 _BRACE_TOKEN_RE = re.compile(r"\\.|[{}]", re.DOTALL)
-# verl's math_dapo uses r"(?i)Answer\s*:\s*([^\n]+)"; the text after the colon is cut by hand (a regex
-# tail like `\s*([^\n]*\S)` backtracks quadratically on long runs of spaces).
-_ANSWER_RE = re.compile(r"(?i)answer\s*:")
+# verl's math_dapo uses r"(?i)Answer\s*:\s*([^\n]+)"; here the colons are walked back by hand (faster than a
+# case-insensitive scan of the whole output) and the text after the colon is cut by hand (a regex tail like
+# `\s*([^\n]*\S)` backtracks quadratically on long runs of spaces).
+# Markup that may come between the start of a sentence and `Answer:` (`**Final Answer:**`, `> ### Answer:`).
+_MARKUP = " \t*#>_"
 
 
 class Extracted(NamedTuple):
-    kind: str  # "boxed" | "answer_line"
+    kind: str  # "boxed" | "boxes" (several final boxes, joined with ", ") | "answer_line"
     text: str
 
 
-def _balanced_from(s: str, start: int) -> Optional[str]:
-    """Text from `start` (just after a `{`) to its matching `}`; None if it never closes. Linear time."""
+def _close_index(s: str, start: int) -> Optional[int]:
+    """Index of the `}` matching the `{` just before `start`; None if it never closes. Linear time."""
     depth = 1
     for m in _BRACE_TOKEN_RE.finditer(s, start):
         tok = m.group()
@@ -38,32 +48,134 @@ def _balanced_from(s: str, start: int) -> Optional[str]:
         elif tok == "}":
             depth -= 1
             if depth == 0:
-                return s[start : m.start()]
-        # else an escaped character (`\{`, `\}`, `\\`, ...): does not count
+                return m.start()
+        # else an escaped character (`\\{`, `\\}`, `\\\\`, ...): does not count
     return None
+
+
+def _balanced_from(s: str, start: int) -> Optional[str]:
+    """Text from `start` (just after a `{`) to its matching `}`; None if it never closes. Linear time."""
+    end = _close_index(s, start)
+    return None if end is None else s[start:end]
+
+
+class _Box(NamedTuple):
+    start: int  # of the command (its backslash, if it has one)
+    content_start: int
+    end: int  # index of the closing brace
+
+
+def _openers_before(s: str, pos: int) -> Iterator[tuple[int, int]]:
+    """(start, content start) of the box openers that start before `pos`, the last first. Each needle is
+    searched for once over the whole walk (`rfind`, remembered until passed)."""
+    found = {needle: s.rfind(needle, 0, pos) for needle in ("boxed", "fbox")}
+    while True:
+        needle, i = max(found.items(), key=lambda item: item[1])
+        if i < 0:
+            return
+        found[needle] = s.rfind(needle, 0, i)
+        m = _BOX_AT_RE.match(s, i)
+        if m is not None:
+            yield (i - 1 if i > 0 and s[i - 1] == "\\" else i), m.end()
+
+
+def final_boxes(s: str) -> Optional[tuple[int, list[str]]]:
+    """(end of the last box, contents of the final boxes in order) or None: no box, or the last box never
+    closes. Contents are stripped; empty ones and repeats are dropped.
+
+    Walks back from the last box: an earlier box that encloses the current first one replaces it
+    (`\\boxed{\\boxed{3}}`); one that ends before it joins the list when only connectors lie between; anything
+    else ends the list."""
+    openers = _openers_before(s, len(s))
+    last = next(openers, None)
+    if last is None:
+        return None
+    end = _close_index(s, last[1])
+    if end is None:
+        return None  # the last box never closes (a truncated output)
+    run = [_Box(last[0], last[1], end)]  # the last box first
+    for start, content_start in openers:
+        close = _close_index(s, content_start)
+        if close is None:
+            break
+        first = run[-1]
+        if close > first.end and len(run) == 1:  # encloses the final box
+            run[0] = _Box(start, content_start, close)
+        elif close < first.start and is_connector(s[close + 1 : first.start]):
+            run.append(_Box(start, content_start, close))
+        elif close > first.start:  # inside a box of the list (a nested box): not a separate answer
+            continue
+        else:
+            break
+    final_end = run[0].end
+    contents: list[str] = []
+    seen: set[str] = set()
+    for box in reversed(run):
+        text = s[box.content_start : box.end].strip()
+        while True:  # `\\boxed{\\boxed{3}}`: the inner box is the answer
+            inner = _BOX_RE.match(text)
+            if inner is None or _close_index(text, inner.end()) != len(text) - 1:
+                break
+            text = text[inner.end() : -1].strip()
+        if text and text not in seen:
+            seen.add(text)
+            contents.append(text)
+    return final_end, contents
 
 
 def last_boxed(s: str) -> Optional[str]:
     """Content of the last `\\boxed{...}`/`\\fbox{...}` in `s`, or None (none, or its braces never close)."""
-    last = None
-    for last in _BOX_RE.finditer(s):
-        pass
-    if last is None:
-        return None
-    return _balanced_from(s, last.end())
+    last = next(_openers_before(s, len(s)), None)
+    return None if last is None else _balanced_from(s, last[1])
+
+
+def _starts_sentence(s: str, pos: int) -> bool:
+    """Whether `Answer:` at `pos` starts a line or a sentence (`**Final Answer:**`, `... . Final Answer:`),
+    as opposed to prose like "check the answer: ..."."""
+    j = pos
+    while j > 0 and s[j - 1] in _MARKUP:
+        j -= 1
+    if s[max(0, j - 5) : j].lower() == "final":
+        j -= 5
+        while j > 0 and s[j - 1] in _MARKUP:
+            j -= 1
+    return j == 0 or s[j - 1] in "\n.!?"
+
+
+def _last_answer(s: str) -> Optional[tuple[int, bool, str]]:
+    """(position of `Answer:`, whether it starts a line or sentence, the text after it) of the last `Answer:`
+    (also `Answer**:`; any case) followed by some text (the answer may start on the next line), or None.
+    Walks back over the colons; each character is looked at a bounded number of times."""
+    pos = len(s)
+    while True:
+        colon = s.rfind(":", 0, pos)
+        if colon < 0:
+            return None
+        pos = colon
+        k = colon
+        while k > 0 and s[k - 1] in " \t\r\n*" and colon - k < 64:
+            k -= 1
+        if s[max(0, k - 6) : k].lower() != "answer":
+            continue
+        rest = s[colon + 1 :].lstrip()
+        if rest.startswith("**"):  # `**Answer:** 7`
+            rest = rest.lstrip("*").lstrip()
+        nl = rest.find("\n")
+        text = (rest if nl < 0 else rest[:nl]).strip()
+        for opener, closer in (("\\[", "\\]"), ("$$", "$$")):  # display math over several lines
+            if text.startswith(opener) and closer not in text[len(opener) :]:
+                end = rest.find(closer, len(opener), 2000)
+                if end > 0:
+                    text = rest[: end + len(closer)].strip()
+        if text:
+            return k - 6, _starts_sentence(s, k - 6), text
 
 
 def last_answer_line(s: str) -> Optional[str]:
     """Text after the last `Answer:` (case-insensitive; the answer may start on the next line) up to the
     end of its line, or None. The last `Answer:` followed by some text wins."""
-    ends = [m.end() for m in _ANSWER_RE.finditer(s)]
-    for end in reversed(ends):
-        rest = s[end:].lstrip()
-        nl = rest.find("\n")
-        text = (rest if nl < 0 else rest[:nl]).strip()
-        if text:
-            return text
-    return None
+    found = _last_answer(s)
+    return None if found is None else found[2]
 
 
 def extract_answer(solution: Any) -> Optional[Extracted]:
@@ -71,12 +183,16 @@ def extract_answer(solution: Any) -> Optional[Extracted]:
     s = to_text(solution)
     if not s:
         return None
-    boxed = last_boxed(s)
-    if boxed is not None and boxed.strip():
-        return Extracted("boxed", boxed.strip())
-    line = last_answer_line(s)
+    boxes = final_boxes(s)
+    line = _last_answer(s)
+    if boxes is not None and boxes[1]:
+        box_end, contents = boxes
+        if line is None or not (line[1] and line[0] > box_end):
+            if len(contents) == 1:
+                return Extracted("boxed", contents[0])
+            return Extracted("boxes", ", ".join(contents))
     if line is not None:
-        return Extracted("answer_line", line)
+        return Extracted("answer_line", line[2])
     return None
 
 
@@ -143,10 +259,10 @@ def _one_truth(x: Any, whole: Any) -> str:
     if not isinstance(x, str):
         raise ValueError(f"ground_truth must be a string or a number, got {type(x).__name__} {x!r}")
     s = to_text(x).strip()
-    if "\\boxed" in s or "\\fbox" in s:
-        inner = last_boxed(s)
-        if inner is not None and inner.strip():
-            s = inner.strip()
+    if "\\boxed" in s or "\\fbox" in s:  # a worked solution: its final boxes, read like a model's
+        boxes = final_boxes(s)
+        if boxes is not None and boxes[1]:
+            s = ", ".join(boxes[1])
     if not s:
         raise ValueError(f"ground_truth is empty: {whole!r}")
     return s

@@ -32,14 +32,21 @@ from typing import Optional
 logger = logging.getLogger(__name__)
 
 WORKER_MODULE = "verl_ebpo.rewards._worker"
-# A fresh interpreter that runs the worker module as __main__ with the parent's import path appended.
+# The parent's own copy of the worker, run by path: a child started from another directory (its `''` on
+# sys.path) or with another verl_ebpo installed must not run a different version of the protocol.
+_WORKER_FILE = os.path.join(os.path.dirname(os.path.abspath(__file__)), "_worker.py")
+# A fresh interpreter that runs the worker (a file path, or a module name) as __main__ with the parent's
+# import path appended.
 _BOOTSTRAP = (
     "import os, sys, runpy\n"
     "for p in os.environ.pop('VERL_EBPO_PARENT_SYS_PATH', '').split(os.pathsep):\n"
     "    if p and p not in sys.path:\n"
     "        sys.path.append(p)\n"
-    "module = sys.argv.pop(1)\n"
-    "runpy.run_module(module, run_name='__main__', alter_sys=True)\n"
+    "target = sys.argv.pop(1)\n"
+    "if target.endswith('.py'):\n"
+    "    runpy.run_path(target, run_name='__main__')\n"
+    "else:\n"
+    "    runpy.run_module(target, run_name='__main__', alter_sys=True)\n"
 )
 _PKG_ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
@@ -69,7 +76,8 @@ class _Worker:
         env["VERL_EBPO_PARENT_SYS_PATH"] = os.pathsep.join([p for p in sys.path if p] + [_PKG_ROOT])
         try:
             proc = subprocess.Popen(
-                [sys.executable, "-c", _BOOTSTRAP, module, str(r_job), str(w_res), str(memory_limit_mb)],
+                [sys.executable, "-c", _BOOTSTRAP, _WORKER_FILE if module == WORKER_MODULE else module,
+                 str(r_job), str(w_res), str(memory_limit_mb)],
                 pass_fds=(r_job, w_res),
                 stdin=subprocess.DEVNULL,
                 stdout=subprocess.DEVNULL,

@@ -3,18 +3,10 @@
     reward.custom_reward_function.path=pkg://verl_ebpo.rewards
     reward.custom_reward_function.name=compute_score
 
-Options come as keyword arguments, i.e. `+reward.custom_reward_function.reward_kwargs.KEY=VALUE`:
-
-| key              | default | effect |
-|------------------|---------|--------|
-| correct_score    | 1.0     | score of a correct answer |
-| wrong_score      | 0.0     | score of a wrong answer, a timeout, a too-long answer or a verifier error (DAPO: -1) |
-| no_answer_score  | None    | score when no answer can be extracted (a format penalty); None: `wrong_score` |
-| timeout          | 3.0     | seconds of verifier time per answer; past it the answer is wrong |
-| kill_grace       | 2.0     | extra seconds before a verifier process that ignores the timeout is killed |
-| processes        | 2       | verifier processes per calling process (each verl reward worker has its own) |
-| max_answer_chars | 1000    | a longer extracted answer is wrong without being parsed |
-| memory_limit_mb  | 4096    | how far a verifier process may grow (address space, MiB; Linux; 0: no limit) |
+Options come as keyword arguments, i.e. `+reward.custom_reward_function.reward_kwargs.KEY=VALUE`; they are
+declared once, in `RewardOptions` (`RewardOptions.markdown_table()` is the table in docs/reward.md).
+`is_correct` turns any scorer's result into the verdict training uses; the labelling and evaluation tools
+call it too.
 """
 
 from __future__ import annotations
@@ -26,7 +18,9 @@ from dataclasses import dataclass
 from typing import Any, Optional
 
 from verl_ebpo.rewards.extract import extract_answer, ground_truth_texts
+from verl_ebpo.rewards.normalize import verifier_input
 from verl_ebpo.rewards.pool import current_pool, get_pool
+from verl_ebpo.spec import Spec, option
 
 logger = logging.getLogger(__name__)
 
@@ -34,30 +28,63 @@ VERDICTS = ("correct", "wrong", "no_answer", "too_long", "timeout", "error")
 PRED_LOG_CHARS = 200
 # Keyword arguments verl's reward managers pass that this scorer has no use for.
 _VERL_EXTRA_KWARGS = frozenset({"reward_router_address", "reward_model_tokenizer"})
+_ANY = (-math.inf, math.inf)
+_POSITIVE = (0.0, math.inf)
+
+
+def _optional_finite(value: Any) -> Optional[float]:
+    if value is None:
+        return None
+    if isinstance(value, bool):
+        raise ValueError("must be a finite number or null")
+    try:
+        x = float(value)
+    except (TypeError, ValueError):
+        raise ValueError("must be a finite number or null") from None
+    if not math.isfinite(x):
+        raise ValueError("must be a finite number or null")
+    return x
 
 
 @dataclass(frozen=True)
-class RewardOptions:
-    correct_score: float = 1.0
-    wrong_score: float = 0.0
-    no_answer_score: Optional[float] = None
-    timeout: float = 3.0
-    kill_grace: float = 2.0
-    processes: int = 2
-    max_answer_chars: int = 1000
-    memory_limit_mb: int = 4096
+class RewardOptions(Spec):
+    PREFIX = "reward_kwargs"
 
-    def __post_init__(self):
-        for key in ("correct_score", "wrong_score", "no_answer_score"):
-            value = getattr(self, key)
-            if value is None and key == "no_answer_score":
-                continue
-            object.__setattr__(self, key, _finite(key, value))
-        object.__setattr__(self, "timeout", _positive(key="timeout", value=self.timeout))
-        object.__setattr__(self, "kill_grace", _positive(key="kill_grace", value=self.kill_grace))
-        object.__setattr__(self, "processes", _int(key="processes", value=self.processes, lo=1))
-        object.__setattr__(self, "max_answer_chars", _int(key="max_answer_chars", value=self.max_answer_chars, lo=1))
-        object.__setattr__(self, "memory_limit_mb", _int(key="memory_limit_mb", value=self.memory_limit_mb, lo=0))
+    correct_score: float = option(1.0, number=_ANY, doc="score of a correct answer")
+    wrong_score: float = option(
+        0.0,
+        number=_ANY,
+        doc="score of a wrong answer, a timeout, an over-long answer or a verifier error; `-1` for DAPO's ±1",
+    )
+    no_answer_score: Optional[float] = option(
+        None,
+        check=_optional_finite,
+        doc="score when no answer can be extracted (a format penalty, e.g. `-1`); `null`: `wrong_score`",
+    )
+    timeout: float = option(
+        3.0, number=_POSITIVE, lo_open=True, doc="wall-clock seconds of verifier time per answer; past it the answer is wrong"
+    )
+    kill_grace: float = option(
+        2.0, number=_POSITIVE, lo_open=True, doc="extra seconds before a verifier process that ignores its timeout is killed"
+    )
+    processes: int = option(
+        2,
+        number=(1, math.inf),
+        integer=True,
+        doc="verifier processes per calling process (each of verl's `reward.num_workers` has its own; ~60 MB each)",
+    )
+    max_answer_chars: int = option(
+        1000,
+        number=(1, math.inf),
+        integer=True,
+        doc="a longer extracted answer is wrong without being parsed (`verdict=too_long`)",
+    )
+    memory_limit_mb: int = option(
+        4096,
+        number=(0, math.inf),
+        integer=True,
+        doc="how much a verifier process may grow (address space, Linux; `0`: no limit)",
+    )
 
     def score_of(self, verdict: str) -> float:
         if verdict == "correct":
@@ -70,32 +97,25 @@ class RewardOptions:
 _OPTION_KEYS = frozenset(RewardOptions.__dataclass_fields__)
 
 
-def _finite(key: str, value: Any) -> float:
+def is_correct(result: Any) -> bool:
+    """Whether a scorer's result means a correct answer, as training reads it: a dict's `acc` when it has a
+    non-null one (what `compute_score` returns), else its `score` > 0; a bare number > 0. Anything else
+    (None, a dict with neither, a non-number score) is a ValueError naming the result: a broken scorer, not
+    a wrong answer."""
+    value = result
+    if isinstance(result, dict):
+        if result.get("acc") is not None:
+            return bool(result["acc"])
+        value = result.get("score")
+    if isinstance(value, bool):
+        return value
     try:
         x = float(value)
     except (TypeError, ValueError):
-        raise ValueError(f"reward_kwargs.{key} must be a number, got {value!r}") from None
-    if not math.isfinite(x):
-        raise ValueError(f"reward_kwargs.{key} must be finite, got {value!r}")
-    return x
-
-
-def _positive(key: str, value: Any) -> float:
-    x = _finite(key, value)
-    if x <= 0:
-        raise ValueError(f"reward_kwargs.{key} must be > 0 seconds, got {value!r}")
-    return x
-
-
-def _int(key: str, value: Any, lo: int) -> int:
-    if isinstance(value, bool) or not (isinstance(value, int) or (isinstance(value, float) and value.is_integer())):
-        try:
-            value = int(str(value))
-        except ValueError:
-            raise ValueError(f"reward_kwargs.{key} must be an integer, got {value!r}") from None
-    if int(value) < lo:
-        raise ValueError(f"reward_kwargs.{key} must be >= {lo}, got {value!r}")
-    return int(value)
+        raise ValueError(f"a scorer result needs 'acc' or a numeric 'score' (or is a number), got {result!r}") from None
+    if math.isnan(x):
+        raise ValueError(f"a scorer result's score is NaN: {result!r}")
+    return x > 0.0
 
 
 _options_cache: dict = {}
@@ -145,10 +165,16 @@ def judge(solution_str: Any, ground_truth: Any, options: Optional[RewardOptions]
     text = extracted.text
     if len(text) > opts.max_answer_chars:
         return "too_long", text
-    if text in golds:  # the very same string: no need to ask math-verify
+    try:
+        pred = verifier_input(text)
+    except Exception:  # pragma: no cover - pure string code; never let model output raise
+        logger.exception("verl_ebpo.rewards: answer normalisation failed (counted as an error)")
+        return "error", text
+    gold_inputs = [verifier_input(g) for g in golds]
+    if pred in gold_inputs:  # the very same formula: no need to ask math-verify
         return "correct", text
     pool = get_pool(opts.processes, opts.memory_limit_mb)
-    return pool.run(golds, text, extracted.kind, opts.timeout, opts.kill_grace), text
+    return pool.run(gold_inputs, pred, extracted.kind, opts.timeout, opts.kill_grace), text
 
 
 def compute_score(

@@ -495,18 +495,6 @@ def load_scorer(spec: str | None) -> Callable[..., Any]:
     return fn
 
 
-def is_correct(result: Any) -> bool:
-    """A scorer's verdict: dict with 'acc' (bool) or 'score' (> 0 = correct), or a number (> 0 = correct)."""
-    if isinstance(result, dict):
-        if "acc" in result and result["acc"] is not None:
-            return bool(result["acc"])
-        result = result.get("score", 0.0)
-    try:
-        return float(result) > 0.0
-    except (TypeError, ValueError):
-        return bool(result)
-
-
 def read_rollouts(path: str, num_rows: int, index_of: dict | None = None) -> dict[int, list[str]]:
     """{row: [response, ...]} from a JSONL file of {"index": ..., "response": ...} lines."""
     if not os.path.lexists(path):
@@ -586,6 +574,7 @@ def label_difficulty(
     if no_truth:
         raise _rows_error(f"have rollouts but no {ground_truth_field!r}", no_truth, n, "fix the input file")
     score = scorer or load_scorer(None)
+    from verl_ebpo.rewards.score import is_correct  # the verdict training uses (one definition)
 
     jobs = [(i, r) for i in sorted(answers) for r in answers[i]]
     correct = Counter()

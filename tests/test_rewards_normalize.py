@@ -1,0 +1,189 @@
+"""What math-verify is given for an answer (pure string code), the options' one declaration, and the one
+`is_correct` shared by training, `label-difficulty` and the evaluation script."""
+
+import math
+import os
+import re
+import time
+
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from verl_ebpo.rewards import RewardOptions, is_correct, verifier_input
+from verl_ebpo.rewards.normalize import is_connector
+
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+
+
+@pytest.mark.parametrize(
+    "text, expected",
+    [
+        ("42", "$42$"),
+        ("$\\frac{1}{2}$", "$\\frac{1}{2}$"),
+        ("\\(\\frac{1}{2}\\)", "$\\frac{1}{2}$"),
+        ("The answer is $5$.", "$5$"),  # prose without digits around the math is dropped
+        ("The final answer is 5", "$5$"),
+        ("$x=1$ or $x=2$", "$x=1, x=2$"),  # math joined by `or`: one list
+        ("$4$, or possibly $3$", "$4 , or possibly  3$"),  # joined by other words: all of it
+        ("5 (since $2+3=5$)", "$5 (since  2+3=5 )$"),  # digits outside the math: all of it
+        ("42. I hope it is correct.", "$42$"),
+        ("4. Or maybe 5.", "$4. Or maybe 5$"),
+        ("**42**", "$42$"),
+        ("$42", "$42$"),  # the literal `$Answer` of the DAPO prompt
+        ("4.", "$4$"),
+        ("1\\,234", "$1234$"),
+        ("12\\,345\\,678.5", "$12345678.5$"),
+        ("1 000 000", "$1000000$"),
+        ("2 5", "$2 5$"),  # not groups of three digits
+        ("\\frac{1}{2} 345", "$\\frac{1}{2} 345$"),
+        ("20\\%", "$20$\\%"),
+        ("20 percent", "$20$\\%"),
+        ("5 \\text{ cm}^2", "$5$"),  # a unit
+        ("125\\textnormal{ miles}", "$125$"),
+        ("10 \\text{ m}/\\text{s}", "$10$"),
+        ("4 \\text{ (or possibly 3)}", "$4  (or possibly 3)$"),  # not a unit: it stays part of the answer
+        ("4 \\text{ if } n \\text{ even}, 3 \\text{ otherwise}", "$4  if  n  even, 3  otherwise$"),
+        ("4 \\text{ or more}", "$4  or more$"),
+        ("\\text{(C)}", "$\\text{(C)}$"),
+        ("\\text{The answer is } 7", "$7$"),
+        ("2\\frac{1}{4}", "$(2+\\frac{1}{4})$"),  # a mixed number
+        ("4 4/9", "$(4+\\frac{4}{9})$"),
+        ("2\\frac{5}{4}", "$2\\frac{5}{4}$"),  # not a proper fraction: a product
+        ("x^2\\frac{1}{2}", "$x^2\\frac{1}{2}$"),
+        ("74°", "$74^\\circ$"),
+        ("−3 × 2", "$-3 \\times  2$"),
+        ("\\boxed{\\boxed{3}}", "$3$"),
+        ("\\varnothing", "$\\emptyset$"),
+        ("5 \\\\", "$5$"),
+        ("", "$$"),
+    ],
+)
+def test_verifier_input(text, expected):
+    assert verifier_input(text) == expected
+
+
+@settings(max_examples=500, deadline=None)
+@given(st.text(max_size=300))
+def test_verifier_input_is_total_and_one_formula(text):
+    out = verifier_input(text)
+    assert out.startswith("$")
+    assert out.endswith("$") or out.endswith("$\\%")
+    assert re.search(r"(?<!\\)\$", out[1:].rsplit("$", 1)[0]) is None  # no unescaped `$` inside
+
+
+def test_verifier_input_is_fast_on_long_text():
+    # each of these once took seconds to minutes (a quadratic or exponential regex, a rescan per box)
+    for text in ["$" * 5000, "\\text{" * 3000 + "}", "1 " * 5000, "\\boxed{" * 3000, "a. B" * 3000, "$a$ " * 2000,
+                 "a" + " " * 20000 + "b", "1" + " " * 20000 + "%x", "x" + "\\, " * 5000, "5 " + "\\text{a} " * 3000 + "}",
+                 "5 \\text{a}" + " " * 20000 + "}", "\\" * 20001, "2\\frac{1}{3}" * 3000, "1/2 " * 5000]:
+        t = time.perf_counter()
+        verifier_input(text)
+        assert time.perf_counter() - t < 2.0
+
+
+@pytest.mark.parametrize(
+    "gap, joins",
+    [(" and ", True), (", ", True), ("$ or $x = ", True), (" \\quad \\text{and} \\quad ", True), ("\n\\]\n\\[", True),
+     (" then ", False), (". ", False), (" for part (a) and ", False), (", no wait: ", False), ("x" * 300, False)],
+)
+def test_list_connectors(gap, joins):
+    assert is_connector(gap) is joins
+
+
+# --- is_correct: one definition ---------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    "result, expected",
+    [
+        ({"score": 1.0, "acc": True}, True),
+        ({"score": -1.0, "acc": False}, False),
+        ({"score": 1.0, "acc": None}, True),  # no verdict: the score decides
+        ({"score": 0.0}, False),
+        ({"score": 0.5}, True),
+        ({"score": -1}, False),
+        (1, True),
+        (0.0, False),
+        (True, True),
+        (False, False),
+    ],
+)
+def test_is_correct(result, expected):
+    assert is_correct(result) is expected
+
+
+@pytest.mark.parametrize("result", [None, {}, {"acc": None}, {"score": "high"}, "yes", {"score": float("nan")}])
+def test_is_correct_refuses_results_without_a_verdict(result):
+    with pytest.raises(ValueError, match="scorer result"):
+        is_correct(result)
+
+
+def test_labelling_and_evaluation_use_the_training_verdict():
+    import importlib.util
+    import sys
+
+    from verl_ebpo.samplers import labeling
+
+    assert not hasattr(labeling, "is_correct")  # no second definition
+    source = open(labeling.__file__).read()
+    assert "from verl_ebpo.rewards.score import is_correct" in source
+    sys.path.insert(0, os.path.join(ROOT, "recipes", "eval"))
+    try:
+        spec = importlib.util.spec_from_file_location("eval_score", os.path.join(ROOT, "recipes", "eval", "score.py"))
+        module = importlib.util.module_from_spec(spec)
+        spec.loader.exec_module(module)
+    finally:
+        sys.path.pop(0)
+    assert module.is_correct is is_correct
+
+
+def test_label_difficulty_counts_a_result_without_a_verdict_as_a_scorer_error(tmp_path):
+    import json
+
+    import pyarrow as pa
+
+    from verl_ebpo.samplers.labeling import label_difficulty
+
+    table = pa.table({"data_source": ["m", "m"], "reward_model": [{"ground_truth": "1"}, {"ground_truth": "2"}]})
+    rollouts = tmp_path / "r.jsonl"
+    rollouts.write_text("\n".join(json.dumps({"index": i, "response": r}) for i, r in [(0, "a"), (0, "b"), (1, "c")]))
+
+    def scorer(data_source, solution_str, ground_truth, extra_info=None):
+        return {"score": 1.0} if solution_str == "a" else {"acc": None}
+
+    out, stats = label_difficulty(table, str(rollouts), scorer=scorer, progress=False)
+    assert stats["scorer_errors"] == 2
+    assert out.column("extra_info").to_pylist()[0]["difficulty"] == 0.5
+
+
+# --- options: one declaration, the doc table is generated from it ------------------------------------------
+
+
+def test_docs_option_table_is_the_spec():
+    doc = open(os.path.join(ROOT, "docs", "reward.md")).read()
+    assert RewardOptions.markdown_table() in doc
+
+
+def test_options_validate_and_name_the_key():
+    assert RewardOptions(timeout="2", processes=3.0, no_answer_score="-1").timeout == 2.0
+    assert RewardOptions().no_answer_score is None
+    for bad, key in [({"timeout": 0}, "timeout"), ({"wrong_score": math.nan}, "wrong_score"),
+                     ({"processes": 1.5}, "processes"), ({"no_answer_score": "x"}, "no_answer_score"),
+                     ({"memory_limit_mb": -1}, "memory_limit_mb"), ({"correct_score": True}, "correct_score")]:
+        with pytest.raises(ValueError, match=f"reward_kwargs.{key}"):
+            RewardOptions(**bad)
+    with pytest.raises(ValueError, match="unknown"):
+        RewardOptions.from_mapping({"timout": 3})
+
+
+_TOKENS = [" ", "  ", "\\text{a}", "\\text{ cm}", "}", "{", "$", "$$", ".", ". A", "\\,", "\\quad", "1", "000", "or",
+           "and", ",", "\\boxed{", "\\%", "%", "/", "\\frac{1}{2}", "^2", "x =", "\\(", "\\)", "**", "\\\\", "\n"]
+
+
+@settings(max_examples=200, deadline=None)
+@given(st.lists(st.sampled_from(_TOKENS), max_size=400).map("".join))
+def test_verifier_input_stays_fast_on_latex_like_text(text):
+    t = time.perf_counter()
+    verifier_input.__wrapped__(text)
+    assert time.perf_counter() - t < 1.0
