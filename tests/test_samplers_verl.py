@@ -492,3 +492,18 @@ def test_a_verl_that_skips_the_hook_is_refused(compose_cfg, files, tokenizer, mo
     cfg = compose_cfg(overrides("topic"), *files)
     with pytest.raises(RuntimeError, match=f"no longer calls {VERL_READ_HOOK}"):
         create_rl_dataset(cfg.data.train_files, cfg.data, tokenizer, None)
+
+
+def test_bench_ordering_runs(capsys):
+    import runpy
+    import sys
+
+    argv, sys.argv = sys.argv, ["benchmarks/bench_ordering.py", "--rows", "300", "--batch", "7", "--repeats", "1"]
+    try:
+        with pytest.raises(SystemExit) as exit_info:
+            runpy.run_path("benchmarks/bench_ordering.py", run_name="__main__")
+    finally:
+        sys.argv = argv
+    assert exit_info.value.code == 0
+    out = capsys.readouterr().out
+    assert "pure orderings over 300 rows" in out and "TopicOrderedDataset:" in out and "reordered" in out

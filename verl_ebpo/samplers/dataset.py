@@ -124,7 +124,7 @@ class OrderedRLHFDataset(RLHFDataset):
         msg = f"[verl_ebpo] {type(self).__name__}: {plan.summary()}"
         if plan.cut:
             msg += f" (row numbers after verl's length filter{self._row_ids(plan.cut)})"
-        self.dataframe = self.dataframe.select(plan.indices.tolist())
+        self.dataframe = self.dataframe.select(plan.indices)  # an array: datasets hashes it ~5x faster than a list
         self.ordering_plan = plan
         self._ordering_state = {
             "version": STATE_VERSION,

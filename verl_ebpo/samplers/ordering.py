@@ -86,8 +86,9 @@ class OrderPlan:
             shown = ", ".join(f"{s.label}({s.size})" for s in self.segments[:max_segments])
             more = f", ... {len(self.segments) - max_segments} more" if len(self.segments) > max_segments else ""
             parts.append(f"{len(self.segments)} segments: {shown}{more}")
-        if self.dropped:
-            parts.append(f"{len(self.dropped)} rows never served (first: {list(self.dropped[:_SHOW])})")
+        left_out = sorted(set(self.dropped) - set(self.cut))
+        if left_out:
+            parts.append(f"{len(left_out)} rows left out by unlabelled=drop / align=drop (first: {left_out[:_SHOW]})")
         if self.padded:
             parts.append(f"{self.padded} repeat visits added to fill batches (align=pad)")
         if self.completed:
