@@ -3,7 +3,7 @@
     python benchmarks/bench_ordering.py                  # 100k rows, 50 topics, 17 pass-rate levels
     python benchmarks/bench_ordering.py --rows 1000000
 
-Reported (best of --repeats): the pure orderings (`plan_epoch` with verl's drop_last batch), and building
+Reported (best of --repeats): the pure orderings (`plan_epoch` for verl's train loader, which drops an incomplete last batch), and building
 `TopicOrderedDataset` / `DifficultyOrderedDataset` (read + order + content fingerprint + select) next to
 verl's plain `RLHFDataset` over the same parquet file (no length filter, no tokenizer work), and the time
 to read one row in file order against the reordered order.
@@ -49,8 +49,8 @@ def main(argv=None) -> int:
     n, rng = args.rows, np.random.default_rng(0)
     topics = [f"topic{t}" for t in rng.integers(0, 50, n)]
     rates = (rng.integers(0, 17, n) / 16).tolist()
-    t_topic = best(lambda: plan_epoch(topics, TopicOptions(batch_size=args.batch), drop_last=True), args.repeats)
-    t_diff = best(lambda: plan_epoch(rates, DifficultyOptions(batch_size=args.batch), drop_last=True), args.repeats)
+    t_topic = best(lambda: plan_epoch(topics, TopicOptions(), loader_batch=args.batch), args.repeats)
+    t_diff = best(lambda: plan_epoch(rates, DifficultyOptions(), loader_batch=args.batch), args.repeats)
     print(f"pure orderings over {n} rows: topic {t_topic:.3f} s, difficulty {t_diff:.3f} s")
 
     with tempfile.TemporaryDirectory() as d:

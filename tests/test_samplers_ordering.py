@@ -275,40 +275,40 @@ RATES = [0.9, 0.5, 0.1, 0.7, 0.3, 0.0]  # easy -> hard: rows 0, 3, 1, 4, 2, 5
 
 
 def test_remainder_pad_completes_the_last_batch_from_the_same_band():
-    plan = plan_epoch(RATES, DifficultyOptions(batch_size=4), drop_last=True)
+    plan = plan_epoch(RATES, DifficultyOptions(), loader_batch=4)
     # 6 visits = one batch of 4 + 2: the last batch is the 2 hardest rows plus the 2 served just before them
     assert plan.indices.tolist() == [0, 3, 1, 4, 2, 5, 1, 4]
     assert plan.completed == 2 and plan.dropped == () and plan.cut == ()
     assert [(s.label, s.start, s.stop) for s in plan.segments] == [("scored", 0, 8)]
     assert "2 repeat visits complete the last batch (remainder=pad)" in plan.summary()
-    # without drop_last, or a batch that divides the rows, nothing is added
-    assert len(plan_epoch(RATES, DifficultyOptions(batch_size=4))) == 6
-    assert len(plan_epoch(RATES, DifficultyOptions(batch_size=3), drop_last=True)) == 6
+    # a loader that serves its last batch (no loader_batch), or a batch that divides the rows: nothing added
+    assert len(plan_epoch(RATES, DifficultyOptions(batch_size=4))) == 6  # batch_size is align's unit only
+    assert len(plan_epoch(RATES, DifficultyOptions(), loader_batch=3)) == 6
 
 
 def test_remainder_drop_lists_every_row_never_served_and_error_refuses():
-    plan = plan_epoch(RATES, DifficultyOptions(batch_size=4, remainder="drop"), drop_last=True)
+    plan = plan_epoch(RATES, DifficultyOptions(remainder="drop"), loader_batch=4)
     assert plan.indices.tolist() == [0, 3, 1, 4] and plan.cut == (2, 5) and plan.dropped == (2, 5)
     assert "remainder=drop: the last incomplete batch is cut, 2 rows never served: [2, 5]" in plan.summary()
     with pytest.raises(ValueError, match=r"6 visits are 1 full batches of 4 and 2 more: .*never serve the last 2 "
                                          r"\(rows \[2, 5\]\).*remainder=pad"):
-        plan_epoch(RATES, DifficultyOptions(batch_size=4, remainder="error"), drop_last=True)
+        plan_epoch(RATES, DifficultyOptions(remainder="error"), loader_batch=4)
     with pytest.raises(ValueError, match="leaves nothing to serve"):
-        plan_epoch(RATES, DifficultyOptions(batch_size=8, remainder="drop"), drop_last=True)
-    with pytest.raises(ValueError, match="needs batch_size"):
-        plan_epoch(RATES, DifficultyOptions(), drop_last=True)
+        plan_epoch(RATES, DifficultyOptions(remainder="drop"), loader_batch=8)
+    with pytest.raises(ValueError, match="batch size must be a positive integer"):
+        plan_epoch(RATES, DifficultyOptions(), loader_batch=0)
 
 
 def test_remainder_pad_stays_in_the_last_cluster_and_cycles_a_small_one():
     # clusters b(2) a(3) c(2), batch 4: 7 = 4 + 3; the last batch takes one more row of cluster c
-    plan = plan_epoch(LABELS, TopicOptions(batch_size=4), drop_last=True)
+    plan = plan_epoch(LABELS, TopicOptions(), loader_batch=4)
     idx = plan.indices.tolist()
     assert len(idx) == 8 and plan.completed == 1
     assert [LABELS[i] for i in idx] == ["b", "b", "a", "a", "a", "c", "c", "c"]
     assert idx[7] == idx[6]  # all of c is in the incomplete batch: the repeat cycles from its latest visit
     assert [(s.label, s.size) for s in plan.segments] == [("b", 2), ("a", 3), ("c", 3)]
     # a whole epoch shorter than a batch: its rows cycle
-    tiny = plan_epoch(["x", "y"], TopicOptions(batch_size=5), drop_last=True)
+    tiny = plan_epoch(["x", "y"], TopicOptions(), loader_batch=5)
     assert Counter(tiny.indices.tolist()) == {0: 1, 1: 4} and tiny.completed == 3
 
 
@@ -323,7 +323,7 @@ def test_plan_epoch_serves_every_batch_full_and_never_drops_silently(labels, see
     opts = TopicOptions(seed=seed, batch_size=batch, passes=passes, align=align, remainder=remainder, unlabelled=unl)
     one_epoch = concat_plans([topic_order(labels, opts, epoch=p) for p in range(passes)])
     try:
-        plan = plan_epoch(labels, opts, drop_last=True)
+        plan = plan_epoch(labels, opts, loader_batch=batch)
     except ValueError as e:
         assert remainder == "drop" and len(one_epoch) < batch and "nothing to serve" in str(e)
         return

@@ -389,9 +389,12 @@ def test_remainder_error_stops_at_start_up(compose_cfg, files, tokenizer, tmp_pa
 def test_remainder_uses_the_loaders_batch_and_leaves_validation_whole(compose_cfg, tokenizer, tmp_path):
     train = _write(tmp_path / "t.parquet", _rows(26, topic_of=lambda i: "xy"[i % 2]))
     val = _write(tmp_path / "v.parquet", _rows(5, topic_of=lambda i: "xy"[i % 2]))
-    tr = _trainer(compose_cfg([*overrides("topic", apply_to="all"), "data.gen_batch_size=8"], train, val), tokenizer)
-    assert len(tr.train_dataset) == 32  # completed to the loader's batch (gen_batch_size=8), not train_batch_size
-    assert len(tr.val_dataset) == 5 and tr.val_dataset.ordering_plan.completed == 0  # drop_last=False: no repeats
+    ovr = [*overrides("topic", apply_to="all", batch_size=3, align="pad"), "data.gen_batch_size=8"]
+    tr = _trainer(compose_cfg(ovr, train, val), tokenizer)
+    assert [s.size for s in tr.train_dataset.ordering_plan.segments] == [15, 17]  # aligned to 3, then completed to 8
+    assert len(tr.train_dataset) == 32  # completed to the loader's batch (gen_batch_size=8), not batch_size
+    val_plan = tr.val_dataset.ordering_plan  # x 3, y 2 rows: aligned to 3, not completed (drop_last=False)
+    assert len(tr.val_dataset) == 6 and val_plan.padded == 1 and val_plan.completed == 0
     assert sorted({i for b in tr.train_dataloader for i in (int(x) for x in b["index"])}) == list(range(26))
 
 

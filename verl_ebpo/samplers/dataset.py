@@ -52,8 +52,7 @@ VERL_READ_HOOK = "_read_files_and_tokenize"
 def options_from_data_config(data_config: Any, default_order: str) -> OrderingOptions:
     """`data.ordering.*` as the ordering's spec, with the defaults verl's data config gives.
 
-    seed: `data.seed`, else 0. batch_size: the train loader's batch, `data.gen_batch_size` or else
-    `data.train_batch_size` (as verl's `_init_dataloader` computes it). `data.ordering.order` (topic |
+    seed: `data.seed`, else 0. batch_size: `data.train_batch_size`. `data.ordering.order` (topic |
     difficulty) overrides the class's order."""
     data_config = data_config if data_config is not None else {}
     raw = data_config.get("ordering", None)
@@ -64,15 +63,20 @@ def options_from_data_config(data_config: Any, default_order: str) -> OrderingOp
     cls = options_class(raw.pop("order", None) or default_order)
     defaults = {
         "seed": data_config.get("seed", None),
-        "batch_size": data_config.get("gen_batch_size", None) or data_config.get("train_batch_size", None),
+        "batch_size": data_config.get("train_batch_size", None),
     }
     return cls.from_mapping(raw, **{k: v for k, v in defaults.items() if v is not None})
 
 
-def build_plan(table: Any, opts: OrderingOptions, *, drop_last: bool = False) -> OrderPlan:
+def loader_batch(data_config: Any) -> int | None:
+    """The batch of verl's train loader, as `_init_dataloader` computes it (it drops an incomplete last one)."""
+    return data_config.get("gen_batch_size", None) or data_config.get("train_batch_size", None)
+
+
+def build_plan(table: Any, opts: OrderingOptions, *, loader_batch: int | None = None) -> OrderPlan:
     """The visiting order of `table`'s rows for one epoch (`table`: anything `fields.read_field` reads)."""
     values, *more = [read_field(table, f) for f in opts.value_fields()]
-    return plan_epoch(values, opts, difficulties=more[0] if more else None, drop_last=drop_last)
+    return plan_epoch(values, opts, difficulties=more[0] if more else None, loader_batch=loader_batch)
 
 
 def _norm_files(files: Any) -> list[str]:
@@ -119,7 +123,8 @@ class OrderedRLHFDataset(RLHFDataset):
                 f"{type(self).__name__} orders the prompts itself; data.shuffle=True would reshuffle them. "
                 "Set data.shuffle=False."
             )
-        plan = build_plan(self.dataframe, opts, drop_last=is_train)  # verl's train loader drops, validation not
+        # verl's train loader drops an incomplete last batch, its validation loader does not
+        plan = build_plan(self.dataframe, opts, loader_batch=loader_batch(self.config) if is_train else None)
         content = self._content_fingerprint(opts)
         msg = f"[verl_ebpo] {type(self).__name__}: {plan.summary()}"
         if plan.cut:

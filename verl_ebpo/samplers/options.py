@@ -75,17 +75,17 @@ class OrderingOptions(Spec):
     batch_size: int | None = option(
         None,
         check=_batch_size,
-        default_doc="`data.gen_batch_size`, else `data.train_batch_size`",
-        doc="the train loader's batch (prompts per step): the unit of `remainder` (and of `align`)",
+        default_doc="`data.train_batch_size`",
+        doc="prompts per step: the unit of `align`",
     )
     remainder: str = option(
         "pad",
         choices=("pad", "drop", "error"),
-        doc="verl's train loader drops an epoch's last incomplete batch (`drop_last=True`), so the last "
-        "`visits % batch_size` prompts (the hardest, in a difficulty order) would never be served. `pad` completes "
-        "that batch with repeat visits of the rows just before it in the same cluster / difficulty band (counted "
-        "in the start-up summary); `drop` leaves them out and lists at start-up every row never served; `error` "
-        "stops at start-up",
+        doc="verl's train loader drops an epoch's last incomplete batch (`drop_last=True`; its batch is "
+        "`data.gen_batch_size`, else `data.train_batch_size`), so the last `visits % batch` prompts (the hardest, "
+        "in a difficulty order) would never be served. `pad` completes that batch with repeat visits of the rows "
+        "just before it in the same cluster / difficulty band (counted in the start-up summary); `drop` leaves "
+        "them out and lists at start-up every row never served; `error` stops at start-up",
     )
     passes: int = option(
         1,

@@ -366,15 +366,15 @@ def plan_epoch(
     *,
     difficulties: Sequence[Any] | None = None,
     epoch: int = 0,
-    drop_last: bool = False,
+    loader_batch: int | None = None,
 ) -> OrderPlan:
     """One epoch as a loader serves it.
 
     `options.passes` passes one after another (pass p of epoch e is ordered as epoch e * passes + p).
-    drop_last: the loader drops an incomplete last batch of `options.batch_size` (verl's train loader does);
-      then `options.remainder` decides: `pad` completes it with repeat visits of the rows just before it in
-      its segment (cycling through the segment if it is shorter than the batch), `drop` cuts it and lists the
-      rows never served (`OrderPlan.cut`), `error` raises.
+    loader_batch: the batch size of a loader that drops an incomplete last batch (verl's train loader does;
+      None: a loader that serves it). `options.remainder` then decides: `pad` completes it with repeat
+      visits of the rows just before it in its segment (cycling through the segment if it is shorter than
+      the batch), `drop` cuts it and lists the rows never served (`OrderPlan.cut`), `error` raises.
     """
     if isinstance(options, TopicOptions):
         one = lambda p: topic_order(values, options, epoch=p, difficulties=difficulties)  # noqa: E731
@@ -383,7 +383,7 @@ def plan_epoch(
     else:
         raise ValueError(f"options must be TopicOptions or DifficultyOptions, got {type(options).__name__}")
     plan = concat_plans([one(epoch * options.passes + p) for p in range(options.passes)])
-    return _fit_last_batch(plan, options) if drop_last else plan
+    return plan if loader_batch is None else _fit_last_batch(plan, options.remainder, int(loader_batch))
 
 
 def concat_plans(plans: Sequence[OrderPlan], description: str | None = None) -> OrderPlan:
@@ -408,24 +408,23 @@ def concat_plans(plans: Sequence[OrderPlan], description: str | None = None) -> 
     )
 
 
-def _fit_last_batch(plan: OrderPlan, opts: OrderingOptions) -> OrderPlan:
-    """The plan with its last incomplete batch completed (pad), cut (drop) or refused (error)."""
-    b = opts.batch_size
-    if b is None:
-        raise ValueError("a loader that drops its last incomplete batch needs batch_size (the loader's batch)")
+def _fit_last_batch(plan: OrderPlan, remainder: str, b: int) -> OrderPlan:
+    """The plan with its last incomplete batch of `b` completed (pad), cut (drop) or refused (error)."""
+    if b < 1:
+        raise ValueError(f"the loader's batch size must be a positive integer, got {b}")
     total = len(plan)
     r = total % b
     if r == 0:
         return plan
     tail_rows = sorted(set(plan.indices[total - r :].tolist()))
-    if opts.remainder == "error":
+    if remainder == "error":
         raise ValueError(
             f"{total} visits are {total // b} full batches of {b} and {r} more: verl's train loader "
             f"(drop_last=True) would never serve the last {r} (rows {tail_rows}). Set data.ordering.remainder=pad "
             f"(complete the batch with {b - r} repeat visits of the same band) or remainder=drop (leave them out, "
             f"listed at start-up), or use a batch size that divides {total}"
         )
-    if opts.remainder == "drop":
+    if remainder == "drop":
         if total < b:
             raise ValueError(
                 f"remainder=drop leaves nothing to serve: {total} visits are less than one batch of {b}; "

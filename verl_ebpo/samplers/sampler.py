@@ -118,14 +118,14 @@ class _OptionsSampler(OrderedSampler):
         *,
         difficulties: Sequence[Any] | None = None,
         reshuffle_each_epoch: bool,
-        drop_last: bool,
+        loader_batch_size: int | None,
     ) -> None:
         self.options = options
         values = list(values)
         difficulties = None if difficulties is None else list(difficulties)
 
         def plan_fn(epoch: int) -> OrderPlan:
-            return plan_epoch(values, options, difficulties=difficulties, epoch=epoch, drop_last=drop_last)
+            return plan_epoch(values, options, difficulties=difficulties, epoch=epoch, loader_batch=loader_batch_size)
 
         super().__init__(plan_fn, reshuffle_each_epoch=reshuffle_each_epoch)
 
@@ -147,8 +147,8 @@ class TopicSampler(_OptionsSampler):
     """Clusters one after another, shuffled inside (`ordering.topic_order`; options: `TopicOptions`).
 
     By default each epoch reshuffles inside clusters (reshuffle_each_epoch=True); cluster order and sizes stay.
-    drop_last=True: your DataLoader drops an incomplete last batch; give `batch_size` (the loader's batch) and
-    the epoch's last batch is completed / cut / refused as `remainder` says.
+    loader_batch_size: your DataLoader's batch_size when it has drop_last=True: the epoch's last incomplete
+    batch is then completed / cut / refused as `remainder` says (None: nothing is done about it).
     """
 
     OPTIONS = TopicOptions
@@ -160,11 +160,11 @@ class TopicSampler(_OptionsSampler):
         *,
         difficulties: Sequence[Any] | None = None,
         reshuffle_each_epoch: bool = True,
-        drop_last: bool = False,
+        loader_batch_size: int | None = None,
         **option_values: Any,
     ) -> None:
         super().__init__(labels, TopicOptions.build(options, **option_values), difficulties=difficulties,
-                         reshuffle_each_epoch=reshuffle_each_epoch, drop_last=drop_last)
+                         reshuffle_each_epoch=reshuffle_each_epoch, loader_batch_size=loader_batch_size)
 
 
 class DifficultySampler(_OptionsSampler):
@@ -172,7 +172,7 @@ class DifficultySampler(_OptionsSampler):
     `DifficultyOptions`).
 
     By default the order is the same every epoch (reshuffle_each_epoch=False); with True the ties are
-    re-broken each epoch. drop_last: as for `TopicSampler`.
+    re-broken each epoch. loader_batch_size: as for `TopicSampler`.
     """
 
     OPTIONS = DifficultyOptions
@@ -183,8 +183,8 @@ class DifficultySampler(_OptionsSampler):
         options: DifficultyOptions | None = None,
         *,
         reshuffle_each_epoch: bool = False,
-        drop_last: bool = False,
+        loader_batch_size: int | None = None,
         **option_values: Any,
     ) -> None:
         super().__init__(values, DifficultyOptions.build(options, **option_values),
-                         reshuffle_each_epoch=reshuffle_each_epoch, drop_last=drop_last)
+                         reshuffle_each_epoch=reshuffle_each_epoch, loader_batch_size=loader_batch_size)
