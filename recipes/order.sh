@@ -12,7 +12,7 @@
 #           [extra_info.difficulty_<model>, the pass rate of that model's DIFFICULTY_MODEL], written by
 #           `recipes/data/label_data.sh difficulty <model>` (verl-ebpo label-difficulty).
 # Further options of the ordered datasets: ++data.ordering.<key>=<value> on the command line
-# (see verl_ebpo.samplers.dataset.OrderingOptions).
+# (see docs/ordering.md: verl_ebpo.samplers.TopicOptions / DifficultyOptions).
 
 # shellcheck disable=SC2034  # ORDER_ARGS is read by common.sh
 recipe_order_args() {

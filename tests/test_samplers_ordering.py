@@ -2,14 +2,24 @@
 
 from __future__ import annotations
 
+import dataclasses
 from collections import Counter
+from pathlib import Path
 
 import numpy as np
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from verl_ebpo.samplers import UnlabelledRowsError, difficulty_order, topic_order
+from verl_ebpo.samplers import (
+    DifficultyOptions,
+    TopicOptions,
+    UnlabelledRowsError,
+    difficulty_order,
+    overrides,
+    plan_epoch,
+    topic_order,
+)
 from verl_ebpo.samplers.ordering import UNLABELLED, concat_plans
 
 
@@ -82,7 +92,7 @@ def test_align_pad_and_drop_known_counts():
 def test_unlabelled_rows():
     labels = ["x", None, "y", float("nan"), "", "x"]
     with pytest.raises(UnlabelledRowsError, match=r"3 of 6 rows have no value in 'extra_info.topic' .*\[1, 3, 4\]"):
-        topic_order(labels, field_name="extra_info.topic")
+        topic_order(labels, field="extra_info.topic")
     first = topic_order(labels, unlabelled="first")
     assert first.segments[0].label == UNLABELLED and sorted(first.indices[:3].tolist()) == [1, 3, 4]
     last = topic_order(labels, unlabelled="last")
@@ -195,3 +205,144 @@ def test_difficulty_properties(values, seed, direction):
     v1 = [values[i] for i in difficulty_order(values, seed=seed, epoch=1, direction=direction).indices]
     assert v1 == v
     assert np.array_equal(difficulty_order(values, seed=seed, direction=direction).indices, np.array(idx, dtype=np.int64))
+
+
+# ------------------------------------------------------------------------------------------------
+# the options: one spec per ordering
+
+
+def test_options_validate_themselves_with_the_key_in_the_message():
+    assert TopicOptions(seed="3", batch_size="8", higher_is_easier="false", passes=2.0) == TopicOptions(
+        seed=3, batch_size=8, higher_is_easier=False, passes=2
+    )
+    assert TopicOptions(cluster_order=["b", "a"]).cluster_order == ("b", "a")
+    bad = [
+        (dict(seed=-1), r"data\.ordering\.seed must be a non-negative integer, got -1"),
+        (dict(seed=True), r"data\.ordering\.seed must be a non-negative integer"),
+        (dict(seed=1.5), r"data\.ordering\.seed"),
+        (dict(batch_size=0), r"data\.ordering\.batch_size must be a positive integer, got 0"),
+        (dict(align="pad_all"), r"data\.ordering\.align must be one of \['none', 'drop', 'pad'\]"),
+        (dict(remainder="keep"), r"data\.ordering\.remainder must be one of \['pad', 'drop', 'error'\]"),
+        (dict(passes=0), r"data\.ordering\.passes must be a whole number in \[1, inf\]"),
+        (dict(cluster_order="size"), r"data\.ordering\.cluster_order must be one of \['first_seen'"),
+        (dict(cluster_order=["a", "b", "a"]), r"data\.ordering\.cluster_order lists a cluster twice \(\['a'\]\)"),
+        (dict(cluster_order={"a": 1}), r"data\.ordering\.cluster_order"),
+        (dict(field="extra_info..topic"), r"data\.ordering\.field .*dotted names"),
+        (dict(higher_is_easier="maybe"), r"data\.ordering\.higher_is_easier must be true or false"),
+        (dict(apply_to="val"), r"data\.ordering\.apply_to must be one of \['train', 'all'\]"),
+    ]
+    for kwargs, message in bad:
+        with pytest.raises(ValueError, match=message):
+            TopicOptions(**kwargs)
+    with pytest.raises(ValueError, match=r"unknown data\.ordering option\(s\) \['direction'\]; known options: \['field'"):
+        TopicOptions.from_mapping({"direction": "easy_to_hard"})
+    with pytest.raises(ValueError, match=r"unknown data\.ordering option\(s\) \['align'\]"):
+        difficulty_order([0.1], align="pad")
+    with pytest.raises(ValueError, match=r"data\.ordering\.direction must be one of"):
+        DifficultyOptions(direction="up")
+
+
+def test_every_entry_point_takes_the_one_spec():
+    opts = TopicOptions(seed=4, cluster_order="name", align="pad", batch_size=2)
+    by_spec = topic_order(LABELS, opts).indices.tolist()
+    assert by_spec == topic_order(LABELS, **opts.to_mapping()).indices.tolist()
+    assert by_spec == topic_order(LABELS, TopicOptions(), seed=4, cluster_order="name", align="pad", batch_size=2).indices.tolist()
+    assert by_spec == plan_epoch(LABELS, opts).indices.tolist()
+    # overrides() accepts exactly the spec's keys, with the spec's rules
+    for cls, order in ((TopicOptions, "topic"), (DifficultyOptions, "difficulty")):
+        names = [f.name for f in dataclasses.fields(cls)]
+        example = {"seed": 1, "batch_size": 8, "passes": 2, "higher_is_easier": False}
+        values = {n: example.get(n, getattr(cls(), n)) for n in names if n != "seed"}
+        written = overrides(order, **values)
+        assert [w.split("=")[0] for w in written[3:]] == [f"++data.ordering.{n}" for n in names if n != "seed"]
+        with pytest.raises(ValueError, match="unknown data.ordering option"):
+            overrides(order, not_an_option=1)
+        with pytest.raises(ValueError, match=r"data\.ordering\.passes"):
+            overrides(order, passes=0)
+
+
+def test_docs_option_tables_are_the_specs():
+    """docs/ordering.md shows the tables rendered from the specs' declarations (one definition)."""
+    doc = (Path(__file__).resolve().parents[1] / "docs" / "ordering.md").read_text()
+    for cls in (TopicOptions, DifficultyOptions):
+        assert cls.markdown_table(key_header="`data.ordering.` key") in doc, cls.__name__
+
+
+# ------------------------------------------------------------------------------------------------
+# one epoch: the last incomplete batch (verl's train loader has drop_last=True)
+
+RATES = [0.9, 0.5, 0.1, 0.7, 0.3, 0.0]  # easy -> hard: rows 0, 3, 1, 4, 2, 5
+
+
+def test_remainder_pad_completes_the_last_batch_from_the_same_band():
+    plan = plan_epoch(RATES, DifficultyOptions(), loader_batch=4)
+    # 6 visits = one batch of 4 + 2: the last batch is the 2 hardest rows plus the 2 served just before them
+    assert plan.indices.tolist() == [0, 3, 1, 4, 2, 5, 1, 4]
+    assert plan.completed == 2 and plan.dropped == () and plan.cut == ()
+    assert [(s.label, s.start, s.stop) for s in plan.segments] == [("scored", 0, 8)]
+    assert "2 repeat visits complete the last batch (remainder=pad)" in plan.summary()
+    # a loader that serves its last batch (no loader_batch), or a batch that divides the rows: nothing added
+    assert len(plan_epoch(RATES, DifficultyOptions(batch_size=4))) == 6  # batch_size is align's unit only
+    assert len(plan_epoch(RATES, DifficultyOptions(), loader_batch=3)) == 6
+
+
+def test_remainder_drop_lists_every_row_never_served_and_error_refuses():
+    plan = plan_epoch(RATES, DifficultyOptions(remainder="drop"), loader_batch=4)
+    assert plan.indices.tolist() == [0, 3, 1, 4] and plan.cut == (2, 5) and plan.dropped == (2, 5)
+    assert "remainder=drop: the last incomplete batch is cut, 2 rows never served: [2, 5]" in plan.summary()
+    with pytest.raises(ValueError, match=r"6 visits are 1 full batches of 4 and 2 more: .*never serve the last 2 "
+                                         r"\(rows \[2, 5\]\).*remainder=pad"):
+        plan_epoch(RATES, DifficultyOptions(remainder="error"), loader_batch=4)
+    with pytest.raises(ValueError, match="leaves nothing to serve"):
+        plan_epoch(RATES, DifficultyOptions(remainder="drop"), loader_batch=8)
+    with pytest.raises(ValueError, match="batch size must be a positive integer"):
+        plan_epoch(RATES, DifficultyOptions(), loader_batch=0)
+
+
+def test_remainder_pad_stays_in_the_last_cluster_and_cycles_a_small_one():
+    # clusters b(2) a(3) c(2), batch 4: 7 = 4 + 3; the last batch takes one more row of cluster c
+    plan = plan_epoch(LABELS, TopicOptions(), loader_batch=4)
+    idx = plan.indices.tolist()
+    assert len(idx) == 8 and plan.completed == 1
+    assert [LABELS[i] for i in idx] == ["b", "b", "a", "a", "a", "c", "c", "c"]
+    assert idx[7] == idx[6]  # all of c is in the incomplete batch: the repeat cycles from its latest visit
+    assert [(s.label, s.size) for s in plan.segments] == [("b", 2), ("a", 3), ("c", 3)]
+    # a whole epoch shorter than a batch: its rows cycle
+    tiny = plan_epoch(["x", "y"], TopicOptions(), loader_batch=5)
+    assert Counter(tiny.indices.tolist()) == {0: 1, 1: 4} and tiny.completed == 3
+
+
+labels_or_none = st.lists(st.sampled_from(["a", "b", "c", None]), min_size=1, max_size=30)
+
+
+@settings(max_examples=80, deadline=None)
+@given(labels=labels_or_none, seed=st.integers(0, 1000), batch=st.integers(1, 7), passes=st.integers(1, 3),
+       align=st.sampled_from(["none", "drop", "pad"]), remainder=st.sampled_from(["pad", "drop"]),
+       unl=st.sampled_from(["drop", "first", "last"]))
+def test_plan_epoch_serves_every_batch_full_and_never_drops_silently(labels, seed, batch, passes, align, remainder, unl):
+    opts = TopicOptions(seed=seed, batch_size=batch, passes=passes, align=align, remainder=remainder, unlabelled=unl)
+    one_epoch = concat_plans([topic_order(labels, opts, epoch=p) for p in range(passes)])
+    try:
+        plan = plan_epoch(labels, opts, loader_batch=batch)
+    except ValueError as e:
+        assert remainder == "drop" and len(one_epoch) < batch and "nothing to serve" in str(e)
+        return
+    idx = plan.indices.tolist()
+    assert len(idx) % batch == 0  # verl's drop_last loader serves every visit
+    if not idx:  # every row unlabelled and dropped
+        assert len(one_epoch) == 0 and plan.dropped == tuple(range(len(labels)))
+        return
+    served = set(idx)
+    assert set(plan.dropped) == set(range(len(labels))) - served  # every row never served is listed
+    before = set(one_epoch.indices.tolist())
+    if remainder == "pad":
+        assert served == before and idx[: len(one_epoch)] == one_epoch.indices.tolist()
+        assert plan.completed == len(idx) - len(one_epoch) < batch
+        key = lambda i: UNLABELLED if labels[i] is None else labels[i]  # noqa: E731
+        last = plan.segments[-1]
+        assert {key(i) for i in idx[last.start :]} == {last.label}  # repeats come from the last cluster
+        assert plan.segments[-1].stop == len(idx)
+    else:
+        assert idx == one_epoch.indices.tolist()[: len(idx)] and len(one_epoch) - len(idx) < batch
+        assert set(plan.cut) == before - served and set(plan.cut) <= set(plan.dropped)
+        assert sum(s.size for s in plan.segments) == len(idx)

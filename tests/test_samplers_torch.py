@@ -136,3 +136,21 @@ def test_set_epoch_after_load_state_dict_keeps_the_restored_position(cls, arg):
     assert served + rest == list(cls(arg, seed=1))  # nothing repeated, nothing skipped
     resumed.set_epoch(resumed.epoch)  # no restored position pending: an ordinary restart of that epoch
     assert len(list(resumed)) == N
+
+
+@pytest.mark.parametrize("cls,arg", [(TopicSampler, LABELS), (DifficultySampler, [i / N for i in range(N)])])
+def test_drop_last_loader_serves_every_row_each_epoch_and_resumes(cls, arg):
+    """13 rows, batches of 3, a drop_last loader: the sampler completes the last batch (remainder=pad)."""
+    sampler = lambda: cls(arg, seed=1, loader_batch_size=3, reshuffle_each_epoch=True)  # noqa: E731
+    reference = _take(_loader(sampler(), 0, 3), 10)  # 5 batches per epoch
+    for epoch in (reference[:5], reference[5:]):
+        flat = [i for b in epoch for i in b]
+        assert len(flat) == 15 and set(flat) == set(range(N))
+    assert len(cls(arg, seed=1)) == N  # no loader_batch_size: nothing added
+    loader = _loader(sampler(), 0, 3)
+    head = _take(loader, 4)
+    fresh = _loader(sampler(), 0, 3)
+    fresh.load_state_dict(loader.state_dict())
+    assert head + _take(fresh, 6) == reference
+    with pytest.raises(ValueError, match="batch size must be a positive integer"):
+        cls(arg, loader_batch_size=0)

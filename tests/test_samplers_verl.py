@@ -331,3 +331,182 @@ def test_passes_unroll_reshuffled_epochs(compose_cfg, files, tokenizer):
     assert [labels[i] for i in first] == [labels[i] for i in second]  # same cluster sequence
     assert np.array_equal(np.array(first), topic_order(labels, seed=0, epoch=0).indices)
     assert np.array_equal(np.array(second), topic_order(labels, seed=0, epoch=1).indices)
+
+
+# ------------------------------------------------------------------------------------------------
+# the last incomplete batch: verl's train loader has drop_last=True
+
+
+def _write(path, rows):
+    pq.write_table(pa.Table.from_pylist(rows), str(path))
+    return str(path)
+
+
+def _served_epoch(tr) -> list[int]:
+    return [i for _ in range(tr.steps_per_epoch) for i in _next_indices(tr)]
+
+
+@pytest.mark.parametrize("order", ["topic", "difficulty"])
+def test_every_row_is_served_in_an_epoch_by_verls_loader(compose_cfg, files, tokenizer, tmp_path, order, capsys):
+    # 26 rows in batches of 4: verl's loader (drop_last=True) serves 24 visits of a 26-row order per epoch
+    train = _write(tmp_path / "t.parquet", _rows(26, topic_of=lambda i: "xyz"[i % 3]))
+    tr = _trainer(compose_cfg(overrides(order, seed=2), train, files[1]), tokenizer)
+    assert "2 repeat visits complete the last batch (remainder=pad)" in capsys.readouterr().out
+    assert len(tr.train_dataset) == 28 and tr.steps_per_epoch == 7
+    epoch = _served_epoch(tr)
+    assert sorted(set(epoch)) == list(range(26)) and len(epoch) == 28  # every row, 2 of them twice
+    pass_rate = _file_column(train, "difficulty")
+    if order == "difficulty":
+        plain = difficulty_order(pass_rate, seed=2).indices.tolist()
+        assert epoch[:26] == plain  # the order itself is unchanged...
+        last = epoch[24:]  # ...and the last batch is the 4 hardest prompts: the 2 the plain loader drops + 2
+        assert sorted(pass_rate[i] for i in last) == sorted(pass_rate[i] for i in plain[22:])
+    else:
+        labels = _file_column(train, "topic")
+        assert {labels[i] for i in epoch[24:]} == {labels[epoch[25]]}  # the repeats are from the last cluster
+    assert _served_epoch(tr) == epoch  # the next epoch: the same order, again complete
+
+
+def test_remainder_drop_lists_the_rows_never_served(compose_cfg, files, tokenizer, tmp_path, capsys):
+    train = _write(tmp_path / "t.parquet", _rows(26))
+    tr = _trainer(compose_cfg(overrides("difficulty", remainder="drop", seed=2), train, files[1]), tokenizer)
+    pass_rate = _file_column(train, "difficulty")
+    hardest = sorted(difficulty_order(pass_rate, seed=2).indices.tolist()[24:])
+    assert f"2 rows never served: {hardest}" in capsys.readouterr().out
+    assert len(tr.train_dataset) == 24 and tr.train_dataset.ordering_plan.cut == tuple(hardest)
+    assert sorted(_served_epoch(tr)) == sorted(set(range(26)) - set(hardest))
+
+
+def test_remainder_error_stops_at_start_up(compose_cfg, files, tokenizer, tmp_path):
+    from verl.trainer.ppo.utils import create_rl_dataset
+
+    train = _write(tmp_path / "t.parquet", _rows(26))
+    cfg = compose_cfg(overrides("difficulty", remainder="error"), train, files[1])
+    with pytest.raises(ValueError, match=r"26 visits are 6 full batches of 4 and 2 more: .*never serve the last 2"):
+        create_rl_dataset(cfg.data.train_files, cfg.data, tokenizer, None)
+
+
+def test_remainder_uses_the_loaders_batch_and_leaves_validation_whole(compose_cfg, tokenizer, tmp_path):
+    train = _write(tmp_path / "t.parquet", _rows(26, topic_of=lambda i: "xy"[i % 2]))
+    val = _write(tmp_path / "v.parquet", _rows(5, topic_of=lambda i: "xy"[i % 2]))
+    ovr = [*overrides("topic", apply_to="all", batch_size=3, align="pad"), "data.gen_batch_size=8"]
+    tr = _trainer(compose_cfg(ovr, train, val), tokenizer)
+    assert [s.size for s in tr.train_dataset.ordering_plan.segments] == [15, 17]  # aligned to 3, then completed to 8
+    assert len(tr.train_dataset) == 32  # completed to the loader's batch (gen_batch_size=8), not batch_size
+    val_plan = tr.val_dataset.ordering_plan  # x 3, y 2 rows: aligned to 3, not completed (drop_last=False)
+    assert len(tr.val_dataset) == 6 and val_plan.padded == 1 and val_plan.completed == 0
+    assert sorted({i for b in tr.train_dataloader for i in (int(x) for x in b["index"])}) == list(range(26))
+
+
+# ------------------------------------------------------------------------------------------------
+# data.pt: the rows' content
+
+
+@pytest.mark.parametrize("edit", ["prompt", "ground_truth", "topic_names"])
+def test_resume_over_edited_rows_is_refused(compose_cfg, files, tokenizer, tmp_path, edit):
+    rows = _rows()
+    train = _write(tmp_path / "train.parquet", rows)
+    ovr = overrides("topic", seed=3)
+    tr = _trainer(compose_cfg(ovr, train, files[1]), tokenizer)
+    _next_indices(tr)
+    torch.save(tr.train_dataloader.state_dict(), tmp_path / "data.pt")
+
+    _write(train, rows)  # the same content rewritten: resumes
+    same = _trainer(compose_cfg(ovr, train, files[1]), tokenizer)
+    same.train_dataloader.load_state_dict(torch.load(tmp_path / "data.pt", weights_only=False))
+    _next_indices(same)
+
+    if edit == "prompt":
+        rows[5]["prompt"][0]["content"] += "?"
+    elif edit == "ground_truth":
+        rows[5]["reward_model"]["ground_truth"] = "five"
+    else:  # a cluster renamed: the same order, different ordering field
+        for r in rows:
+            r["extra_info"]["topic"] = r["extra_info"]["topic"].replace("prob", "probability")
+    _write(train, rows)
+    tr2 = _trainer(compose_cfg(ovr, train, files[1]), tokenizer)
+    assert tr2.train_dataset.ordering_plan.fingerprint() == tr.train_dataset.ordering_plan.fingerprint()
+    tr2.train_dataloader.load_state_dict(torch.load(tmp_path / "data.pt", weights_only=False))
+    with pytest.raises(ValueError, match=r"the train rows changed since the checkpoint .*prompt, "
+                                         r"reward_model.ground_truth and extra_info.topic"):
+        _next_indices(tr2)
+
+
+def test_a_data_pt_without_content_fingerprint_resumes_with_a_warning(compose_cfg, files, tokenizer, caplog):
+    from verl_ebpo.samplers.dataset import STATE_KEY
+
+    ds = _trainer(compose_cfg(overrides("topic"), *files), tokenizer).train_dataset
+    old = {k: v for k, v in ds.state_dict()[STATE_KEY].items() if k != "content"}
+    ds.load_state_dict({STATE_KEY: {**old, "version": 1}})
+    assert "predates content fingerprints" in caplog.text
+
+
+def test_content_fingerprint_is_the_rows_values_not_their_layout():
+    import datasets
+
+    from verl_ebpo.samplers.fields import content_fingerprint
+
+    paths = ["prompt", "reward_model.ground_truth", "extra_info.topic", "extra_info.difficulty"]
+    table = pa.Table.from_pylist(_rows(12, topic_of=lambda i: None if i == 3 else "ab"[i % 2]))
+    fp = content_fingerprint(table, paths)
+    same = [
+        pa.concat_tables([table.slice(0, 5), table.slice(5)]),  # chunked
+        datasets.Dataset(table),
+        datasets.Dataset(table).select(range(12)),  # behind an index map
+        pa.Table.from_pylist(table.to_pylist()),
+    ]
+    assert all(content_fingerprint(t, paths) == fp for t in same)
+    assert content_fingerprint(datasets.Dataset(table).select(range(1, 12)), paths) == content_fingerprint(
+        table.slice(1), paths)
+    changed = table.to_pylist()
+    changed[7]["prompt"][0]["content"] = "question 7 "
+    assert content_fingerprint(pa.Table.from_pylist(changed), paths) != fp
+    assert content_fingerprint(datasets.Dataset(table).select([*range(11), 10]), paths) != fp  # a row repeated
+    assert content_fingerprint(table, ["prompt", "extra_info.nope"]) != content_fingerprint(table, ["prompt"])
+
+
+# ------------------------------------------------------------------------------------------------
+# the one private verl touch
+
+
+def test_verl_read_hook_canary():
+    """verl_ebpo.samplers.dataset reorders inside RLHFDataset.<VERL_READ_HOOK>(), a private verl method."""
+    import inspect
+
+    from verl.utils.dataset.rl_dataset import RLHFDataset
+
+    from verl_ebpo.samplers.dataset import VERL_READ_HOOK, OrderedRLHFDataset
+
+    where = "update VERL_READ_HOOK and the override in verl_ebpo/samplers/dataset.py"
+    assert callable(getattr(RLHFDataset, VERL_READ_HOOK, None)), f"verl renamed RLHFDataset.{VERL_READ_HOOK}: {where}"
+    assert f"self.{VERL_READ_HOOK}()" in inspect.getsource(RLHFDataset.__init__), (
+        f"RLHFDataset.__init__ no longer calls self.{VERL_READ_HOOK}(): {where}"
+    )
+    assert VERL_READ_HOOK in OrderedRLHFDataset.__dict__, f"OrderedRLHFDataset must override {VERL_READ_HOOK}"
+
+
+def test_a_verl_that_skips_the_hook_is_refused(compose_cfg, files, tokenizer, monkeypatch):
+    from verl.trainer.ppo.utils import create_rl_dataset
+    from verl.utils.dataset.rl_dataset import RLHFDataset
+
+    from verl_ebpo.samplers.dataset import VERL_READ_HOOK, OrderedRLHFDataset
+
+    monkeypatch.setattr(OrderedRLHFDataset, VERL_READ_HOOK, getattr(RLHFDataset, VERL_READ_HOOK))  # as if renamed
+    cfg = compose_cfg(overrides("topic"), *files)
+    with pytest.raises(RuntimeError, match=f"no longer calls {VERL_READ_HOOK}"):
+        create_rl_dataset(cfg.data.train_files, cfg.data, tokenizer, None)
+
+
+def test_bench_ordering_runs(capsys):
+    import runpy
+    import sys
+
+    argv, sys.argv = sys.argv, ["benchmarks/bench_ordering.py", "--rows", "300", "--batch", "7", "--repeats", "1"]
+    try:
+        with pytest.raises(SystemExit) as exit_info:
+            runpy.run_path("benchmarks/bench_ordering.py", run_name="__main__")
+    finally:
+        sys.argv = argv
+    assert exit_info.value.code == 0
+    out = capsys.readouterr().out
+    assert "pure orderings over 300 rows" in out and "TopicOrderedDataset:" in out and "reordered" in out

@@ -1,17 +1,19 @@
 """verl dataset classes that put their rows in topic or difficulty order (the stock-trainer route).
 
 verl 0.9.1 builds the train dataset from `data.custom_cls.{path,name}` and, with `data.shuffle=False`,
-reads it through a SequentialSampler in a torchdata StatefulDataLoader. These subclasses of verl's
-`RLHFDataset` reorder their rows once, right after verl has read (and length-filtered) the files, so the
-stock loader visits them in that order. The order is a pure function of the file and `data.ordering.*`,
-so a resumed run (verl's `data.pt`) rebuilds the same order and the loader continues after the last
-prompt it served. Each dataset also saves a fingerprint of its order in `data.pt` and refuses to resume
-over a different order.
+reads it through a SequentialSampler in a torchdata StatefulDataLoader with `drop_last=True`. These
+subclasses of verl's `RLHFDataset` reorder their rows once, right after verl has read (and length-filtered)
+the files, so the stock loader visits them in that order. The order is a pure function of the file and
+`data.ordering.*` (`TopicOptions` / `DifficultyOptions`), so a resumed run (verl's `data.pt`) rebuilds the
+same order and the loader continues after the last prompt it served. The epoch's last incomplete batch,
+which the loader would drop, is completed, cut (and listed) or refused as `data.ordering.remainder` says.
+Each dataset saves a fingerprint of its order and of its rows' content in `data.pt` and refuses to resume
+over a different order or changed rows.
 
     data.shuffle=False
     data.custom_cls.path=pkg://verl_ebpo.samplers.dataset
     data.custom_cls.name=TopicOrderedDataset        # or DifficultyOrderedDataset
-    ++data.ordering.<option>=<value>                 # optional, see OrderingOptions
+    ++data.ordering.<option>=<value>                 # optional, see docs/ordering.md
 
 Only the train dataset is reordered (the one whose files are `data.train_files`); the validation
 dataset, built from the same class, keeps verl's behaviour unless `data.ordering.apply_to=all`.
@@ -23,137 +25,58 @@ from __future__ import annotations
 
 import logging
 import os
-from dataclasses import dataclass, fields
 from typing import Any
 
 from verl.utils.dataset.rl_dataset import RLHFDataset
 
-from verl_ebpo.samplers.fields import read_field
-from verl_ebpo.samplers.ordering import (
-    ALIGN_MODES,
-    CLUSTER_ORDERS,
-    DIRECTIONS,
-    UNLABELLED_MODES,
-    OrderPlan,
-    concat_plans,
-    difficulty_order,
-    topic_order,
-)
+from verl_ebpo.samplers.fields import FieldNotFoundError, content_fingerprint, read_field
+from verl_ebpo.samplers.options import OrderingOptions, options_class
+from verl_ebpo.samplers.ordering import OrderPlan, plan_epoch
 
 logger = logging.getLogger(__name__)
 
 STATE_KEY = "verl_ebpo_ordering"
-STATE_VERSION = 1
-ORDERS = ("topic", "difficulty")
+STATE_VERSION = 2  # 2: adds "content" (a hash of the rows' prompt, ground truth and ordering fields)
+GROUND_TRUTH = "reward_model.ground_truth"  # where verl's reward managers read the answer
+
+# ------------------------------------------------------------------------------------------------
+# The one private verl touch of the ordering: verl 0.9.1's `RLHFDataset.__init__` calls
+# `self._read_files_and_tokenize()`, which reads the files, applies `train_max_samples` and the length filter
+# and leaves the rows in `self.dataframe` (a datasets.Dataset); `resume_dataset_state` calls it again. The
+# ordered datasets override it to reorder right after it (and refuse to start if verl stops calling it).
+# Public attributes read: `config`, `dataframe`, `data_files`, `original_data_files`, `prompt_key`.
+# Canary: tests/test_samplers_verl.py::test_verl_read_hook_canary.
+VERL_READ_HOOK = "_read_files_and_tokenize"
 
 
-@dataclass
-class OrderingOptions:
-    """`data.ordering.*` (every key optional)."""
+def options_from_data_config(data_config: Any, default_order: str) -> OrderingOptions:
+    """`data.ordering.*` as the ordering's spec, with the defaults verl's data config gives.
 
-    order: str = "topic"  # topic | difficulty (set by the class; the key overrides it)
-    field: str | None = None  # default extra_info.topic (topic) / extra_info.difficulty (difficulty)
-    seed: int | None = None  # default data.seed, else 0
-    cluster_order: Any = "first_seen"  # first_seen | name | random | easy_first | hard_first | [labels]
-    difficulty_field: str = "extra_info.difficulty"  # for cluster_order easy_first / hard_first
-    align: str = "none"  # none | drop | pad  (cluster boundaries on batch boundaries)
-    batch_size: int | None = None  # for align; default data.train_batch_size
-    direction: str = "easy_to_hard"  # difficulty: easy_to_hard | hard_to_easy
-    higher_is_easier: bool = True  # the difficulty field is a pass rate (True) or a level (False)
-    unlabelled: str = "error"  # error | drop | first | last
-    passes: int = 1  # passes unrolled into one epoch, each reshuffled (topic) / re-tie-broken (difficulty)
-    apply_to: str = "train"  # train | all
-
-    @classmethod
-    def from_data_config(cls, data_config: Any, default_order: str) -> "OrderingOptions":
-        raw = data_config.get("ordering", None) if data_config is not None else None
-        if raw is None:
-            raw = {}
-        try:
-            from omegaconf import DictConfig, OmegaConf
-
-            if isinstance(raw, DictConfig):
-                raw = OmegaConf.to_container(raw, resolve=True)
-        except ImportError:  # pragma: no cover
-            pass
-        if not isinstance(raw, dict):
-            raise ValueError(f"data.ordering must be a mapping of options, got {raw!r}")
-        known = {f.name for f in fields(cls)}
-        unknown = sorted(set(raw) - known)
-        if unknown:
-            raise ValueError(f"unknown data.ordering option(s) {unknown}; known: {sorted(known)}")
-        opts = cls(order=default_order, **{k: v for k, v in raw.items() if v is not None or k == "seed"})
-        if opts.seed is None:
-            opts.seed = data_config.get("seed", None) if data_config is not None else None
-        if opts.seed is None:
-            opts.seed = 0
-        if opts.field is None:
-            opts.field = "extra_info.topic" if opts.order == "topic" else "extra_info.difficulty"
-        if opts.batch_size is None and opts.align != "none" and data_config is not None:
-            opts.batch_size = data_config.get("train_batch_size", None)
-        opts.validate()
-        return opts
-
-    def validate(self) -> None:
-        def choice(name, allowed):
-            if getattr(self, name) not in allowed:
-                raise ValueError(f"data.ordering.{name}={getattr(self, name)!r} is not one of {list(allowed)}")
-
-        choice("order", ORDERS)
-        choice("align", ALIGN_MODES)
-        choice("direction", DIRECTIONS)
-        choice("unlabelled", UNLABELLED_MODES)
-        choice("apply_to", ("train", "all"))
-        if isinstance(self.cluster_order, str):
-            choice("cluster_order", CLUSTER_ORDERS)
-        elif not isinstance(self.cluster_order, (list, tuple)):
-            raise ValueError(
-                f"data.ordering.cluster_order must be a name or a list of labels, got {self.cluster_order!r}"
-            )
-        if not isinstance(self.passes, int) or isinstance(self.passes, bool) or self.passes < 1:
-            raise ValueError(f"data.ordering.passes must be an integer >= 1, got {self.passes!r}")
-        if not isinstance(self.higher_is_easier, bool):
-            raise ValueError(f"data.ordering.higher_is_easier must be true or false, got {self.higher_is_easier!r}")
+    seed: `data.seed`, else 0. batch_size: `data.train_batch_size`. `data.ordering.order` (topic |
+    difficulty) overrides the class's order."""
+    data_config = data_config if data_config is not None else {}
+    raw = data_config.get("ordering", None)
+    raw = dict(raw.items()) if hasattr(raw, "items") else raw
+    if raw is not None and not isinstance(raw, dict):
+        raise ValueError(f"data.ordering must be a mapping of options, got {raw!r}")
+    raw = dict(raw or {})
+    cls = options_class(raw.pop("order", None) or default_order)
+    defaults = {
+        "seed": data_config.get("seed", None),
+        "batch_size": data_config.get("train_batch_size", None),
+    }
+    return cls.from_mapping(raw, **{k: v for k, v in defaults.items() if v is not None})
 
 
-def build_plan(table: Any, opts: OrderingOptions) -> OrderPlan:
-    """The visiting order of `table`'s rows (`table`: anything `fields.read_field` reads)."""
-    plans = []
-    if opts.order == "topic":
-        labels = read_field(table, opts.field)
-        difficulties = None
-        if opts.cluster_order in ("easy_first", "hard_first"):
-            difficulties = read_field(table, opts.difficulty_field)
-        for p in range(opts.passes):
-            plans.append(
-                topic_order(
-                    labels,
-                    seed=opts.seed,
-                    epoch=p,
-                    cluster_order=opts.cluster_order,
-                    difficulties=difficulties,
-                    higher_is_easier=opts.higher_is_easier,
-                    batch_size=opts.batch_size,
-                    align=opts.align,
-                    unlabelled=opts.unlabelled,
-                    field_name=opts.field,
-                )
-            )
-    else:
-        values = read_field(table, opts.field)
-        for p in range(opts.passes):
-            plans.append(
-                difficulty_order(
-                    values,
-                    seed=opts.seed,
-                    epoch=p,
-                    direction=opts.direction,
-                    higher_is_easier=opts.higher_is_easier,
-                    unlabelled=opts.unlabelled,
-                    field_name=opts.field,
-                )
-            )
-    return concat_plans(plans)
+def loader_batch(data_config: Any) -> int | None:
+    """The batch of verl's train loader, as `_init_dataloader` computes it (it drops an incomplete last one)."""
+    return data_config.get("gen_batch_size", None) or data_config.get("train_batch_size", None)
+
+
+def build_plan(table: Any, opts: OrderingOptions, *, loader_batch: int | None = None) -> OrderPlan:
+    """The visiting order of `table`'s rows for one epoch (`table`: anything `fields.read_field` reads)."""
+    values, *more = [read_field(table, f) for f in opts.value_fields()]
+    return plan_epoch(values, opts, difficulties=more[0] if more else None, loader_batch=loader_batch)
 
 
 def _norm_files(files: Any) -> list[str]:
@@ -169,7 +92,16 @@ class OrderedRLHFDataset(RLHFDataset):
 
     default_order = "topic"
 
-    def _read_files_and_tokenize(self):
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
+        if not hasattr(self, "ordering_options"):
+            raise RuntimeError(
+                f"{type(self).__name__}: verl's RLHFDataset no longer calls {VERL_READ_HOOK}(), the point where "
+                "this class puts the rows in order, so the prompts would be served unordered. This verl version "
+                f"is not supported by {__name__}; use the verl version verl_ebpo was released for."
+            )
+
+    def _read_files_and_tokenize(self):  # VERL_READ_HOOK (see above)
         super()._read_files_and_tokenize()
         self._apply_ordering()
 
@@ -180,25 +112,46 @@ class OrderedRLHFDataset(RLHFDataset):
         return bool(train) and train == mine
 
     def _apply_ordering(self) -> None:
-        self.ordering_options = opts = OrderingOptions.from_data_config(self.config, self.default_order)
+        self.ordering_options = opts = options_from_data_config(self.config, self.default_order)
         self.ordering_plan = None
         self._ordering_state = None
-        if opts.apply_to == "train" and not self._is_train_dataset():
+        is_train = self._is_train_dataset()
+        if opts.apply_to == "train" and not is_train:
             return  # the validation set: unchanged
         if self.config.get("shuffle", False):
             raise ValueError(
                 f"{type(self).__name__} orders the prompts itself; data.shuffle=True would reshuffle them. "
                 "Set data.shuffle=False."
             )
-        plan = build_plan(self.dataframe, opts)
-        self.dataframe = self.dataframe.select(plan.indices.tolist())
-        self.ordering_plan = plan
-        self._ordering_state = {"version": STATE_VERSION, "fingerprint": plan.fingerprint(), "length": len(plan)}
+        # verl's train loader drops an incomplete last batch, its validation loader does not
+        plan = build_plan(self.dataframe, opts, loader_batch=loader_batch(self.config) if is_train else None)
+        content = self._content_fingerprint(opts)
         msg = f"[verl_ebpo] {type(self).__name__}: {plan.summary()}"
+        if plan.cut:
+            msg += f" (row numbers after verl's length filter{self._row_ids(plan.cut)})"
+        self.dataframe = self.dataframe.select(plan.indices)  # an array: datasets hashes it ~5x faster than a list
+        self.ordering_plan = plan
+        self._ordering_state = {
+            "version": STATE_VERSION,
+            "fingerprint": plan.fingerprint(),
+            "length": len(plan),
+            "content": content,
+        }
         print(msg)
-        logger.info(msg)
+        (logger.warning if plan.cut else logger.info)(msg)
 
-    # -- torchdata Stateful: a fingerprint of the order travels in data.pt --------------------------
+    def _row_ids(self, rows: tuple[int, ...]) -> str:
+        try:
+            return f"; their extra_info.index: {read_field(self.dataframe.select(list(rows)), 'extra_info.index')}"
+        except FieldNotFoundError:
+            return ""
+
+    def _content_fingerprint(self, opts: OrderingOptions) -> str:
+        """The rows' prompt, ground truth and ordering field(s), hashed in file order."""
+        paths = (self.prompt_key, GROUND_TRUTH, *opts.value_fields())
+        return content_fingerprint(self.dataframe, paths)
+
+    # -- torchdata Stateful: fingerprints of the order and the rows travel in data.pt ---------------
     def state_dict(self) -> dict:
         return {STATE_KEY: self._ordering_state} if getattr(self, "_ordering_state", None) else {}
 
@@ -211,8 +164,21 @@ class OrderedRLHFDataset(RLHFDataset):
             raise ValueError(
                 f"{type(self).__name__}: the checkpoint's data.pt was written for a different prompt order "
                 f"(saved {saved['fingerprint']} over {saved['length']} prompts, now {mine['fingerprint']} over "
-                f"{mine['length']}): the train file or data.ordering / data.seed changed since the checkpoint, "
-                "so resuming would repeat or skip prompts. Restore the old settings or start a fresh run."
+                f"{mine['length']}): the train file or data.ordering / data.seed / the batch size changed since "
+                "the checkpoint, so resuming would repeat or skip prompts. Restore the old settings or start a "
+                "fresh run."
+            )
+        if "content" not in saved:
+            logger.warning(
+                "%s: data.pt predates content fingerprints (version %s): the order matches, the rows' text is "
+                "not checked", type(self).__name__, saved.get("version"),
+            )
+        elif saved["content"] != mine["content"]:
+            raise ValueError(
+                f"{type(self).__name__}: the train rows changed since the checkpoint (content fingerprint "
+                f"{saved['content']}, now {mine['content']}, over the prompt, {GROUND_TRUTH} and "
+                f"{', '.join(self.ordering_options.value_fields())}): resuming would continue the old position "
+                "over different prompts. Restore the checkpoint's train file or start a fresh run."
             )
 
 

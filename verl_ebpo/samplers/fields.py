@@ -7,6 +7,7 @@ A path that names no field raises `FieldNotFoundError` listing the fields that e
 
 from __future__ import annotations
 
+import hashlib
 from typing import Any, Sequence
 
 _LIST_AT_MOST = 40
@@ -33,12 +34,11 @@ def _not_found(path: str, present: Sequence[str]) -> FieldNotFoundError:
 
 
 def arrow_field_names(schema_or_type, prefix: str = "") -> list[str]:
-    """Every field as a dotted path (structs and their children, depth first)."""
+    """Every field as a dotted path (structs and their children, depth first); a Schema or a struct type."""
     import pyarrow as pa
 
-    fields = list(schema_or_type) if isinstance(schema_or_type, pa.Schema) else list(schema_or_type)
     out: list[str] = []
-    for f in fields:
+    for f in schema_or_type:
         name = prefix + f.name
         out.append(name)
         if pa.types.is_struct(f.type):
@@ -46,25 +46,26 @@ def arrow_field_names(schema_or_type, prefix: str = "") -> list[str]:
     return out
 
 
-def _as_arrow_table(source: Any):
-    """pyarrow Table for arrow-backed sources, else None."""
-    import pyarrow as pa
-
-    if isinstance(source, pa.Table):
-        return source
-    try:
-        import datasets
-    except ImportError:  # pragma: no cover - datasets ships with verl
-        datasets = None
-    if datasets is not None and isinstance(source, datasets.Dataset):
-        return source  # handled lazily (column selection first)
-    return None
-
-
-def _read_arrow(table, path: str) -> list:
+def _arrow_column(source: Any, path: str):
+    """The values of `path` as an arrow array for arrow-backed sources (pyarrow Table, datasets.Dataset:
+    only the top column is read, its index map applied), else None."""
     import pyarrow as pa
     import pyarrow.compute as pc
 
+    table = source
+    if not isinstance(table, pa.Table):
+        try:
+            import datasets
+        except ImportError:  # pragma: no cover - datasets ships with verl
+            return None
+        if not isinstance(source, datasets.Dataset):
+            return None
+        top = split_path(path)[0]
+        if top not in source.column_names:
+            raise _not_found(path, arrow_field_names(source.data.schema))
+        table = source.select_columns([top]).with_format("arrow")[:]
+        if table.num_rows == 0:
+            return pa.array([], pa.null())
     parts = split_path(path)
     if parts[0] not in table.column_names:
         raise _not_found(path, arrow_field_names(table.schema))
@@ -81,7 +82,42 @@ def _read_arrow(table, path: str) -> list:
             raise _not_found(path, arrow_field_names(table.schema))
         col = pc.struct_field(col, [names.index(part)])
         walked += "." + part
-    return col.to_pylist()
+    return col
+
+
+def _hash_arrow(h, arr) -> None:
+    """Feed the logical content of `arr` (type, nulls, values; not its chunking or slicing) to the hash `h`."""
+    import numpy as np
+    import pyarrow as pa
+    import pyarrow.compute as pc
+
+    if isinstance(arr, pa.ChunkedArray):
+        arr = arr.combine_chunks()
+    if pa.types.is_dictionary(arr.type):
+        arr = arr.dictionary_decode()
+    t = arr.type
+    h.update(f"{t}:{len(arr)}:".encode())
+    if arr.null_count:
+        h.update(np.packbits(arr.is_null().to_numpy(zero_copy_only=False)).tobytes())
+    if pa.types.is_struct(t):
+        for i, child in enumerate(arr.flatten()):
+            h.update(t.field(i).name.encode())
+            _hash_arrow(h, child)
+    elif pa.types.is_list(t) or pa.types.is_large_list(t):
+        h.update(pc.fill_null(pc.list_value_length(arr), 0).to_numpy().astype(np.int64).tobytes())
+        _hash_arrow(h, arr.flatten())
+    elif pa.types.is_string(t) or pa.types.is_large_string(t) or pa.types.is_binary(t) or pa.types.is_large_binary(t):
+        filled = pc.fill_null(arr, "" if pa.types.is_string(t) or pa.types.is_large_string(t) else b"")
+        h.update(pc.binary_length(filled).to_numpy().astype(np.int64).tobytes())
+        _, offsets, data = filled.buffers()
+        if len(filled) and data is not None:
+            wide = pa.types.is_large_string(t) or pa.types.is_large_binary(t)
+            offs = np.frombuffer(offsets, dtype=np.int64 if wide else np.int32)
+            h.update(memoryview(data)[int(offs[filled.offset]) : int(offs[filled.offset + len(filled)])])
+    elif pa.types.is_boolean(t) or pa.types.is_integer(t) or pa.types.is_floating(t):
+        h.update(np.ascontiguousarray(pc.fill_null(arr, False if pa.types.is_boolean(t) else 0).to_numpy()).tobytes())
+    else:  # rarer types (decimals, dates, maps, ...): through their Python values
+        h.update(repr(arr.to_pylist()).encode())
 
 
 # ------------------------------------------------------------------------------------------------
@@ -131,20 +167,41 @@ def _read_rows(rows: Sequence[Any], path: str) -> list:
 
 def read_field(source: Any, path: str) -> list:
     """Values of the dotted field `path`, one per row (None where a row has no value)."""
-    if hasattr(source, "dataframe") and not hasattr(source, "column_names"):
-        source = source.dataframe  # verl RLHFDataset
-    table = _as_arrow_table(source)
-    if table is not None:
-        import pyarrow as pa
+    source = _unwrap(source)
+    col = _arrow_column(source, path)
+    if col is not None:
+        return col.to_pylist()
+    return _read_rows(_python_rows(source, path), path)
 
-        if not isinstance(table, pa.Table):  # datasets.Dataset: select the top column, apply its index map
-            top = split_path(path)[0]
-            if top not in table.column_names:
-                raise _not_found(path, arrow_field_names(table.data.schema))
-            table = table.select_columns([top]).with_format("arrow")[:]
-            if table.num_rows == 0:
-                return []
-        return _read_arrow(table, path)
+
+def content_fingerprint(source: Any, paths: Sequence[str]) -> str:
+    """Short hash of the values of `paths` in every row, in row order (a path no row has counts as absent).
+
+    Arrow-backed sources are hashed column by column at C speed (about 0.1 s for 100k prompts); other
+    sources through their Python values."""
+    h = hashlib.sha256()
+    source = _unwrap(source)
+    for path in paths:
+        h.update(f"\0{path}\0".encode())
+        try:
+            col = _arrow_column(source, path)
+            if col is not None:
+                _hash_arrow(h, col)
+            else:
+                h.update(repr(_read_rows(_python_rows(source, path), path)).encode())
+        except FieldNotFoundError:
+            h.update(b"absent")
+    return h.hexdigest()[:16]
+
+
+def _unwrap(source: Any) -> Any:
+    if hasattr(source, "dataframe") and not hasattr(source, "column_names"):
+        return source.dataframe  # verl RLHFDataset
+    return source
+
+
+def _python_rows(source: Any, path: str) -> list:
+    """Row dicts (a pandas DataFrame: its `path` top column only)."""
     try:
         import pandas as pd
 
@@ -152,10 +209,10 @@ def read_field(source: Any, path: str) -> list:
             top = split_path(path)[0]
             if top not in source.columns:
                 raise _not_found(path, [str(c) for c in source.columns])
-            source = [{top: v} for v in source[top].tolist()]
+            return [{top: v} for v in source[top].tolist()]
     except ImportError:  # pragma: no cover
         pass
-    return _read_rows(list(source), path)
+    return list(source)
 
 
 def set_field(table, path: str, values: Sequence[Any]):

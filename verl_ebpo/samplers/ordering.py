@@ -1,16 +1,22 @@
 """Pure prompt orderings (numpy only): a list of labels or difficulties in, a visiting order out.
 
-- `topic_order`: rows grouped by label, clusters visited one after another, shuffled inside each cluster;
-  optional alignment of every cluster to the train batch so that no batch mixes two clusters.
-- `difficulty_order`: rows sorted by a numeric difficulty (easy -> hard by default), ties broken by a seed.
+- `topic_order`: one pass; rows grouped by label, clusters visited one after another, shuffled inside each
+  cluster; optionally every cluster aligned to the batch so that no batch mixes two clusters.
+- `difficulty_order`: one pass; rows sorted by a numeric difficulty (easy -> hard by default), ties broken by
+  the seed.
+- `plan_epoch`: one epoch as a loader serves it: `passes` passes one after another and, for a loader that
+  drops an incomplete last batch (verl's does), that batch handled as `remainder` says.
 
-Both return an `OrderPlan`. Randomness comes only from `seed` (and `epoch`, for per-epoch reshuffles):
-each random choice draws from its own `numpy.random.SeedSequence([seed, purpose, ...])`, so a result is
-a pure function of its arguments.
+The options are one spec per ordering (`TopicOptions`, `DifficultyOptions` in `verl_ebpo.samplers.options`):
+pass one, or its keys as keyword arguments (`topic_order(labels, seed=1, align="pad", batch_size=8)`).
+Every function returns an `OrderPlan`. Randomness comes only from `seed` (and `epoch`, for per-epoch
+reshuffles): each random choice draws from its own `numpy.random.SeedSequence([seed, purpose, ...])`, so a
+result is a pure function of its arguments.
 """
 
 from __future__ import annotations
 
+import dataclasses
 import hashlib
 import math
 import numbers
@@ -19,14 +25,12 @@ from typing import Any, Hashable, Sequence
 
 import numpy as np
 
-CLUSTER_ORDERS = ("first_seen", "name", "random", "easy_first", "hard_first")
-ALIGN_MODES = ("none", "drop", "pad")
-UNLABELLED_MODES = ("error", "drop", "first", "last")
-DIRECTIONS = ("easy_to_hard", "hard_to_easy")
+from verl_ebpo.samplers.options import DifficultyOptions, OrderingOptions, TopicOptions
+
 UNLABELLED = "__unlabelled__"  # segment label of the unlabelled rows (unlabelled=first|last)
 
 # purposes for the seed sequences (distinct streams for distinct choices)
-_P_WITHIN, _P_CLUSTERS, _P_TIES, _P_PAD = 1, 2, 3, 4
+_P_WITHIN, _P_CLUSTERS, _P_TIES = 1, 2, 3
 _SHOW = 5  # how many row indices an error message lists
 
 
@@ -49,16 +53,20 @@ class Segment:
 class OrderPlan:
     """A visiting order over the rows of a table.
 
-    indices: row numbers in visiting order (a row appears more than once with align=pad or passes > 1).
+    indices: row numbers in visiting order (a row appears more than once with align=pad, remainder=pad or
+      passes > 1).
     segments: contiguous runs of `indices` that share a cluster (topic) or a group (difficulty).
-    dropped: rows never visited (unlabelled=drop, align=drop).
-    padded: visits added by align=pad.
+    dropped: rows never visited (unlabelled=drop, align=drop, remainder=drop).
+    padded: visits added by align=pad. completed: visits added by remainder=pad.
+    cut: rows never visited because remainder=drop cut the last incomplete batch (all of them, sorted).
     """
 
     indices: np.ndarray
     segments: tuple[Segment, ...] = ()
     dropped: tuple[int, ...] = ()
     padded: int = 0
+    completed: int = 0
+    cut: tuple[int, ...] = ()
     num_rows: int = 0
     description: str = ""
 
@@ -78,10 +86,16 @@ class OrderPlan:
             shown = ", ".join(f"{s.label}({s.size})" for s in self.segments[:max_segments])
             more = f", ... {len(self.segments) - max_segments} more" if len(self.segments) > max_segments else ""
             parts.append(f"{len(self.segments)} segments: {shown}{more}")
-        if self.dropped:
-            parts.append(f"{len(self.dropped)} rows dropped (first: {list(self.dropped[:_SHOW])})")
+        left_out = sorted(set(self.dropped) - set(self.cut))
+        if left_out:
+            parts.append(f"{len(left_out)} rows left out by unlabelled=drop / align=drop (first: {left_out[:_SHOW]})")
         if self.padded:
-            parts.append(f"{self.padded} repeat visits added to fill batches")
+            parts.append(f"{self.padded} repeat visits added to fill batches (align=pad)")
+        if self.completed:
+            parts.append(f"{self.completed} repeat visits complete the last batch (remainder=pad)")
+        if self.cut:
+            parts.append(f"remainder=drop: the last incomplete batch is cut, {len(self.cut)} rows never served: "
+                         f"{list(self.cut)}")
         return "; ".join(parts)
 
 
@@ -91,18 +105,6 @@ class OrderPlan:
 
 def _rng(seed: int, purpose: int, *more: int) -> np.random.Generator:
     return np.random.default_rng(np.random.SeedSequence([int(seed), int(purpose), *[int(m) for m in more]]))
-
-
-def _check_seed(seed: Any) -> int:
-    if isinstance(seed, bool) or not isinstance(seed, numbers.Integral) or int(seed) < 0:
-        raise ValueError(f"seed must be a non-negative integer, got {seed!r}")
-    return int(seed)
-
-
-def _check_choice(name: str, value: Any, allowed: Sequence[str]) -> str:
-    if value not in allowed:
-        raise ValueError(f"{name}={value!r} is not one of {list(allowed)}")
-    return value
 
 
 def is_missing(value: Any) -> bool:
@@ -138,162 +140,21 @@ def _hashable(label: Any) -> Hashable:
     return label
 
 
-# ------------------------------------------------------------------------------------------------
-# topic
-
-
-def topic_order(
-    labels: Sequence[Any],
-    *,
-    seed: int = 0,
-    epoch: int = 0,
-    cluster_order: str | Sequence[Any] = "first_seen",
-    difficulties: Sequence[Any] | None = None,
-    higher_is_easier: bool = True,
-    batch_size: int | None = None,
-    align: str = "none",
-    unlabelled: str = "error",
-    field_name: str = "label",
-) -> OrderPlan:
-    """Clusters one after another, rows shuffled inside each cluster.
-
-    cluster_order: "first_seen" (as the clusters first appear in the file), "name" (sorted labels),
-      "random" (seeded; the same for every epoch), "easy_first"/"hard_first" (by the mean of
-      `difficulties` over the cluster's rows; missing values ignored), or an explicit list of labels.
-    epoch: changes the shuffle inside clusters only (cluster order and sizes stay the same).
-    align: "none"; "drop" (drop each cluster's last size % batch_size rows, so a cluster smaller than a
-      batch vanishes); "pad" (repeat rows of the same cluster, from the start of its shuffled order,
-      until its size is a multiple of batch_size). With "drop"/"pad" no batch of `batch_size`
-      consecutive visits mixes two clusters.
-    unlabelled: "error" (default), "drop", or "first"/"last" (the unlabelled rows form one more
-      cluster, visited before/after all others).
-    """
-    seed = _check_seed(seed)
-    _check_choice("align", align, ALIGN_MODES)
-    _check_choice("unlabelled", unlabelled, UNLABELLED_MODES)
-    if isinstance(cluster_order, str):
-        _check_choice("cluster_order", cluster_order, CLUSTER_ORDERS)
-    if align != "none":
-        if batch_size is None or int(batch_size) <= 0:
-            raise ValueError(f"align={align!r} needs a positive batch_size, got {batch_size!r}")
-        batch_size = int(batch_size)
-    n = len(labels)
-    if difficulties is not None and len(difficulties) != n:
-        raise ValueError(f"difficulties has {len(difficulties)} values for {n} labels")
-
-    # 1. clusters in first-seen order
-    members: dict[Hashable, list[int]] = {}
-    missing: list[int] = []
-    for i, raw in enumerate(labels):
-        if is_missing(raw):
-            missing.append(i)
-            continue
-        members.setdefault(_hashable(raw), []).append(i)
-    if missing and unlabelled == "error":
-        raise _missing_error(
-            field_name, missing, n, "label them, or choose where they go with unlabelled=drop|first|last"
-        )
-    names = list(members)  # first-seen order
-    first_seen_rank = {name: r for r, name in enumerate(names)}
-
-    # 2. cluster visiting order
-    if not isinstance(cluster_order, str):
-        wanted = [str(x) for x in cluster_order]
-        by_str: dict[str, Hashable] = {}
-        for name in names:
-            by_str.setdefault(str(name), name)
-        not_listed = [name for name in names if str(name) not in wanted]
-        if not_listed:
-            raise ValueError(
-                f"cluster_order lists {len(wanted)} clusters but the data has {len(not_listed)} more: "
-                f"{not_listed[:10]}; list every cluster (labels present: {names[:20]})"
-            )
-        if len(set(wanted)) != len(wanted):
-            raise ValueError(f"cluster_order lists a cluster twice: {wanted}")
-        ordered = [by_str[w] for w in wanted if w in by_str]
-    elif cluster_order == "first_seen":
-        ordered = names
-    elif cluster_order == "name":
-        ordered = sorted(names, key=_label_key)
-    elif cluster_order == "random":
-        perm = _rng(seed, _P_CLUSTERS).permutation(len(names))
-        ordered = [names[j] for j in perm]
-    else:  # easy_first / hard_first
-        if difficulties is None:
-            raise ValueError(f"cluster_order={cluster_order!r} needs a difficulty value per row")
-        values = _numeric_values(difficulties, "difficulty")
-        means = {}
-        for name in names:
-            v = values[members[name]]
-            v = v[~np.isnan(v)]
-            if v.size == 0:
-                raise ValueError(f"cluster {name!r} has no difficulty value, so it cannot be ranked by difficulty")
-            means[name] = float(v.mean())
-        # easy first: higher pass rate first when higher_is_easier
-        easy_key = (lambda m: -m) if higher_is_easier else (lambda m: m)
-        sign = 1 if cluster_order == "easy_first" else -1
-        ordered = sorted(names, key=lambda nm: (sign * easy_key(means[nm]), first_seen_rank[nm]))
-
-    clusters: list[tuple[Any, list[int], int]] = [(name, members[name], first_seen_rank[name]) for name in ordered]
-    if missing and unlabelled in ("first", "last"):
-        entry = (UNLABELLED, missing, len(names))
-        clusters = [entry, *clusters] if unlabelled == "first" else [*clusters, entry]
-
-    # 3. shuffle inside clusters; align to the batch
-    out: list[np.ndarray] = []
-    segments: list[Segment] = []
-    dropped: list[int] = list(missing) if unlabelled == "drop" else []
-    padded = 0
-    pos = 0
-    for name, rows, rank in clusters:
-        rows_arr = np.asarray(rows, dtype=np.int64)
-        shuffled = rows_arr[_rng(seed, _P_WITHIN, epoch, rank).permutation(rows_arr.size)]
-        if align == "drop":
-            keep = (shuffled.size // batch_size) * batch_size
-            dropped.extend(int(x) for x in shuffled[keep:])
-            shuffled = shuffled[:keep]
-        elif align == "pad":
-            short = (-shuffled.size) % batch_size
-            if short:
-                reps = np.resize(shuffled, short)  # cycles through the cluster's shuffled order
-                shuffled = np.concatenate([shuffled, reps])
-                padded += short
-        if shuffled.size == 0:
-            continue
-        out.append(shuffled)
-        segments.append(Segment(name, pos, pos + shuffled.size))
-        pos += shuffled.size
-
-    indices = np.concatenate(out) if out else np.zeros(0, dtype=np.int64)
-    co = cluster_order if isinstance(cluster_order, str) else "listed"
-    return OrderPlan(
-        indices=indices,
-        segments=tuple(segments),
-        dropped=tuple(sorted(dropped)),
-        padded=padded,
-        num_rows=n,
-        description=f"topic order ({co} clusters, seed {seed}, epoch {epoch}, align {align})",
-    )
-
-
-# ------------------------------------------------------------------------------------------------
-# difficulty
-
-
 def _numeric_values(values: Sequence[Any], field_name: str) -> np.ndarray:
-    """float array with NaN for missing values; an error names non-numeric values."""
+    """float array with NaN for missing values; an error names non-numeric or infinite values."""
+    if set(map(type, values)) <= {float, int}:  # the common case, converted at C speed
+        out = np.array(values, dtype=np.float64)
+        if not np.isinf(out).any():
+            return out
     out = np.empty(len(values), dtype=np.float64)
     bad: list[tuple[int, Any]] = []
     for i, v in enumerate(values):
         if is_missing(v):
             out[i] = np.nan
-        elif isinstance(v, bool) or not isinstance(v, (numbers.Real, np.integer, np.floating)):
+        elif isinstance(v, bool) or not isinstance(v, (numbers.Real, np.integer, np.floating)) or math.isinf(v):
             bad.append((i, v))
         else:
-            f = float(v)
-            if math.isinf(f):
-                bad.append((i, v))
-            out[i] = f
+            out[i] = float(v)
     if bad:
         raise ValueError(
             f"{len(bad)} rows have a non-numeric or infinite value in {field_name!r} "
@@ -302,68 +163,227 @@ def _numeric_values(values: Sequence[Any], field_name: str) -> np.ndarray:
     return out
 
 
+# ------------------------------------------------------------------------------------------------
+# topic: group -> order the clusters -> shuffle (and align) inside each
+
+
+def topic_order(
+    labels: Sequence[Any],
+    options: TopicOptions | None = None,
+    *,
+    epoch: int = 0,
+    difficulties: Sequence[Any] | None = None,
+    **option_values: Any,
+) -> OrderPlan:
+    """One pass: clusters one after another, rows shuffled inside each cluster.
+
+    options / option_values: a `TopicOptions` and/or its keys (seed, cluster_order, align, batch_size,
+      unlabelled, higher_is_easier, field: the name used in messages). One pass ignores `passes` and
+      `remainder` (see `plan_epoch`).
+    difficulties: one value per row, for cluster_order easy_first / hard_first (missing values ignored).
+    epoch: changes the shuffle inside clusters only (cluster order and sizes stay the same).
+    align "drop" drops each cluster's last size % batch_size rows (a cluster smaller than a batch vanishes);
+    "pad" repeats rows of the same cluster, from the start of its shuffled order, until its size is a
+    multiple of batch_size.
+    """
+    opts = TopicOptions.build(options, **option_values)
+    if opts.align != "none" and opts.batch_size is None:
+        raise ValueError(f"align={opts.align!r} needs a positive batch_size, got None")
+    if difficulties is not None and len(difficulties) != len(labels):
+        raise ValueError(f"difficulties has {len(difficulties)} values for {len(labels)} labels")
+    members, missing = _clusters(labels, opts)
+    names = list(members)  # first-seen order
+    rank = {name: r for r, name in enumerate(names)}  # seeds each cluster's shuffle
+    groups = [(name, members[name], rank[name]) for name in _cluster_sequence(names, members, opts, difficulties)]
+    if missing and opts.unlabelled in ("first", "last"):
+        entry = (UNLABELLED, missing, len(names))
+        groups = [entry, *groups] if opts.unlabelled == "first" else [*groups, entry]
+    plan = _shuffle_and_align(groups, opts, epoch, len(labels))
+    if opts.unlabelled == "drop":
+        plan = dataclasses.replace(plan, dropped=tuple(sorted([*plan.dropped, *missing])))
+    return plan
+
+
+def _clusters(labels: Sequence[Any], opts: TopicOptions) -> tuple[dict[Hashable, list[int]], list[int]]:
+    """Row numbers per label (labels in first-seen order), and the rows without a label."""
+    members: dict[Hashable, list[int]] = {}
+    missing: list[int] = []
+    for i, raw in enumerate(labels):
+        if is_missing(raw):
+            missing.append(i)
+        else:
+            members.setdefault(_hashable(raw), []).append(i)
+    if missing and opts.unlabelled == "error":
+        raise _missing_error(
+            opts.field, missing, len(labels), "label them, or choose where they go with unlabelled=drop|first|last"
+        )
+    return members, missing
+
+
+def _cluster_sequence(names: list, members: dict, opts: TopicOptions, difficulties: Sequence[Any] | None) -> list:
+    """The clusters in visiting order (`names` is first-seen order)."""
+    order = opts.cluster_order
+    if isinstance(order, tuple):
+        return _listed(names, order)
+    if order == "first_seen":
+        return names
+    if order == "name":
+        return sorted(names, key=_label_key)
+    if order == "random":
+        return [names[j] for j in _rng(opts.seed, _P_CLUSTERS).permutation(len(names))]
+    return _by_difficulty(names, members, opts, difficulties)
+
+
+def _listed(names: list, wanted_labels: tuple) -> list:
+    """The order the user listed; labels match by their text (Hydra may hand numbers over as strings)."""
+    wanted = [str(x) for x in wanted_labels]
+    by_str: dict[str, Hashable] = {}
+    for name in names:
+        by_str.setdefault(str(name), name)
+    not_listed = [name for name in names if str(name) not in wanted]
+    if not_listed:
+        raise ValueError(
+            f"cluster_order lists {len(wanted)} clusters but the data has {len(not_listed)} more: "
+            f"{not_listed[:10]}; list every cluster (labels present: {names[:20]})"
+        )
+    return [by_str[w] for w in wanted if w in by_str]
+
+
+def _by_difficulty(names: list, members: dict, opts: TopicOptions, difficulties: Sequence[Any] | None) -> list:
+    """easy_first / hard_first: clusters by the mean difficulty of their rows (missing values ignored)."""
+    if difficulties is None:
+        raise ValueError(f"cluster_order={opts.cluster_order!r} needs a difficulty value per row")
+    values = _numeric_values(difficulties, opts.difficulty_field)
+    means = {}
+    for name in names:
+        v = values[members[name]]
+        v = v[~np.isnan(v)]
+        if v.size == 0:
+            raise ValueError(f"cluster {name!r} has no difficulty value, so it cannot be ranked by difficulty")
+        means[name] = float(v.mean())
+    easiness = {name: m if opts.higher_is_easier else -m for name, m in means.items()}
+    sign = -1 if opts.cluster_order == "easy_first" else 1  # ascending sort key
+    rank = {name: r for r, name in enumerate(names)}
+    return sorted(names, key=lambda nm: (sign * easiness[nm], rank[nm]))
+
+
+def _shuffle_and_align(groups: list, opts: TopicOptions, epoch: int, n: int) -> OrderPlan:
+    """Each group's rows shuffled (its own stream: independent of the cluster order), then aligned."""
+    out: list[np.ndarray] = []
+    segments: list[Segment] = []
+    dropped: list[int] = []
+    padded = pos = 0
+    b = opts.batch_size
+    for name, rows, rank in groups:
+        rows_arr = np.asarray(rows, dtype=np.int64)
+        shuffled = rows_arr[_rng(opts.seed, _P_WITHIN, epoch, rank).permutation(rows_arr.size)]
+        if opts.align == "drop":
+            keep = (shuffled.size // b) * b
+            dropped.extend(shuffled[keep:].tolist())
+            shuffled = shuffled[:keep]
+        elif opts.align == "pad" and shuffled.size % b:
+            short = (-shuffled.size) % b
+            shuffled = np.concatenate([shuffled, np.resize(shuffled, short)])  # cycles through the shuffled order
+            padded += short
+        if shuffled.size:
+            out.append(shuffled)
+            segments.append(Segment(name, pos, pos + shuffled.size))
+            pos += shuffled.size
+    co = opts.cluster_order if isinstance(opts.cluster_order, str) else "listed"
+    return OrderPlan(
+        indices=np.concatenate(out) if out else np.zeros(0, dtype=np.int64),
+        segments=tuple(segments),
+        dropped=tuple(sorted(dropped)),
+        padded=padded,
+        num_rows=n,
+        description=f"topic order ({co} clusters, seed {opts.seed}, epoch {epoch}, align {opts.align})",
+    )
+
+
+# ------------------------------------------------------------------------------------------------
+# difficulty
+
+
 def difficulty_order(
     values: Sequence[Any],
+    options: DifficultyOptions | None = None,
     *,
-    seed: int = 0,
     epoch: int = 0,
-    direction: str = "easy_to_hard",
-    higher_is_easier: bool = True,
-    unlabelled: str = "error",
-    field_name: str = "difficulty",
+    **option_values: Any,
 ) -> OrderPlan:
-    """Rows sorted by difficulty; rows with equal values in a seeded random order (new per `epoch`).
+    """One pass: rows sorted by difficulty; rows with equal values in a seeded random order (new per `epoch`).
 
-    values: a pass rate by default (higher_is_easier=True: 1.0 = always solved = easy); set
-      higher_is_easier=False for a field where a larger number means harder (a level).
-    direction: "easy_to_hard" (the paper's curriculum) or "hard_to_easy".
-    unlabelled: "error" (default), "drop", or "first"/"last".
+    options / option_values: a `DifficultyOptions` and/or its keys (seed, direction, higher_is_easier,
+      unlabelled, field: the name used in messages). values: a pass rate by default (higher_is_easier:
+      1.0 = always solved = easy); higher_is_easier=False for a field where a larger number means harder.
     """
-    seed = _check_seed(seed)
-    _check_choice("direction", direction, DIRECTIONS)
-    _check_choice("unlabelled", unlabelled, UNLABELLED_MODES)
-    v = _numeric_values(values, field_name)
+    opts = DifficultyOptions.build(options, **option_values)
+    v = _numeric_values(values, opts.field)
     n = v.size
     missing = np.flatnonzero(np.isnan(v))
-    if missing.size and unlabelled == "error":
+    if missing.size and opts.unlabelled == "error":
         raise _missing_error(
-            field_name,
+            opts.field,
             missing.tolist(),
             n,
             "score them (verl-ebpo label-difficulty), or choose where they go with unlabelled=drop|first|last",
         )
     have = np.flatnonzero(~np.isnan(v))
-    easiness = v[have] if higher_is_easier else -v[have]
-    primary = -easiness if direction == "easy_to_hard" else easiness  # ascending sort key
-    ties = _rng(seed, _P_TIES, epoch).random(have.size)
+    easiness = v[have] if opts.higher_is_easier else -v[have]
+    primary = -easiness if opts.direction == "easy_to_hard" else easiness  # ascending sort key
+    ties = _rng(opts.seed, _P_TIES, epoch).random(have.size)
     sorted_rows = have[np.lexsort((ties, primary))]
 
-    missing_shuffled = missing[_rng(seed, _P_TIES, epoch, 1).permutation(missing.size)]
-    segments: list[Segment] = []
-    if missing.size and unlabelled == "first":
+    missing_shuffled = missing[_rng(opts.seed, _P_TIES, epoch, 1).permutation(missing.size)]
+    if missing.size and opts.unlabelled == "first":
         parts = [missing_shuffled, sorted_rows]
         segments = [Segment(UNLABELLED, 0, missing.size), Segment("scored", missing.size, n)]
-    elif missing.size and unlabelled == "last":
+    elif missing.size and opts.unlabelled == "last":
         parts = [sorted_rows, missing_shuffled]
         segments = [Segment("scored", 0, have.size), Segment(UNLABELLED, have.size, n)]
     else:
         parts = [sorted_rows]
         segments = [Segment("scored", 0, have.size)] if have.size else []
-    dropped = tuple(missing.tolist()) if unlabelled == "drop" else ()
     return OrderPlan(
         indices=np.concatenate(parts).astype(np.int64),
         segments=tuple(segments),
-        dropped=dropped,
+        dropped=tuple(missing.tolist()) if opts.unlabelled == "drop" else (),
         num_rows=n,
         description=(
-            f"difficulty order ({direction}, higher value = {'easier' if higher_is_easier else 'harder'}, "
-            f"seed {seed}, epoch {epoch})"
+            f"difficulty order ({opts.direction}, higher value = {'easier' if opts.higher_is_easier else 'harder'}, "
+            f"seed {opts.seed}, epoch {epoch})"
         ),
     )
 
 
 # ------------------------------------------------------------------------------------------------
-# several passes in one
+# one epoch: passes, then the last batch
+
+
+def plan_epoch(
+    values: Sequence[Any],
+    options: OrderingOptions,
+    *,
+    difficulties: Sequence[Any] | None = None,
+    epoch: int = 0,
+    loader_batch: int | None = None,
+) -> OrderPlan:
+    """One epoch as a loader serves it.
+
+    `options.passes` passes one after another (pass p of epoch e is ordered as epoch e * passes + p).
+    loader_batch: the batch size of a loader that drops an incomplete last batch (verl's train loader does;
+      None: a loader that serves it). `options.remainder` then decides: `pad` completes it with repeat
+      visits of the rows just before it in its segment (cycling through the segment if it is shorter than
+      the batch), `drop` cuts it and lists the rows never served (`OrderPlan.cut`), `error` raises.
+    """
+    if isinstance(options, TopicOptions):
+        one = lambda p: topic_order(values, options, epoch=p, difficulties=difficulties)  # noqa: E731
+    elif isinstance(options, DifficultyOptions):
+        one = lambda p: difficulty_order(values, options, epoch=p)  # noqa: E731
+    else:
+        raise ValueError(f"options must be TopicOptions or DifficultyOptions, got {type(options).__name__}")
+    plan = concat_plans([one(epoch * options.passes + p) for p in range(options.passes)])
+    return plan if loader_batch is None else _fit_last_batch(plan, options.remainder, int(loader_batch))
 
 
 def concat_plans(plans: Sequence[OrderPlan], description: str | None = None) -> OrderPlan:
@@ -385,4 +405,49 @@ def concat_plans(plans: Sequence[OrderPlan], description: str | None = None) -> 
         padded=sum(p.padded for p in plans),
         num_rows=plans[0].num_rows,
         description=description or f"{len(plans)} passes of {plans[0].description}",
+    )
+
+
+def _fit_last_batch(plan: OrderPlan, remainder: str, b: int) -> OrderPlan:
+    """The plan with its last incomplete batch of `b` completed (pad), cut (drop) or refused (error)."""
+    if b < 1:
+        raise ValueError(f"the loader's batch size must be a positive integer, got {b}")
+    total = len(plan)
+    r = total % b
+    if r == 0:
+        return plan
+    tail_rows = sorted(set(plan.indices[total - r :].tolist()))
+    if remainder == "error":
+        raise ValueError(
+            f"{total} visits are {total // b} full batches of {b} and {r} more: verl's train loader "
+            f"(drop_last=True) would never serve the last {r} (rows {tail_rows}). Set data.ordering.remainder=pad "
+            f"(complete the batch with {b - r} repeat visits of the same band) or remainder=drop (leave them out, "
+            f"listed at start-up), or use a batch size that divides {total}"
+        )
+    if remainder == "drop":
+        if total < b:
+            raise ValueError(
+                f"remainder=drop leaves nothing to serve: {total} visits are less than one batch of {b}; "
+                "use remainder=pad or a smaller batch"
+            )
+        keep = total - r
+        indices = plan.indices[:keep]
+        segments = tuple(Segment(s.label, s.start, min(s.stop, keep)) for s in plan.segments if s.start < keep)
+        never = np.setdiff1d(np.arange(plan.num_rows), indices)
+        return dataclasses.replace(
+            plan,
+            indices=indices,
+            segments=segments,
+            dropped=tuple(never.tolist()),
+            cut=tuple(sorted(set(tail_rows).intersection(never.tolist()))),
+        )
+    last = plan.segments[-1] if plan.segments else Segment(None, 0, total)
+    pool = plan.indices[last.start : total][::-1]  # the segment, latest visit first
+    t = min(r, pool.size)  # the incomplete batch's visits inside the segment
+    repeats = np.resize(np.concatenate([pool[t:], pool[:t]]), b - r)[::-1]
+    return dataclasses.replace(
+        plan,
+        indices=np.concatenate([plan.indices, repeats]),
+        segments=(*plan.segments[:-1], Segment(last.label, last.start, total + b - r)),
+        completed=plan.completed + b - r,
     )

@@ -10,7 +10,10 @@ The list is for an argv (`subprocess.run(["python", "-m", "verl.trainer.main_ppo
 from __future__ import annotations
 
 import re
-from typing import Any, Sequence
+from dataclasses import fields
+from typing import Any
+
+from verl_ebpo.samplers.options import options_class
 
 DATASET_MODULE = "pkg://verl_ebpo.samplers.dataset"
 DATASET_CLASS = {"topic": "TopicOrderedDataset", "difficulty": "DifficultyOrderedDataset"}
@@ -45,70 +48,26 @@ def _is_number(s: str) -> bool:
         return False
 
 
-def overrides(
-    order: str,
-    *,
-    field: str | None = None,
-    seed: int | None = None,
-    cluster_order: str | Sequence[Any] | None = None,
-    difficulty_field: str | None = None,
-    align: str | None = None,
-    batch_size: int | None = None,
-    direction: str | None = None,
-    higher_is_easier: bool | None = None,
-    unlabelled: str | None = None,
-    passes: int | None = None,
-    total_epochs: int | None = None,
-) -> list[str]:
+def overrides(order: str, *, seed: int | None = None, total_epochs: int | None = None, **options: Any) -> list[str]:
     """Overrides for `python -m verl.trainer.main_ppo` that select a prompt order.
 
     order: "random" (EBPO-naive: verl's own data.shuffle=True), "topic" (EBPO-topic) or
       "difficulty" (EBPO-diff; the paper runs one epoch: pass total_epochs=1).
-    Every other argument is a `data.ordering.*` option (None = the default, not written);
-    seed goes to data.seed (verl's own key, also used by data.shuffle); total_epochs to trainer.total_epochs.
+    options: `data.ordering.*` keys of the order's spec (`TopicOptions` / `DifficultyOptions`), validated by
+      it; None = the default, not written. seed goes to data.seed (verl's own key, also used by
+      data.shuffle, and the ordering's default seed); total_epochs to trainer.total_epochs.
     """
     if order not in ORDERS:
         raise ValueError(f"order={order!r} is not one of {list(ORDERS)}")
-    out: list[str] = []
+    given = {k: v for k, v in options.items() if v is not None}
     if order == "random":
-        ignored = {
-            k: v
-            for k, v in dict(
-                field=field, cluster_order=cluster_order, difficulty_field=difficulty_field, align=align,
-                batch_size=batch_size, direction=direction, higher_is_easier=higher_is_easier,
-                unlabelled=unlabelled, passes=passes,
-            ).items()
-            if v is not None
-        }
-        if ignored:
-            raise ValueError(f"order='random' takes no ordering options, got {sorted(ignored)}")
-        out.append("data.shuffle=True")
-    else:
-        out += [
-            "data.shuffle=False",
-            f"data.custom_cls.path={DATASET_MODULE}",
-            f"data.custom_cls.name={DATASET_CLASS[order]}",
-        ]
-        topic_only = dict(cluster_order=cluster_order, difficulty_field=difficulty_field, align=align, batch_size=batch_size)
-        diff_only = dict(direction=direction)
-        wrong = topic_only if order == "difficulty" else diff_only
-        given = sorted(k for k, v in wrong.items() if v is not None)
         if given:
-            raise ValueError(f"order={order!r} does not use {given}")
-        options = dict(
-            field=field,
-            cluster_order=cluster_order,
-            difficulty_field=difficulty_field,
-            align=align,
-            batch_size=batch_size,
-            direction=direction,
-            higher_is_easier=higher_is_easier,
-            unlabelled=unlabelled,
-            passes=passes,
-        )
-        for key, value in options.items():
-            if value is not None:
-                out.append(f"++data.ordering.{key}={hydra_value(value)}")
+            raise ValueError(f"order='random' takes no ordering options, got {sorted(given)}")
+        out = ["data.shuffle=True"]
+    else:
+        spec = options_class(order).from_mapping(given)  # unknown keys and bad values: ValueError
+        out = ["data.shuffle=False", f"data.custom_cls.path={DATASET_MODULE}", f"data.custom_cls.name={DATASET_CLASS[order]}"]
+        out += [f"++data.ordering.{f.name}={hydra_value(getattr(spec, f.name))}" for f in fields(spec) if f.name in given]
     if seed is not None:
         out.append(f"data.seed={int(seed)}")
     if total_epochs is not None:

@@ -12,12 +12,14 @@ next unseen prompt of the same epoch. The epoch counter advances when an iterati
 
 from __future__ import annotations
 
-from typing import Any, Callable, Iterator, Sequence
+import dataclasses
+from typing import Any, Callable, ClassVar, Iterator, Sequence
 
 from torch.utils.data import Sampler
 
 from verl_ebpo.samplers.fields import read_field
-from verl_ebpo.samplers.ordering import OrderPlan, difficulty_order, topic_order
+from verl_ebpo.samplers.options import DifficultyOptions, OrderingOptions, TopicOptions
+from verl_ebpo.samplers.ordering import OrderPlan, plan_epoch
 
 SCHEMA = "verl_ebpo.ordered_sampler"
 SCHEMA_VERSION = 1
@@ -104,92 +106,85 @@ class OrderedSampler(Sampler[int]):
         self._next_yielded = yielded
 
 
-class TopicSampler(OrderedSampler):
-    """Clusters one after another, shuffled inside (see `ordering.topic_order` for the options).
+class _OptionsSampler(OrderedSampler):
+    """An OrderedSampler over `plan_epoch(values, options)`: the ordering's spec is its one set of options."""
 
-    By default each epoch reshuffles inside clusters (reshuffle_each_epoch=True); cluster order and sizes stay.
-    """
-
-    def __init__(
-        self,
-        labels: Sequence[Any],
-        *,
-        seed: int = 0,
-        cluster_order: str | Sequence[Any] = "first_seen",
-        difficulties: Sequence[Any] | None = None,
-        higher_is_easier: bool = True,
-        batch_size: int | None = None,
-        align: str = "none",
-        unlabelled: str = "error",
-        reshuffle_each_epoch: bool = True,
-        field_name: str = "label",
-    ) -> None:
-        labels = list(labels)
-        difficulties = None if difficulties is None else list(difficulties)
-
-        def plan_fn(epoch: int) -> OrderPlan:
-            return topic_order(
-                labels,
-                seed=seed,
-                epoch=epoch,
-                cluster_order=cluster_order,
-                difficulties=difficulties,
-                higher_is_easier=higher_is_easier,
-                batch_size=batch_size,
-                align=align,
-                unlabelled=unlabelled,
-                field_name=field_name,
-            )
-
-        super().__init__(plan_fn, reshuffle_each_epoch=reshuffle_each_epoch)
-
-    @classmethod
-    def from_dataset(
-        cls,
-        dataset: Any,
-        field: str = "extra_info.topic",
-        *,
-        difficulty_field: str | None = None,
-        **kwargs: Any,
-    ) -> "TopicSampler":
-        """Labels read from `dataset` (RLHFDataset, datasets.Dataset, pyarrow Table, DataFrame, rows)."""
-        difficulties = read_field(dataset, difficulty_field) if difficulty_field else None
-        return cls(read_field(dataset, field), difficulties=difficulties, field_name=field, **kwargs)
-
-
-class DifficultySampler(OrderedSampler):
-    """Easy -> hard (or hard -> easy), ties in seeded random order (see `ordering.difficulty_order`).
-
-    By default the order is the same every epoch (reshuffle_each_epoch=False); with True the ties are
-    re-broken each epoch.
-    """
+    OPTIONS: ClassVar[type[OrderingOptions]]
 
     def __init__(
         self,
         values: Sequence[Any],
+        options: OrderingOptions,
         *,
-        seed: int = 0,
-        direction: str = "easy_to_hard",
-        higher_is_easier: bool = True,
-        unlabelled: str = "error",
-        reshuffle_each_epoch: bool = False,
-        field_name: str = "difficulty",
+        difficulties: Sequence[Any] | None = None,
+        reshuffle_each_epoch: bool,
+        loader_batch_size: int | None,
     ) -> None:
+        self.options = options
         values = list(values)
+        difficulties = None if difficulties is None else list(difficulties)
 
         def plan_fn(epoch: int) -> OrderPlan:
-            return difficulty_order(
-                values,
-                seed=seed,
-                epoch=epoch,
-                direction=direction,
-                higher_is_easier=higher_is_easier,
-                unlabelled=unlabelled,
-                field_name=field_name,
-            )
+            return plan_epoch(values, options, difficulties=difficulties, epoch=epoch, loader_batch=loader_batch_size)
 
         super().__init__(plan_fn, reshuffle_each_epoch=reshuffle_each_epoch)
 
     @classmethod
-    def from_dataset(cls, dataset: Any, field: str = "extra_info.difficulty", **kwargs: Any) -> "DifficultySampler":
-        return cls(read_field(dataset, field), field_name=field, **kwargs)
+    def from_dataset(cls, dataset: Any, field: str | None = None, options: OrderingOptions | None = None, **kwargs: Any):
+        """Values read from `dataset` (RLHFDataset, datasets.Dataset, pyarrow Table, DataFrame, rows).
+
+        `field` (default: the options' `field`) names the values; other keyword arguments as for the class."""
+        names = {f.name for f in dataclasses.fields(cls.OPTIONS)}
+        given = {k: kwargs.pop(k) for k in list(kwargs) if k in names}
+        opts = cls.OPTIONS.build(options, **given, **({"field": field} if field is not None else {}))
+        value_field, *more = opts.value_fields()
+        if more:
+            kwargs["difficulties"] = read_field(dataset, more[0])
+        return cls(read_field(dataset, value_field), opts, **kwargs)
+
+
+class TopicSampler(_OptionsSampler):
+    """Clusters one after another, shuffled inside (`ordering.topic_order`; options: `TopicOptions`).
+
+    By default each epoch reshuffles inside clusters (reshuffle_each_epoch=True); cluster order and sizes stay.
+    loader_batch_size: your DataLoader's batch_size when it has drop_last=True: the epoch's last incomplete
+    batch is then completed / cut / refused as `remainder` says (None: nothing is done about it).
+    """
+
+    OPTIONS = TopicOptions
+
+    def __init__(
+        self,
+        labels: Sequence[Any],
+        options: TopicOptions | None = None,
+        *,
+        difficulties: Sequence[Any] | None = None,
+        reshuffle_each_epoch: bool = True,
+        loader_batch_size: int | None = None,
+        **option_values: Any,
+    ) -> None:
+        super().__init__(labels, TopicOptions.build(options, **option_values), difficulties=difficulties,
+                         reshuffle_each_epoch=reshuffle_each_epoch, loader_batch_size=loader_batch_size)
+
+
+class DifficultySampler(_OptionsSampler):
+    """Easy -> hard (or hard -> easy), ties in seeded random order (`ordering.difficulty_order`; options:
+    `DifficultyOptions`).
+
+    By default the order is the same every epoch (reshuffle_each_epoch=False); with True the ties are
+    re-broken each epoch. loader_batch_size: as for `TopicSampler`.
+    """
+
+    OPTIONS = DifficultyOptions
+
+    def __init__(
+        self,
+        values: Sequence[Any],
+        options: DifficultyOptions | None = None,
+        *,
+        reshuffle_each_epoch: bool = False,
+        loader_batch_size: int | None = None,
+        **option_values: Any,
+    ) -> None:
+        super().__init__(values, DifficultyOptions.build(options, **option_values),
+                         reshuffle_each_epoch=reshuffle_each_epoch, loader_batch_size=loader_batch_size)
