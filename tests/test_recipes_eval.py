@@ -321,6 +321,12 @@ def test_table_shows_the_paper_the_authors_log_and_ours_with_sources():
             "prompts)") in lines
 
 
+def test_curriculum_rows_show_the_authors_partial_logs():
+    table = score.markdown_table("qwen3_8b", {})
+    assert "| EBPO-diff | authors' log [6] | – | 10.42 | 9.58 | – | 25.56 | – |" in table
+    assert "| GRPO-diff | authors' log [3] | – | 9.38 | 9.17 | – | 25.22 | – |" in table
+
+
 def test_authors_logs_are_consistent():
     data = json.loads((EVAL / "paper_results.json").read_text())["authors_logs"]
     assert data["models"]
@@ -329,7 +335,9 @@ def test_authors_logs_are_consistent():
         for method, row in rows.items():
             assert method in benchmarks.METHODS
             assert len(row["logged"]) == len(row["scores"]) == 5
-            assert row["scores"] == pytest.approx([100 * x for x in row["logged"]])
+            assert [s is None for s in row["scores"]] == [x is None for x in row["logged"]]
+            assert all(s == pytest.approx(100 * x) for s, x in zip(row["scores"], row["logged"]) if x is not None)
+            assert all(x is None or 0 <= x <= 1 for x in row["logged"])
             assert len(row["commit"]) == 40 and row["file"].startswith("recipe/ebpo/") and row["step"] > 0
 
 

@@ -188,8 +188,8 @@ def markdown_table(model: str, ours: dict, protocol: str = "paper") -> str:
             g = logs[key]
             notes.append(f"the authors' log {g['file']} @ {g['commit'][:7]} (global_step_{g['step']}, their "
                          f"ebpo_eval.py{'; ' + g['note'] if g.get('note') else ''})")
-            s = dict(zip(BENCHMARKS, g["scores"]))
-            cells = [_cell(s[b]) for b in BENCHMARKS]
+            s = {b: v for b, v in zip(BENCHMARKS, g["scores"]) if v is not None}  # null: not read from the log
+            cells = [_cell(s.get(b)) for b in BENCHMARKS]
             lines.append(f"| {name} | authors' log [{len(notes)}] | " + " | ".join(cells) + f" | {_cell(average(s))} |")
         if key in ours:
             s = ours[key]
