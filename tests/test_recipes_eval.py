@@ -382,3 +382,27 @@ def test_run_eval_refuses_an_unknown_eval_protocol(tmp_path):
     assert res.returncode == 2
     assert res.stderr.strip() == "run_eval.sh: EVAL_PROTOCOL must be paper or authors, got 'author'"
     assert not (tmp_path / "eval").exists() and not (tmp_path / "eval_authors").exists()
+
+
+@pytest.mark.parametrize("protocol, style", [("paper", "chat"), ("authors", "authors")])
+def test_run_eval_passes_the_eval_protocol_to_generate_and_score(tmp_path, protocol, style):
+    """run_eval.sh's wiring, with a stand-in python that records its arguments (and writes the shard file)."""
+    import os
+
+    fake = tmp_path / "fakepython"
+    fake.write_text('#!/bin/sh\nprintf "%s\\n" "$*" >> "$CALLS"\n'
+                    'while [ $# -gt 0 ]; do [ "$1" = --out ] && : > "$2"; shift; done\n')
+    fake.chmod(0o755)
+    model = tmp_path / "hf"
+    model.mkdir()
+    (model / "config.json").write_text("{}")
+    env = {**os.environ, "PYTHON": str(fake), "CALLS": str(tmp_path / "calls.txt"), "GPUS": "1", "TP": "1",
+           "EVAL_PROTOCOL": protocol}
+    res = subprocess.run(["bash", str(EVAL / "run_eval.sh"), "qwen3_8b", "ebpo", str(model)], env=env,
+                         capture_output=True, text=True, timeout=60)
+    assert res.returncode == 0, res.stderr
+    generate_call, score_call = (tmp_path / "calls.txt").read_text().splitlines()
+    assert "generate.py" in generate_call and f"--prompt-style {style}" in generate_call
+    assert "score.py" in score_call and f"--protocol {protocol}" in score_call
+    out_dir = model / ("eval" if protocol == "paper" else "eval_authors")
+    assert f"--out-json {out_dir}/scores.json" in score_call
