@@ -2,40 +2,52 @@
 # recipes/common.sh: the settings every run shares. Sourced by recipes/<model>/run_<algo>.sh, never run.
 #
 # A run script (recipes/<model>/run_<algo>.sh) sets ALGO, sources this file and calls recipe_run "$@".
-# This file reads recipes/algos/$ALGO.sh (the algorithm's defaults and its own keys, `algo_args`) and the
-# caller's recipes/<model>/model.env.
+# This file reads recipes/algos/$ALGO.sh (the algorithm's own keys, `algo_args`, and its schedule and
+# data order) and the caller's recipes/<model>/model.env.
 # The command line is, in this order (Hydra: the last value of a key wins):
 #
 #   python3 -m verl.trainer.main_ppo  <shared keys>  <backend keys>  <order keys>  <ALGO_ARGS>  "$@"
 #
-# so the six runs of a model differ only in ALGO_ARGS, by construction.
+# so the runs of a model differ only in ALGO_ARGS, the order keys and the schedule, by construction.
+# It is launched like verl's own recipes, with `ray job submit` (LAUNCH=ray-job, the default) against
+# RAY_ADDRESS, uploading WORKING_DIR with recipes/runtime_env.yaml; LAUNCH=local runs it in this shell.
 #
-# Environment (defaults in brackets; the paper's values where it gives them):
-#   MODEL_PATH        HF id or local folder of the model      [recipes/<model>/model.env]
-#   DATA_DIR          folder written by recipes/data/prepare_data.py   [$HOME/data/verl_ebpo]
+# Environment (defaults in brackets; PROTOCOL=paper values first, PROTOCOL=authors after a slash):
+#   PROTOCOL          paper: what the paper describes, with fair baselines | authors: key for key what the
+#                     authors' public scripts ran (recipes/README.md lists every difference)   [paper]
+#   MODEL_PATH        HF id or local folder   [model.env: POSTTRAINED_MODEL_PATH; BASE_MODEL_PATH for -diff]
+#   DATA_DIR          folder written by recipes/data/prepare_data.py
+#                     [$HOME/data/verl_ebpo (prepared with --holdout 500) / $HOME/data/verl_ebpo_authors]
 #   TRAIN_FILE        [$DATA_DIR/dapo_math_17k.parquet]
 #   VAL_FILES         Hydra list of parquet files validated during training
-#                     [the five benchmark files in $DATA_DIR]
+#                     [$DATA_DIR/dapo_math_holdout.parquet / $DATA_DIR/aime24.parquet]
 #   NNODES            [4]        N_GPUS_PER_NODE   [8]          (the paper: 4 nodes x 8 H200)
 #   GROUP_SIZE        G, responses per prompt (actor_rollout_ref.rollout.n)  [4]
 #   PROJECT_NAME      [verl_ebpo]
-#   EXPERIMENT_NAME   [<model>-<algo>-g<G>, plus -<order> when ORDER is set on a baseline]
+#   EXPERIMENT_NAME   [<model>-<algo>-g<G>, plus -<order> when ORDER is not the script's own, plus -authors]
 #   BACKEND           learner: fsdp (FSDP2) | megatron   [fsdp]
-#   ORDER             training-data order: random | topic | diff  [random; the ebpo_topic/ebpo_diff scripts fix it]
+#   ORDER             training-data order: random | topic | diff | file (the file's own order, no shuffle)
+#                     [random; authors' EBPO-naive: file; the _topic/_diff scripts fix it]
 #   DIFFICULTY_FIELD  the pass-rate label ORDER=diff sorts by   [extra_info.difficulty_<model>]
 #   CKPTS_ROOT        checkpoints go to $CKPTS_ROOT/$PROJECT_NAME/$EXPERIMENT_NAME   [$HOME/ckpts]
-#   TOTAL_STEPS       trainer.total_training_steps [1000]   TOTAL_EPOCHS [100]
-#   SAVE_FREQ [100]   TEST_FREQ [50]   KEEP_CKPTS [null = keep all]   VAL_N [1]   VAL_BEFORE_TRAIN [True]
+#   TOTAL_STEPS, TOTAL_EPOCHS, SAVE_FREQ   [1000, 100, 100; -diff: null, 1, 100 /
+#                     baselines null, 6, 50; EBPO null, 20, 10; -diff null, 1, 10]
+#   TEST_FREQ [50 / 5]   VAL_N [16 / 8]   KEEP_CKPTS [null = keep all]   VAL_BEFORE_TRAIN [True]
 #   LOGGER            [[console,wandb]]
 #   ROLLOUT_TP, SP_SIZE, MEGATRON_TP, MEGATRON_PP   parallelism   [recipes/<model>/model.env]
 #   GPU_MEM_UTIL      vLLM's share of GPU memory   [0.7]
 #   OFFLOAD           FSDP/Megatron parameter+optimizer offload of the actor   [False]
-#   EBPO_PRIOR_SCOPE  running (the paper) | batch (the authors' public code)   [running]
-#   OVERLONG_BUFFER_LEN [4096]  OVERLONG_PENALTY [1.0]   DAPO's overlong reward shaping
+#   EBPO_PRIOR_SCOPE  running (the paper) | batch (the authors' code)   [running / batch]
+#   OVERLONG_BUFFER_LEN [4096]  OVERLONG_PENALTY [1.0]   DAPO's overlong reward shaping (paper protocol)
+#   LAUNCH            ray-job: `ray job submit` | local: run main_ppo here   [ray-job]
+#   RAY_ADDRESS       the cluster's dashboard address for `ray job submit`   [http://127.0.0.1:8265]
+#   WORKING_DIR       uploaded as the job's working directory   [this repository's root]
+#   RUNTIME_ENV       [recipes/runtime_env.yaml]     RAY_JOB_ARGS   extra `ray job submit` flags (e.g. --no-wait)
 #   PYTHON            [python3]
-#   RECIPE_DRY_RUN    1: print the command, one argument a line, and exit (no Python, no verl)
+#   RECIPE_DRY_RUN    1: print the command, one argument a line, and exit (no Python, no verl, no Ray)
 #
-# `bash recipes/<model>/run_<algo>.sh --cfg job` prints verl's composed config and exits (CPU is enough).
+# `bash recipes/<model>/run_<algo>.sh --cfg job` prints verl's composed config and exits (CPU is enough;
+# Hydra's flags always run here, never through `ray job submit`).
 
 if [[ -z "${ALGO:-}" ]]; then
     echo "recipes/common.sh: set ALGO before sourcing (it is sourced by recipes/<model>/run_<algo>.sh)" >&2
@@ -44,41 +56,61 @@ if [[ -z "${ALGO:-}" ]]; then
 fi
 
 RECIPES_DIR="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)"
+REPO_ROOT="$(dirname "$RECIPES_DIR")"
 MODEL_DIR="$(cd "$(dirname "${BASH_SOURCE[1]}")" && pwd)"
-if [[ ! -f "$MODEL_DIR/model.env" ]]; then
-    echo "recipes/common.sh: no model.env beside $(basename "${BASH_SOURCE[1]}") in $MODEL_DIR" >&2
-    # shellcheck disable=SC2317
-    return 2 2>/dev/null || exit 2
-fi
-if [[ ! -f "$RECIPES_DIR/algos/$ALGO.sh" ]]; then
-    echo "recipes/common.sh: unknown ALGO=$ALGO (no recipes/algos/$ALGO.sh)" >&2
-    # shellcheck disable=SC2317
-    return 2 2>/dev/null || exit 2
-fi
-# The algorithm's defaults (e.g. ORDER for the ordered runs) come first, then the model's settings.
-# shellcheck source=/dev/null
-source "$RECIPES_DIR/algos/$ALGO.sh"
-# shellcheck source=/dev/null
-source "$MODEL_DIR/model.env"
 
 _recipe_die() {
     echo "recipes/$(basename "$MODEL_DIR")/run_${ALGO}.sh: $*" >&2
     exit 2
 }
 
+[[ -f "$MODEL_DIR/model.env" ]] || _recipe_die "no model.env beside $(basename "${BASH_SOURCE[1]}") in $MODEL_DIR"
+[[ -f "$RECIPES_DIR/algos/$ALGO.sh" ]] || _recipe_die "unknown ALGO=$ALGO (no recipes/algos/$ALGO.sh)"
+
+# ---- the protocol: checked first, the algorithm's defaults depend on it ---------------------------
+: "${PROTOCOL:=paper}"
+case "$PROTOCOL" in
+    paper | authors) ;;
+    *) _recipe_die "PROTOCOL must be paper or authors, got '$PROTOCOL'" ;;
+esac
+
+# The algorithm's defaults (SCHEDULE, ORDER, CURRICULUM) come first, then the model's settings.
+SCHEDULE=main
+CURRICULUM=0
+DEFAULT_ORDER=random
+# shellcheck source=/dev/null
+source "$RECIPES_DIR/algos/$ALGO.sh"
+# shellcheck source=/dev/null
+source "$MODEL_DIR/model.env"
+
 # ---- where things are -------------------------------------------------------------------------
-: "${DATA_DIR:=$HOME/data/verl_ebpo}"
+if [[ "$CURRICULUM" == 1 ]]; then
+    : "${MODEL_PATH:=$BASE_MODEL_PATH}"
+else
+    : "${MODEL_PATH:=$POSTTRAINED_MODEL_PATH}"
+fi
+if [[ "$PROTOCOL" == paper ]]; then
+    : "${DATA_DIR:=$HOME/data/verl_ebpo}"
+    : "${VAL_FILES:=[$DATA_DIR/dapo_math_holdout.parquet]}"
+else
+    : "${DATA_DIR:=$HOME/data/verl_ebpo_authors}"
+    : "${VAL_FILES:=[$DATA_DIR/aime24.parquet]}"
+fi
 : "${TRAIN_FILE:=$DATA_DIR/dapo_math_17k.parquet}"
-: "${VAL_FILES:=[$DATA_DIR/math500.parquet,$DATA_DIR/aime24.parquet,$DATA_DIR/aime25.parquet,$DATA_DIR/amc23.parquet,$DATA_DIR/olympiadbench.parquet]}"
 : "${CKPTS_ROOT:=$HOME/ckpts}"
 : "${PYTHON:=python3}"
 
-# ---- cluster ----------------------------------------------------------------------------------
+# ---- cluster and launch -----------------------------------------------------------------------
 : "${NNODES:=4}"
 : "${N_GPUS_PER_NODE:=8}"
 : "${BACKEND:=fsdp}"
+: "${LAUNCH:=ray-job}"
+: "${RAY_ADDRESS:=http://127.0.0.1:8265}"
+: "${WORKING_DIR:=$REPO_ROOT}"
+: "${RUNTIME_ENV:=$RECIPES_DIR/runtime_env.yaml}"
+: "${RAY_JOB_ARGS:=}"
 
-# ---- the paper's training settings ------------------------------------------------------------
+# ---- the paper's training settings (both protocols) -------------------------------------------
 : "${GROUP_SIZE:=4}"
 TRAIN_BATCH_SIZE=512
 PPO_MINI_BATCH_SIZE=128
@@ -88,24 +120,43 @@ KL_LOSS_COEF=0.001
 MAX_PROMPT_LENGTH=4096
 MAX_RESPONSE_LENGTH=8192
 CLIP_RATIO=0.2
-: "${TOTAL_STEPS:=1000}"
-: "${TOTAL_EPOCHS:=100}"
-: "${ORDER:=random}"
+: "${ORDER:=$DEFAULT_ORDER}"
 : "${DIFFICULTY_FIELD:=extra_info.difficulty_${MODEL_TAG}}"
+
+# ---- schedule: (protocol, the algorithm's SCHEDULE) --------------------------------------------
+# authors: recipe/ebpo/*.sh of Tonyzhou98/verl @75b0147 (recipes/README.md, "The two protocols").
+case "$PROTOCOL:$SCHEDULE" in
+    paper:curriculum) _epochs=1 _steps=null _save=100 ;;  # one pass, easy -> hard; final checkpoint
+    paper:*) _epochs=100 _steps=1000 _save=100 ;;          # the paper: up to 1000 steps
+    authors:baseline) _epochs=6 _steps=null _save=50 ;;   # random-order GRPO / Dr.GRPO / DAPO (~200 steps)
+    authors:ebpo) _epochs=20 _steps=null _save=10 ;;      # EBPO-naive / -topic: steps 300, 260, 200 evaluated
+    authors:curriculum) _epochs=1 _steps=null _save=10 ;; # every -diff run: one epoch, final step evaluated
+    *) _recipe_die "recipes/algos/$ALGO.sh: unknown SCHEDULE '$SCHEDULE' (main | baseline | ebpo | curriculum)" ;;
+esac
+: "${TOTAL_EPOCHS:=$_epochs}"
+: "${TOTAL_STEPS:=$_steps}"
+: "${SAVE_FREQ:=$_save}"
 
 # ---- logging / checkpoints / validation -------------------------------------------------------
 : "${PROJECT_NAME:=verl_ebpo}"
 _default_exp="${MODEL_TAG}-${ALGO}-g${GROUP_SIZE}"
-if [[ "$ALGO" != ebpo_topic && "$ALGO" != ebpo_diff && "$ORDER" != random ]]; then
-    _default_exp="${_default_exp}-${ORDER}"
-fi
+[[ "$ORDER" == "$DEFAULT_ORDER" ]] || _default_exp="${_default_exp}-${ORDER}"
+[[ "$PROTOCOL" == paper ]] || _default_exp="${_default_exp}-${PROTOCOL}"
 : "${EXPERIMENT_NAME:=$_default_exp}"
-: "${SAVE_FREQ:=100}"
-: "${TEST_FREQ:=50}"
 : "${KEEP_CKPTS:=null}"
-: "${VAL_N:=1}"
 : "${VAL_BEFORE_TRAIN:=True}"
 : "${LOGGER:=[console,wandb]}"
+if [[ "$PROTOCOL" == paper ]]; then
+    # Maj@16 on the held-out split picks the best checkpoint (recipes/tools/best_checkpoint.py)
+    : "${TEST_FREQ:=50}"
+    : "${VAL_N:=16}"
+    _val_temperature=1.0 _val_do_sample=True
+else
+    # their scripts: aime-2024 every 5 steps, val_kwargs.n=8, that verl's greedy validation defaults
+    : "${TEST_FREQ:=5}"
+    : "${VAL_N:=8}"
+    _val_temperature=0 _val_do_sample=False
+fi
 
 # ---- performance (do not change the algorithm) ------------------------------------------------
 : "${GPU_MEM_UTIL:=0.7}"
@@ -119,7 +170,11 @@ _seq_len=$((MAX_PROMPT_LENGTH + MAX_RESPONSE_LENGTH))
 : "${INFER_MAX_TOKENS_PER_GPU:=$((_seq_len * 4 / SP_SIZE))}"
 
 # ---- algorithm knobs read by the run scripts --------------------------------------------------
-: "${EBPO_PRIOR_SCOPE:=running}"
+if [[ "$PROTOCOL" == paper ]]; then
+    : "${EBPO_PRIOR_SCOPE:=running}"
+else
+    : "${EBPO_PRIOR_SCOPE:=batch}"
+fi
 : "${OVERLONG_BUFFER_LEN:=4096}"
 : "${OVERLONG_PENALTY:=1.0}"
 
@@ -129,8 +184,37 @@ _seq_len=$((MAX_PROMPT_LENGTH + MAX_RESPONSE_LENGTH))
 [[ "$NNODES" =~ ^[1-9][0-9]*$ ]] || _recipe_die "NNODES must be a positive integer, got '$NNODES'"
 [[ "$N_GPUS_PER_NODE" =~ ^[1-9][0-9]*$ ]] || _recipe_die "N_GPUS_PER_NODE must be a positive integer, got '$N_GPUS_PER_NODE'"
 case "$BACKEND" in fsdp | megatron) ;; *) _recipe_die "BACKEND must be fsdp or megatron, got '$BACKEND'" ;; esac
-case "$ORDER" in random | topic | diff) ;; *) _recipe_die "ORDER must be random, topic or diff, got '$ORDER'" ;; esac
+case "$ORDER" in random | topic | diff | file) ;; *) _recipe_die "ORDER must be random, topic, diff or file, got '$ORDER'" ;; esac
 case "$EBPO_PRIOR_SCOPE" in running | batch) ;; *) _recipe_die "EBPO_PRIOR_SCOPE must be running or batch, got '$EBPO_PRIOR_SCOPE'" ;; esac
+case "$LAUNCH" in ray-job | local) ;; *) _recipe_die "LAUNCH must be ray-job or local, got '$LAUNCH'" ;; esac
+
+# job_path FILE: how the trainer reaches FILE, a file of this repository: relative to WORKING_DIR when the
+# job is submitted with `ray job submit` (its processes start in their node's copy of WORKING_DIR),
+# absolute otherwise.
+job_path() {
+    local file="$1"
+    if [[ "$LAUNCH" == ray-job && "$file" == "$WORKING_DIR"/* ]]; then
+        printf '%s\n' "${file#"$WORKING_DIR"/}"
+    else
+        printf '%s\n' "$file"
+    fi
+}
+
+# ---- the reward: both protocols score with one function for every algorithm -------------------
+if [[ "$PROTOCOL" == paper ]]; then
+    # math-verify on the last \boxed{} or `Answer:` line, 1/0 (verl_ebpo.rewards)
+    REWARD_PATH=pkg://verl_ebpo.rewards
+    REWARD_NAME=compute_score
+else
+    # their verl's `math_dapo`: Minerva-normalised string match on the last `Answer:` line, +1/-1
+    REWARD_PATH="$(job_path "$RECIPES_DIR/eval/authors_scorer.py")"
+    REWARD_NAME=compute_score
+fi
+if [[ "$PROTOCOL" == paper ]]; then
+    DATA_SEED=42
+else
+    DATA_SEED=1  # their verl's sampler seed when data.seed is unset (main_ppo.create_rl_sampler)
+fi
 
 # ---- the shared command line ------------------------------------------------------------------
 COMMON_ARGS=(
@@ -143,7 +227,7 @@ COMMON_ARGS=(
     data.train_batch_size="$TRAIN_BATCH_SIZE"
     data.filter_overlong_prompts=True
     data.truncation=error
-    data.seed=42
+    data.seed="$DATA_SEED"
     # model
     actor_rollout_ref.model.path="$MODEL_PATH"
     actor_rollout_ref.model.use_remove_padding=True
@@ -175,14 +259,14 @@ COMMON_ARGS=(
     actor_rollout_ref.rollout.gpu_memory_utilization="$GPU_MEM_UTIL"
     actor_rollout_ref.rollout.max_num_batched_tokens="$_seq_len"
     actor_rollout_ref.rollout.log_prob_max_token_len_per_gpu="$INFER_MAX_TOKENS_PER_GPU"
-    actor_rollout_ref.rollout.val_kwargs.temperature=1.0
+    actor_rollout_ref.rollout.val_kwargs.temperature="$_val_temperature"
     actor_rollout_ref.rollout.val_kwargs.top_p=1.0
-    actor_rollout_ref.rollout.val_kwargs.do_sample=True
+    actor_rollout_ref.rollout.val_kwargs.do_sample="$_val_do_sample"
     actor_rollout_ref.rollout.val_kwargs.n="$VAL_N"
-    # reward: the same verifier for every algorithm (DAPO only adds its overlong shaping on top)
+    # reward: the same verifier for every algorithm (paper DAPO only adds its overlong shaping on top)
     reward.reward_manager.name=naive
-    reward.custom_reward_function.path=pkg://verl_ebpo.rewards
-    reward.custom_reward_function.name=compute_score
+    reward.custom_reward_function.path="$REWARD_PATH"
+    reward.custom_reward_function.name="$REWARD_NAME"
     # trainer
     trainer.nnodes="$NNODES"
     trainer.n_gpus_per_node="$N_GPUS_PER_NODE"
@@ -229,7 +313,12 @@ fi
 # shellcheck source=recipes/order.sh
 source "$RECIPES_DIR/order.sh"
 ORDER_ARGS=()
-recipe_order_args "$ORDER"
+if [[ "$ORDER" == file ]]; then
+    # the training file's own row order, no shuffle (a SequentialSampler): the authors' EBPO-naive runs
+    ORDER_ARGS=(data.shuffle=False)
+else
+    recipe_order_args "$ORDER"
+fi
 
 # ---- the algorithm's own keys (recipes/algos/$ALGO.sh) ------------------------------------------
 ALGO_ARGS=()
@@ -238,6 +327,8 @@ algo_args
 # recipe_run "$@": run verl's trainer with the shared, backend, order and algorithm keys, then the
 # caller's extra overrides (which win: Hydra keeps the last value of a key). Hydra's own flags among the
 # caller's arguments (--cfg job, --resolve, --info, ...) go last, where Hydra's argument parser wants them.
+# LAUNCH=ray-job submits it with `ray job submit` (each argument shell-quoted: Ray runs the entrypoint
+# through a shell); a command with Hydra flags (--cfg job, ...) only prints, so it always runs here.
 recipe_run() {
     local overrides=() flags=()
     while (($#)); do
@@ -255,13 +346,25 @@ recipe_run() {
         esac
         shift
     done
-    local cmd=("$PYTHON" -m verl.trainer.main_ppo
+    local trainer=("$PYTHON" -m verl.trainer.main_ppo
         "${COMMON_ARGS[@]}" "${BACKEND_ARGS[@]}" "${ORDER_ARGS[@]}" "${ALGO_ARGS[@]}" "${overrides[@]}" "${flags[@]}")
+    local submit=()
+    if [[ "$LAUNCH" == ray-job && ${#flags[@]} -eq 0 ]]; then
+        # shellcheck disable=SC2206  # RAY_JOB_ARGS: extra flags, split on spaces on purpose
+        submit=(ray job submit --address "$RAY_ADDRESS" --runtime-env "$RUNTIME_ENV" --working-dir "$WORKING_DIR"
+            ${RAY_JOB_ARGS} --)
+    fi
     if [[ "${RECIPE_DRY_RUN:-0}" == 1 ]]; then
-        printf '%s\n' "${cmd[@]}"
+        printf '%s\n' "${submit[@]}" "${trainer[@]}"
         return 0
     fi
-    echo "[recipes] $(basename "$MODEL_DIR")/run_${ALGO}.sh: model=$MODEL_PATH G=$GROUP_SIZE" \
-        "backend=$BACKEND order=$ORDER nodes=${NNODES}x${N_GPUS_PER_NODE} exp=$EXPERIMENT_NAME" >&2
-    exec "${cmd[@]}"
+    echo "[recipes] $(basename "$MODEL_DIR")/run_${ALGO}.sh: protocol=$PROTOCOL model=$MODEL_PATH G=$GROUP_SIZE" \
+        "backend=$BACKEND order=$ORDER nodes=${NNODES}x${N_GPUS_PER_NODE} exp=$EXPERIMENT_NAME" \
+        "launch=${submit[0]:+ray job submit to $RAY_ADDRESS}${submit[0]:-here}" >&2
+    if ((${#submit[@]})); then
+        local quoted=() arg
+        for arg in "${trainer[@]}"; do quoted+=("$(printf '%q' "$arg")"); done
+        exec "${submit[@]}" "${quoted[@]}"
+    fi
+    exec "${trainer[@]}"
 }

@@ -147,7 +147,8 @@ def test_recipe_config_loads_the_files_with_verls_dataset_factory(prepared):
 
     from verl_ebpo.cpu.assets import build_tokenizer
 
-    cfg = OmegaConf.create(compose(dry_run("qwen3_8b", "grpo", {"DATA_DIR": str(prepared)})))
+    benchmarks = ",".join(f"{prepared}/{b}.parquet" for b in ("math500", "aime24", "aime25", "amc23", "olympiadbench"))
+    cfg = OmegaConf.create(compose(dry_run("qwen3_8b", "grpo", {"DATA_DIR": str(prepared), "VAL_FILES": f"[{benchmarks}]"})))
     tok = build_tokenizer()
     train = create_rl_dataset(cfg.data.train_files, cfg.data, tok, None, is_train=True)
     assert len(train) == len(DAPO_PROBLEMS)

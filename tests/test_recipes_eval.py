@@ -84,7 +84,9 @@ def test_pass_at_1_and_table_from_generations(tmp_path):
     assert ours in lines
     # our row sits right under the paper's row of the same method; unknown keys come last
     assert lines.index(ours) == lines.index("| EBPO-topic | paper | 76.80 | 56.04 | 47.92 | 86.25 | 54.93 | 64.39 |") + 1
-    assert lines[lines.index(ours) + 1].startswith("| my_variant | ours | 43.75")
+    variant = next(i for i, line in enumerate(lines) if line.startswith("| my_variant | ours | 43.75"))
+    rows = [i for i, line in enumerate(lines) if line.startswith("| ")]
+    assert variant == rows[-1]  # after every known method's rows (the curriculum's authors' logs included)
     # the paper's own inconsistency is shown, not hidden
     assert any(line.startswith("| Dr.GRPO | paper [1] |") for line in lines)
     assert "[1] the five scores average 56.27; the paper states 56.67" in lines
@@ -200,3 +202,207 @@ def test_measure_update_tool_runs_on_cpu():
     assert median > 0 and 64 / (median + 5e-5) - 1 <= out["tokens_per_s"] <= 64 / max(median - 5e-5, 1e-9) + 1
     # the recipes' per-GPU token budgets: 24576 tokens for the 8B models, 12288 (sequence parallel 2) for 14B
     assert measure_update.SHAPES["qwen3_8b"][1] == (3, 8192) and measure_update.SHAPES["qwen3_14b"][1] == (3, 4096)
+
+
+# ---- EVAL_PROTOCOL=authors: their prompt and their string-match scorer -----------------------------------
+
+import authors_scorer  # noqa: E402  (recipes/eval is on sys.path above)
+
+# (response, ground truth, training reward's acc, evaluation's acc), each worked out by hand from the rules
+KNOWN = [
+    ("Let me think.\nAnswer: 42", "42", True, True),
+    ("answer:42", "42", True, True),  # case-insensitive, no space needed
+    ("Answer: $\\frac{1}{2}$", "\\frac12", True, True),  # first $...$ span; \fracab -> \frac{a}{b}
+    ("Answer: 1,000 dollars", "1000", True, True),  # spaces go, 'dollars' goes, thousands separator goes
+    ("Answer: x = 5", "5", True, True),  # only what follows the last '='
+    ("Answer: 30^\\circ", "30", True, True),
+    ("Answer: \\text{(B)}", "(B)", True, True),
+    ("Answer: \\boxed{7}", "7", True, True),
+    ("**Answer:** 7", "7", False, False),  # '** 7' is kept as '**7'
+    ("Answer: 5.", "5", False, False),  # a trailing '.' is not removed ('.$' only before a '$')
+    ("Answer: 12.0", "12", False, True),  # '.0' dropped by their evaluation only
+    ("so the answer is \\boxed{7}", "7", False, False),  # no `Answer:` line: wrong (no \boxed fallback)
+    ("Answer: 7\n" + "x" * 300, "7", False, False),  # outside the last 300 characters
+    ("Answer: 41\nchecking again... Answer: 42", "42", True, False),  # evaluation: the second-to-last match
+    ("Answer: 41\nchecking again... Answer: 42", "41", False, True),
+    ("Answer: 3\nAnswer: 4\nAnswer: 5", "4", False, True),
+    ("Answer: 7" + "\n" * 300, "7", False, True),  # evaluation strips the response first
+]
+
+
+@pytest.mark.parametrize("response, truth, train_acc, eval_acc", KNOWN)
+def test_authors_scorer_on_known_cases(response, truth, train_acc, eval_acc):
+    train = authors_scorer.compute_score(data_source="math_dapo", solution_str=response, ground_truth=truth)
+    evaluation = authors_scorer.evaluation_score(data_source="aime24", solution_str=response, ground_truth=truth)
+    assert train["acc"] is train_acc and train["score"] == (1.0 if train_acc else -1.0)
+    assert evaluation["acc"] is eval_acc and evaluation["score"] == (1.0 if eval_acc else -1.0)
+    assert score.is_correct(evaluation) is eval_acc  # how score.py reads it
+
+
+def test_authors_scorer_pred_is_the_normalised_answer():
+    assert authors_scorer.compute_score(solution_str="Answer: 1,000 dollars", ground_truth="1")["pred"] == "1000"
+    assert authors_scorer.compute_score(solution_str="no answer", ground_truth="1")["pred"] == "[INVALID]"
+    assert authors_scorer.evaluation_score(solution_str="Answer: a\nAnswer: b", ground_truth="1")["pred"] == "a"
+
+
+_TOKENS = ["\\frac", "12", "{", "}", "$", "\\$", "a ", "an ", "=", ".0", ".$", " ", "dollars", "\\text{", "\\textbf{",
+           "\\boxed{", "\\overline{", "sqrt", "3", ",", "1,000", "^\\circ", "^{\\circ}", ",\\!", "\n", "x", "\\text{m}",
+           "mbox", "\\ ", "\\dots", '"', "s}", "and", "km", "\\;", "{,}", "\\mathrm{th}", "Answer:", "answer :"]
+
+
+def test_authors_normalisation_equals_verls_math_dapo():
+    """Their verl's `math_dapo` normalisation is still verl 0.9.1's `normalize_final_answer`: ours must agree
+    on any text, and the training reward must agree with verl's Minerva check (the \\boxed fallback of 0.9.1's
+    `verify` aside)."""
+    from hypothesis import given, settings
+    from hypothesis import strategies as st
+    from verl.utils.reward_score import math_dapo
+
+    text = st.lists(st.sampled_from(_TOKENS) | st.text(max_size=3), max_size=12).map("".join)
+
+    @settings(max_examples=1500, deadline=None)
+    @given(text, text)
+    def check(answer, truth):
+        assert authors_scorer.normalize(answer) == math_dapo.normalize_final_answer(answer)
+        response = f"reasoning...\nAnswer: {answer}"
+        ours = authors_scorer.compute_score(solution_str=response, ground_truth=truth)
+        acc, pred = math_dapo.is_correct_minerva(response[-300:], truth)
+        assert (ours["acc"], ours["pred"]) == (acc, pred)
+
+    check()
+
+
+def test_authors_prompt_is_their_plain_text_prompt(tmp_path):
+    import generate
+
+    sys.path.insert(0, str(ROOT / "recipes" / "data"))
+    import pandas as pd
+    import prepare_data
+
+    rows = [prepare_data.rl_row(f"What is {i}+{i}?", str(2 * i), "aime24", "test", i, str(i)) for i in range(2)]
+    pd.DataFrame(rows).to_parquet(tmp_path / "aime24.parquet")
+    reqs = generate.load_requests({"aime24": tmp_path / "aime24.parquet"})["aime24"]
+    prompts = generate.render_prompts(None, reqs, {}, "authors")
+    assert prompts[1] == ("Solve the following math problem step by step. The last line of your response should be "
+                          "of the form Answer: $Answer (without quotes) where $Answer is the answer to the problem."
+                          "\n\nWhat is 1+1?")
+    # the training prompt is the same instruction, plus its closing sentence, through the chat template
+    assert rows[1]["prompt"][0]["content"].startswith(prompts[1])
+    reqs[0].problem = None
+    with pytest.raises(ValueError, match="needs extra_info.problem"):
+        generate.render_prompts(None, reqs, {}, "authors")
+
+
+def test_score_with_the_authors_protocol(tmp_path):
+    gens = fake_generations(tmp_path / "gens.jsonl")
+    out = run_score("--model", "qwen3_8b", "--run", f"ebpo={gens}", "--protocol", "authors",
+                    "--out-json", str(tmp_path / "s.json"))
+    assert out.returncode == 0, out.stderr
+    result = json.loads((tmp_path / "s.json").read_text())
+    assert result["protocol"] == "authors"
+    # fake_generations writes right answers alternately as `Answer: \frac{i+1}{7}` and `\boxed{i+1/7}`: their
+    # string match accepts only the `Answer:` ones (odd sample indices), so each count halves, rounded down
+    got = result["runs"]["ebpo"]["benchmarks"]
+    for bench, counts in CORRECT.items():
+        k = benchmarks.SAMPLES[bench]
+        expected = 100 * sum(c // 2 for c in counts) / k / len(counts)
+        assert got[bench]["pass@1"] == pytest.approx(expected), bench
+    lines = out.stdout.splitlines()
+    assert any(line.startswith("| EBPO-naive | ours (authors' eval) |") for line in lines)
+
+
+def test_table_shows_the_paper_the_authors_log_and_ours_with_sources():
+    table = score.markdown_table("qwen3_8b", {"ebpo": {b: 50.0 for b in benchmarks.BENCHMARKS}})
+    lines = table.splitlines()
+    paper = "| EBPO-naive | paper | 68.58 | 53.75 | 41.88 | 87.34 | 48.44 | 60.00 |"
+    logged = "| EBPO-naive | authors' log [2] | 68.59 | 63.75 | 51.88 | 87.34 | 48.44 | 64.00 |"
+    ours = "| EBPO-naive | ours | 50.00 | 50.00 | 50.00 | 50.00 | 50.00 | 50.00 |"
+    assert lines.index(paper) + 1 == lines.index(logged) and lines.index(logged) + 1 == lines.index(ours)
+    assert ("[2] the authors' log recipe/ebpo/qwen3_8b_result.txt @ bef052e (global_step_300, their ebpo_eval.py; "
+            "EBPO-naive; Table 1's AIME24/AIME25 (53.75/41.88) are exactly 10 points lower; OlympiadBench over 674 "
+            "prompts)") in lines
+
+
+def test_curriculum_rows_show_the_authors_partial_logs():
+    table = score.markdown_table("qwen3_8b", {})
+    assert "| EBPO-diff | authors' log [6] | – | 10.42 | 9.58 | – | 25.56 | – |" in table
+    assert "| GRPO-diff | authors' log [3] | – | 9.38 | 9.17 | – | 25.22 | – |" in table
+
+
+def test_authors_logs_are_consistent():
+    data = json.loads((EVAL / "paper_results.json").read_text())["authors_logs"]
+    assert data["models"]
+    for model, rows in data["models"].items():
+        assert model in benchmarks.MODEL_TITLES
+        for method, row in rows.items():
+            assert method in benchmarks.METHODS
+            assert len(row["logged"]) == len(row["scores"]) == 5
+            assert [s is None for s in row["scores"]] == [x is None for x in row["logged"]]
+            assert all(s == pytest.approx(100 * x) for s, x in zip(row["scores"], row["logged"]) if x is not None)
+            assert all(x is None or 0 <= x <= 1 for x in row["logged"])
+            assert len(row["commit"]) == 40 and row["file"].startswith("recipe/ebpo/") and row["step"] > 0
+
+
+# ---- recipes/tools/best_checkpoint.py --------------------------------------------------------------------
+
+
+def run_best(*args):
+    return subprocess.run([sys.executable, str(ROOT / "recipes" / "tools" / "best_checkpoint.py"), *args],
+                          capture_output=True, text=True, timeout=60)
+
+
+def test_best_checkpoint_from_the_file_logger_and_the_console_log(tmp_path):
+    key = "val-core/math_dapo/acc/maj@16/mean"
+    values = {0: 0.30, 50: 0.50, 100: 0.45, 150: 0.60, 200: 0.55, 250: 0.55}
+    jsonl = tmp_path / "run.jsonl"
+    jsonl.write_text("".join(json.dumps({"step": s, "data": {key: v, "val-core/math_dapo/acc/mean@16": 0.9}}) + "\n"
+                             for s, v in values.items()) + json.dumps({"step": 7, "data": {"actor/loss": 1.0}}) + "\n")
+    console = tmp_path / "run.log"
+    console.write_text("".join(f"(TaskRunner pid=12) step:{s} - training/epoch:1 - {key}:{v}\n" for s, v in values.items()))
+    ckpts = tmp_path / "ckpts"
+    for s in (100, 200, 250):
+        (ckpts / f"global_step_{s}").mkdir(parents=True)
+    for log in (jsonl, console):
+        out = run_best(str(log))
+        assert out.returncode == 0, out.stderr
+        assert out.stdout.strip().split("\t") == ["global_step_150", "0.6000"]
+        # only saved steps count; 200 and 250 tie: the earlier wins
+        out = run_best(str(log), "--ckpt-dir", str(ckpts))
+        assert out.stdout.strip() == f"global_step_200\t0.5500\t{ckpts}/global_step_200"
+    out = run_best(str(jsonl), "--metric", "val-core/.*/maj@32/mean")
+    assert out.returncode == 2 and out.stderr.startswith("best_checkpoint: error: no value of a metric matching")
+    assert run_best(str(tmp_path / "missing.jsonl")).returncode == 2
+
+
+def test_run_eval_refuses_an_unknown_eval_protocol(tmp_path):
+    import os
+
+    res = subprocess.run(["bash", str(EVAL / "run_eval.sh"), "qwen3_8b", "grpo", str(tmp_path)],
+                         env={**os.environ, "EVAL_PROTOCOL": "author"}, capture_output=True, text=True, timeout=60)
+    assert res.returncode == 2
+    assert res.stderr.strip() == "run_eval.sh: EVAL_PROTOCOL must be paper or authors, got 'author'"
+    assert not (tmp_path / "eval").exists() and not (tmp_path / "eval_authors").exists()
+
+
+@pytest.mark.parametrize("protocol, style", [("paper", "chat"), ("authors", "authors")])
+def test_run_eval_passes_the_eval_protocol_to_generate_and_score(tmp_path, protocol, style):
+    """run_eval.sh's wiring, with a stand-in python that records its arguments (and writes the shard file)."""
+    import os
+
+    fake = tmp_path / "fakepython"
+    fake.write_text('#!/bin/sh\nprintf "%s\\n" "$*" >> "$CALLS"\n'
+                    'while [ $# -gt 0 ]; do [ "$1" = --out ] && : > "$2"; shift; done\n')
+    fake.chmod(0o755)
+    model = tmp_path / "hf"
+    model.mkdir()
+    (model / "config.json").write_text("{}")
+    env = {**os.environ, "PYTHON": str(fake), "CALLS": str(tmp_path / "calls.txt"), "GPUS": "1", "TP": "1",
+           "EVAL_PROTOCOL": protocol}
+    res = subprocess.run(["bash", str(EVAL / "run_eval.sh"), "qwen3_8b", "ebpo", str(model)], env=env,
+                         capture_output=True, text=True, timeout=60)
+    assert res.returncode == 0, res.stderr
+    generate_call, score_call = (tmp_path / "calls.txt").read_text().splitlines()
+    assert "generate.py" in generate_call and f"--prompt-style {style}" in generate_call
+    assert "score.py" in score_call and f"--protocol {protocol}" in score_call
+    out_dir = model / ("eval" if protocol == "paper" else "eval_authors")
+    assert f"--out-json {out_dir}/scores.json" in score_call

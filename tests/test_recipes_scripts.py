@@ -1,9 +1,13 @@
-"""recipes/<model>/run_<algo>.sh: every script composes against verl's real config (Hydra `--cfg job` through
-verl.trainer.main_ppo's own entry point) and passes verl's own pre-flight `validate_config`; a model's runs
-differ only in their algorithm's keys; environment variables and extra arguments reach the config.
+"""recipes/<model>/run_<algo>.sh under PROTOCOL=paper and PROTOCOL=authors: every script composes against
+verl's real config (Hydra `--cfg job` through verl.trainer.main_ppo's own entry point) and passes verl's own
+pre-flight `validate_config`; the keys each protocol promises are in the composed config (the authors'
+per-batch EBPO prior and 10-step checkpoints, their token-mean Dr.GRPO and un-normalised DAPO without the
+keys their verl ignored; the paper's true Dr.GRPO; the curriculum runs on the -Base models, ordered by
+difficulty, unshuffled, one epoch); a model's runs differ only in their algorithm's keys; environment
+variables and extra arguments reach the config; `ray job submit` gets the exact arguments.
 
-Each script is run in dry-run mode (bash only) to get its exact argv; the 18 `--cfg job` compositions then
-run in this process (one verl import instead of 18), and one script is also run literally as
+Each script is run in dry-run mode (bash only) to get its exact argv; the `--cfg job` compositions then
+run in this process (one verl import for all), and one script is also run literally as
 `bash ... --cfg job` in a subprocess.
 """
 
@@ -23,15 +27,26 @@ import yaml
 ROOT = Path(__file__).resolve().parents[1]
 RECIPES = ROOT / "recipes"
 MODELS = ("llama3_8b", "qwen3_8b", "qwen3_14b")
-ALGOS = ("grpo", "drgrpo", "dapo", "ebpo", "ebpo_topic", "ebpo_diff")
+QWEN = ("qwen3_8b", "qwen3_14b")
+PROTOCOLS = ("paper", "authors")
+TABLE1_ALGOS = ("grpo", "drgrpo", "dapo", "ebpo", "ebpo_topic")
+DIFF_ALGOS = ("grpo_diff", "drgrpo_diff", "dapo_diff", "ebpo_diff")
+ALGOS = TABLE1_ALGOS + DIFF_ALGOS
 MODEL_PATHS = {"llama3_8b": "meta-llama/Llama-3.1-8B-Instruct", "qwen3_8b": "Qwen/Qwen3-8B", "qwen3_14b": "Qwen/Qwen3-14B"}
+BASE_MODEL_PATHS = {"llama3_8b": "meta-llama/Llama-3.1-8B", "qwen3_8b": "Qwen/Qwen3-8B-Base",
+                    "qwen3_14b": "Qwen/Qwen3-14B-Base"}
+# the compositions (about 1.3 s each): every script under both protocols, except LLaMA under `authors`
+# (the authors published no LLaMA scripts; two of its scripts show that the protocol applies there too)
+COMPOSED = [(p, m, a) for p in PROTOCOLS for m in MODELS for a in ALGOS
+            if p == "paper" or m != "llama3_8b" or a in ("drgrpo", "ebpo_diff")]
 # variables the recipes read: removed from the test environment so a developer's shell cannot leak in
 RECIPE_VARS = (
     "MODEL_PATH MODEL_TAG DATA_DIR TRAIN_FILE VAL_FILES NNODES N_GPUS_PER_NODE GROUP_SIZE PROJECT_NAME "
     "EXPERIMENT_NAME BACKEND ORDER CKPTS_ROOT TOTAL_STEPS TOTAL_EPOCHS SAVE_FREQ TEST_FREQ KEEP_CKPTS VAL_N "
     "VAL_BEFORE_TRAIN LOGGER ROLLOUT_TP SP_SIZE MEGATRON_TP MEGATRON_PP GPU_MEM_UTIL OFFLOAD EBPO_PRIOR_SCOPE "
     "OVERLONG_BUFFER_LEN OVERLONG_PENALTY PYTHON RECIPE_DRY_RUN DIFFICULTY_MODEL DIFFICULTY_FIELD "
-    "ACTOR_MAX_TOKENS_PER_GPU INFER_MAX_TOKENS_PER_GPU"
+    "ACTOR_MAX_TOKENS_PER_GPU INFER_MAX_TOKENS_PER_GPU PROTOCOL LAUNCH RAY_ADDRESS WORKING_DIR RUNTIME_ENV "
+    "RAY_JOB_ARGS POSTTRAINED_MODEL_PATH BASE_MODEL_PATH"
 ).split()
 
 
@@ -46,17 +61,23 @@ def recipe_env(extra: dict | None = None) -> dict:
     return env
 
 
-def dry_run(model: str, algo: str, env: dict | None = None, args: tuple = ()) -> list[str]:
-    """The trainer argv after `python -m verl.trainer.main_ppo`."""
+def dry_command(model: str, algo: str, env: dict | None = None, args: tuple = ()) -> list[str]:
+    """The whole command line the script would run (RECIPE_DRY_RUN=1: one argument a line)."""
     out = subprocess.run(
         ["bash", str(script(model, algo)), *args],
         env=recipe_env({**(env or {}), "RECIPE_DRY_RUN": "1"}),
         capture_output=True, text=True, timeout=60,
     )
     assert out.returncode == 0, out.stderr
-    argv = out.stdout.splitlines()
-    assert argv[:3] == ["python3", "-m", "verl.trainer.main_ppo"], argv[:3]
-    return argv[3:]
+    return out.stdout.splitlines()
+
+
+def dry_run(model: str, algo: str, env: dict | None = None, args: tuple = ()) -> list[str]:
+    """The trainer argv after `python -m verl.trainer.main_ppo` (behind `ray job submit ... --` or not)."""
+    argv = dry_command(model, algo, env, args)
+    i = argv.index("verl.trainer.main_ppo")
+    assert argv[i - 1] == "-m", argv[: i + 1]
+    return argv[i + 1:]
 
 
 _main = None
@@ -109,8 +130,8 @@ def flatten(cfg, prefix=""):
 
 @pytest.fixture(scope="module")
 def configs() -> dict:
-    """(model, algo) -> composed config, default environment."""
-    return {(m, a): compose(dry_run(m, a)) for m in MODELS for a in ALGOS}
+    """(protocol, model, algo) -> composed config, default environment."""
+    return {(p, m, a): compose(dry_run(m, a, {"PROTOCOL": p})) for p, m, a in COMPOSED}
 
 
 # ------------------------------------------------------------------------------------------------
@@ -130,7 +151,7 @@ def test_scripts_exist_executable_and_identical_across_models():
 
 
 # the keys each algorithm sets (the rest is shared): value expected in the composed config
-ALGO_KEYS = {
+_PAPER = {
     "grpo": {"algorithm.adv_estimator": "grpo", "algorithm.norm_adv_by_std_in_grpo": True},
     "drgrpo": {
         "algorithm.adv_estimator": "grpo",
@@ -158,36 +179,66 @@ ALGO_KEYS = {
         "trainer.checkpoint_callback_class": "verl_ebpo.EBPOCheckpointCallback",
     },
 }
-ALGO_KEYS["ebpo_topic"] = {
-    **ALGO_KEYS["ebpo"],
-    "data.shuffle": False,
-    "data.custom_cls.path": "pkg://verl_ebpo.samplers.dataset",
-    "data.custom_cls.name": "TopicOrderedDataset",
+_AUTHORS = {
+    "grpo": _PAPER["grpo"],
+    # drgrpo_fsdp_math_17k_*.sh: std normalisation off, loss_agg_mode="token-mean"
+    "drgrpo": {
+        "algorithm.adv_estimator": "grpo",
+        "algorithm.norm_adv_by_std_in_grpo": False,
+        "actor_rollout_ref.actor.loss_agg_mode": "token-mean",
+    },
+    # dapo_fsdp_math_17k_*.sh: what their verl ran (no filtering, no overlong shaping: naive reward manager)
+    "dapo": {
+        "algorithm.adv_estimator": "grpo",
+        "algorithm.norm_adv_by_std_in_grpo": False,
+        "actor_rollout_ref.actor.clip_ratio_high": 0.28,
+    },
+    "ebpo": {**_PAPER["ebpo"], "algorithm.ebpo.prior_scope": "batch", "data.shuffle": False},
 }
-ALGO_KEYS["ebpo_diff"] = {
-    **ALGO_KEYS["ebpo"],
-    "data.shuffle": False,
-    "data.custom_cls.path": "pkg://verl_ebpo.samplers.dataset",
-    "data.custom_cls.name": "DifficultyOrderedDataset",
-    "trainer.total_epochs": 1,
-    "trainer.total_training_steps": None,
-}
+TOPIC = {"data.shuffle": False, "data.custom_cls.path": "pkg://verl_ebpo.samplers.dataset",
+         "data.custom_cls.name": "TopicOrderedDataset"}
 
 
-def algo_keys(model: str, algo: str) -> dict:
-    keys = dict(ALGO_KEYS[algo])
-    if algo == "ebpo_diff":  # each model is ordered by its own (base) model's pass rates
-        keys["data.ordering.field"] = f"extra_info.difficulty_{model}"
+def algo_keys(protocol: str, model: str, algo: str) -> dict:
+    table = _PAPER if protocol == "paper" else _AUTHORS
+    base = algo.removesuffix("_diff").removesuffix("_topic")
+    keys = dict(table[base])
+    if algo == "ebpo_topic":
+        keys.update(TOPIC)
+    if algo.endswith("_diff"):  # the curriculum: the base model, ordered by its own pass rates, one epoch
+        keys.update({
+            "actor_rollout_ref.model.path": BASE_MODEL_PATHS[model],
+            "data.shuffle": False,
+            "data.custom_cls.path": "pkg://verl_ebpo.samplers.dataset",
+            "data.custom_cls.name": "DifficultyOrderedDataset",
+            "data.ordering.field": f"extra_info.difficulty_{model}",
+            "trainer.total_epochs": 1,
+            "trainer.total_training_steps": None,
+        })
     return keys
 
 
-# keys that may differ from the GRPO run of the same model (beyond the algorithm's keys above)
+def schedule(protocol: str, algo: str) -> dict:
+    """(total_epochs, total_training_steps, save_freq) of each run."""
+    if protocol == "paper":
+        epochs, steps, save = (1, None, 100) if algo.endswith("_diff") else (100, 1000, 100)
+    elif algo.endswith("_diff"):
+        epochs, steps, save = 1, None, 10  # *_sorted_*_base_multi_nodes.sh: total_epochs=1, save_freq=10
+    elif algo.startswith("ebpo"):
+        epochs, steps, save = 20, None, 10  # ebpo_..._naive / _bertopic: total_epochs=20, save_freq=10
+    else:
+        epochs, steps, save = 6, None, 50  # _gen_random_scripts.py: total_epochs=6, save_freq=50
+    return {"trainer.total_epochs": epochs, "trainer.total_training_steps": steps, "trainer.save_freq": save}
+
+
+# keys that may differ from the GRPO run of the same model and protocol (beyond the algorithm's keys)
 RUN_IDENTITY = {"trainer.experiment_name", "trainer.default_local_dir"}
 
 
-def paper_settings(model: str) -> dict:
-    return {
-        "actor_rollout_ref.model.path": MODEL_PATHS[model],
+def shared_settings(protocol: str, model: str) -> dict:
+    """The settings both protocols share (the paper's) and each protocol's own shared ones."""
+    data = "/home/researcher/data/verl_ebpo" + ("" if protocol == "paper" else "_authors")
+    out = {
         "actor_rollout_ref.rollout.n": 4,
         "data.train_batch_size": 512,
         "actor_rollout_ref.actor.ppo_mini_batch_size": 128,
@@ -197,6 +248,7 @@ def paper_settings(model: str) -> dict:
         "actor_rollout_ref.actor.optim.weight_decay": 0.01,
         "actor_rollout_ref.actor.use_kl_loss": True,
         "actor_rollout_ref.actor.kl_loss_coef": 0.001,
+        "actor_rollout_ref.actor.kl_loss_type": "low_var_kl",
         "algorithm.use_kl_in_reward": False,
         "actor_rollout_ref.actor.clip_ratio_low": 0.2,
         "actor_rollout_ref.actor.strategy": "fsdp2",
@@ -204,50 +256,165 @@ def paper_settings(model: str) -> dict:
         "actor_rollout_ref.rollout.name": "vllm",
         "actor_rollout_ref.rollout.temperature": 1.0,
         "actor_rollout_ref.rollout.top_p": 1.0,
-        "data.train_files": "/home/researcher/data/verl_ebpo/dapo_math_17k.parquet",
-        "data.val_files": [f"/home/researcher/data/verl_ebpo/{b}.parquet"
-                           for b in ("math500", "aime24", "aime25", "amc23", "olympiadbench")],
-        "reward.custom_reward_function.path": "pkg://verl_ebpo.rewards",
-        "reward.custom_reward_function.name": "compute_score",
+        "data.train_files": f"{data}/dapo_math_17k.parquet",
+        "reward.reward_manager.name": "naive",
         "trainer.nnodes": 4,
         "trainer.n_gpus_per_node": 8,
         "model_engine": "dp",
     }
+    if protocol == "paper":
+        out.update({
+            "data.val_files": [f"{data}/dapo_math_holdout.parquet"],  # Maj@16 on a held-out split
+            "actor_rollout_ref.rollout.val_kwargs.n": 16,
+            "actor_rollout_ref.rollout.val_kwargs.temperature": 1.0,
+            "actor_rollout_ref.rollout.val_kwargs.do_sample": True,
+            "data.seed": 42,
+            "reward.custom_reward_function.path": "pkg://verl_ebpo.rewards",
+            "reward.custom_reward_function.name": "compute_score",
+            "trainer.test_freq": 50,
+        })
+    else:
+        out.update({
+            "data.val_files": [f"{data}/aime24.parquet"],  # their data.val_files=aime-2024.parquet
+            "actor_rollout_ref.rollout.val_kwargs.n": 8,
+            "actor_rollout_ref.rollout.val_kwargs.temperature": 0,
+            "actor_rollout_ref.rollout.val_kwargs.do_sample": False,
+            "data.seed": 1,
+            # their verl's math_dapo; relative: the job runs in its copy of WORKING_DIR (this repository)
+            "reward.custom_reward_function.path": "recipes/eval/authors_scorer.py",
+            "reward.custom_reward_function.name": "compute_score",
+            "trainer.test_freq": 5,
+        })
+    return out
 
 
-@pytest.mark.parametrize("model", MODELS)
-@pytest.mark.parametrize("algo", ALGOS)
-def test_composed_config_has_paper_settings_and_algorithm_keys(configs, model, algo):
-    cfg = configs[(model, algo)]
+@pytest.mark.parametrize("protocol, model, algo", COMPOSED)
+def test_composed_config_has_the_protocols_settings_and_algorithm_keys(configs, protocol, model, algo):
+    cfg = configs[(protocol, model, algo)]
     flat = flatten(cfg)
-    expected = {**paper_settings(model), **algo_keys(model, algo)}
+    expected = {
+        "actor_rollout_ref.model.path": MODEL_PATHS[model],
+        **shared_settings(protocol, model),
+        **schedule(protocol, algo),
+        **algo_keys(protocol, model, algo),
+    }
+    if protocol == "paper" and algo in ("dapo", "dapo_diff"):
+        expected["reward.reward_manager.name"] = "dapo"
     wrong = {k: (flat.get(k, "<missing>"), v) for k, v in expected.items() if flat.get(k, "<missing>") != v}
     assert not wrong, f"(got, expected): {wrong}"
-    if algo != "drgrpo":
+    if not (protocol == "paper" and algo.startswith("drgrpo")):
         assert flat["actor_rollout_ref.actor.loss_agg_mode"] == "token-mean"
-    if algo != "dapo":
+        assert flat["actor_rollout_ref.actor.loss_scale_factor"] is None
+    if not algo.startswith("dapo"):
         assert flat["actor_rollout_ref.actor.clip_ratio_high"] == 0.2
+    if not (protocol == "paper" and algo.startswith("dapo")):
         assert flat["reward.reward_manager.name"] == "naive"
         assert flat["algorithm.filter_groups.enable"] is False
-    if algo in ("grpo", "drgrpo", "dapo", "ebpo"):
+        assert not any(k.startswith("reward.reward_kwargs.") for k in flat), "overlong keys outside paper DAPO"
+    if algo in ("grpo", "drgrpo", "dapo") or (algo == "ebpo" and protocol == "paper"):
         assert flat["data.shuffle"] is True and flat["data.custom_cls.path"] is None
-    assert flat["trainer.experiment_name"] == f"{model}-{algo}-g4"
-    assert flat["trainer.default_local_dir"] == f"/home/researcher/ckpts/verl_ebpo/{model}-{algo}-g4"
+    suffix = "" if protocol == "paper" else "-authors"
+    assert flat["trainer.experiment_name"] == f"{model}-{algo}-g4{suffix}"
+    assert flat["trainer.default_local_dir"] == f"/home/researcher/ckpts/verl_ebpo/{model}-{algo}-g4{suffix}"
     validate(cfg)
 
 
+# ---- what issue 13 judges, one named test each ---------------------------------------------------------
+
+
+@pytest.mark.parametrize("model", QWEN)
+def test_authors_ebpo_prior_is_the_batch_and_checkpoints_exist_every_10_steps(configs, model):
+    for algo in ("ebpo", "ebpo_topic", "ebpo_diff"):
+        flat = flatten(configs[("authors", model, algo)])
+        assert flat["algorithm.adv_estimator"] == "ebpo"
+        assert flat["algorithm.ebpo.prior_scope"] == "batch", algo
+        # steps 300 (8B), 260 (14B), 200 (topic) and 34 (-diff) were evaluated: they must be saved
+        assert flat["trainer.save_freq"] <= 10 and all(s % flat["trainer.save_freq"] == 0 for s in (300, 260, 200)), algo
+
+
+@pytest.mark.parametrize("model", QWEN)
+def test_authors_drgrpo_is_token_mean_without_std_normalisation(configs, model):
+    for algo in ("drgrpo", "drgrpo_diff"):
+        flat = flatten(configs[("authors", model, algo)])
+        assert flat["actor_rollout_ref.actor.loss_agg_mode"] == "token-mean"
+        assert flat["algorithm.norm_adv_by_std_in_grpo"] is False
+        assert flat["actor_rollout_ref.actor.loss_scale_factor"] is None
+
+
+@pytest.mark.parametrize("model", QWEN)
+def test_authors_dapo_has_no_std_normalisation_and_none_of_the_keys_their_verl_ignored(configs, model):
+    for algo in ("dapo", "dapo_diff"):
+        flat = flatten(configs[("authors", model, algo)])
+        assert flat["algorithm.norm_adv_by_std_in_grpo"] is False
+        assert flat["actor_rollout_ref.actor.clip_ratio_high"] == 0.28
+        # verl 0.9.1 honours these; their verl did not read them, so `authors` must not pass them
+        assert flat["algorithm.filter_groups.enable"] is False
+        assert flat["reward.reward_manager.name"] == "naive"
+        assert not any(k.startswith("reward.reward_kwargs.") for k in flat)
+    argv = dry_run(model, "dapo", {"PROTOCOL": "authors"})
+    assert not [a for a in argv if "filter_groups" in a or "overlong_buffer" in a or "reward_kwargs" in a], argv
+
+
 @pytest.mark.parametrize("model", MODELS)
-def test_runs_of_a_model_differ_only_in_their_algorithm_keys(configs, model):
-    base = flatten(configs[(model, "grpo")])
-    for algo in ALGOS:
-        flat = flatten(configs[(model, algo)])
+def test_paper_drgrpo_is_true_drgrpo(configs, model):
+    for algo in ("drgrpo", "drgrpo_diff"):
+        flat = flatten(configs[("paper", model, algo)])
+        assert flat["actor_rollout_ref.actor.loss_agg_mode"] == "seq-mean-token-sum-norm"
+        assert flat["algorithm.norm_adv_by_std_in_grpo"] is False
+
+
+@pytest.mark.parametrize("protocol", PROTOCOLS)
+@pytest.mark.parametrize("model", QWEN)
+def test_all_four_curriculum_runs_train_the_base_model_in_difficulty_order_for_one_epoch(configs, protocol, model):
+    for algo in DIFF_ALGOS:
+        flat = flatten(configs[(protocol, model, algo)])
+        assert flat["actor_rollout_ref.model.path"].endswith("-Base"), algo
+        assert flat["actor_rollout_ref.model.path"] == BASE_MODEL_PATHS[model]
+        assert flat["data.custom_cls.name"] == "DifficultyOrderedDataset"
+        assert flat["data.ordering.field"] == f"extra_info.difficulty_{model}"
+        assert flat["data.shuffle"] is False
+        assert (flat["trainer.total_epochs"], flat["trainer.total_training_steps"]) == (1, None)
+    # the four differ from one another only in their algorithm's keys
+    base = flatten(configs[(protocol, model, "grpo_diff")])
+    for algo in DIFF_ALGOS:
+        flat = flatten(configs[(protocol, model, algo)])
         differing = {k for k in set(base) | set(flat) if base.get(k, "<missing>") != flat.get(k, "<missing>")}
-        allowed = set(algo_keys(model, algo)) | RUN_IDENTITY
+        table = _PAPER if protocol == "paper" else _AUTHORS
+        allowed = set(table[algo.removesuffix("_diff")]) | set(table["grpo"]) | RUN_IDENTITY
+        assert differing <= allowed, (algo, sorted(differing - allowed))
+
+
+@pytest.mark.parametrize("protocol", ["Paper", "author", "both", "paper "])
+def test_an_unknown_protocol_fails_naming_the_choices(protocol):
+    for model, algo in (("qwen3_8b", "ebpo"), ("qwen3_14b", "dapo_diff"), ("llama3_8b", "grpo")):
+        out = subprocess.run(["bash", str(script(model, algo))],
+                             env=recipe_env({"PROTOCOL": protocol, "RECIPE_DRY_RUN": "1"}),
+                             capture_output=True, text=True, timeout=60)
+        assert out.returncode == 2
+        assert f"PROTOCOL must be paper or authors, got '{protocol}'" in out.stderr
+        assert out.stdout == "" and out.stderr.count("\n") == 1
+
+
+# ---- the rest: both protocols ------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("protocol, model", sorted({(p, m) for p, m, a in COMPOSED if a == "grpo"}))
+def test_runs_of_a_model_differ_only_in_their_algorithm_keys_and_schedule(configs, protocol, model):
+    base = flatten(configs[(protocol, model, "grpo")])
+    for algo in ALGOS:
+        if (protocol, model, algo) not in configs:
+            continue
+        flat = flatten(configs[(protocol, model, algo)])
+        differing = {k for k in set(base) | set(flat) if base.get(k, "<missing>") != flat.get(k, "<missing>")}
+        allowed = set(algo_keys(protocol, model, algo)) | set(schedule(protocol, algo)) | RUN_IDENTITY
+        if protocol == "paper" and algo.startswith("dapo"):
+            allowed.add("reward.reward_manager.name")
         assert differing <= allowed, f"run_{algo}.sh changes shared settings: {sorted(differing - allowed)}"
 
 
-def test_models_differ_only_in_model_and_parallelism(configs):
-    base = flatten(configs[("qwen3_8b", "ebpo")])
+@pytest.mark.parametrize("protocol", PROTOCOLS)
+def test_models_differ_only_in_model_and_parallelism(configs, protocol):
+    base = flatten(configs[(protocol, "qwen3_8b", "ebpo")])
     allowed = RUN_IDENTITY | {
         "actor_rollout_ref.model.path",
         "actor_rollout_ref.rollout.tensor_model_parallel_size",
@@ -259,7 +426,9 @@ def test_models_differ_only_in_model_and_parallelism(configs):
         "actor_rollout_ref.actor.megatron.tensor_model_parallel_size",
     }
     for model in ("llama3_8b", "qwen3_14b"):
-        flat = flatten(configs[(model, "ebpo")])
+        if (protocol, model, "ebpo") not in configs:
+            continue
+        flat = flatten(configs[(protocol, model, "ebpo")])
         differing = {k for k in set(base) | set(flat) if base.get(k) != flat.get(k)}
         assert differing <= allowed, sorted(differing - allowed)
 
@@ -268,19 +437,24 @@ def test_environment_reaches_the_config():
     env = {
         "MODEL_PATH": "/models/q", "DATA_DIR": "/d", "NNODES": "1", "N_GPUS_PER_NODE": "2", "GROUP_SIZE": "8",
         "PROJECT_NAME": "proj", "EXPERIMENT_NAME": "exp1", "CKPTS_ROOT": "/ck", "LOGGER": "[console]",
+        "SAVE_FREQ": "7", "VAL_N": "2", "TOTAL_STEPS": "11",
     }
     cfg = flatten(compose(dry_run("qwen3_8b", "ebpo", env)))
     assert cfg["actor_rollout_ref.model.path"] == "/models/q"
     assert cfg["data.train_files"] == "/d/dapo_math_17k.parquet"
-    assert cfg["data.val_files"][0] == "/d/math500.parquet"
+    assert cfg["data.val_files"] == ["/d/dapo_math_holdout.parquet"]
     assert (cfg["trainer.nnodes"], cfg["trainer.n_gpus_per_node"]) == (1, 2)
     assert cfg["actor_rollout_ref.rollout.n"] == 8
     assert (cfg["trainer.project_name"], cfg["trainer.experiment_name"]) == ("proj", "exp1")
     assert cfg["trainer.default_local_dir"] == "/ck/proj/exp1"
     assert cfg["trainer.logger"] == ["console"]
-    # G appears in the default experiment name, so runs with different G do not share checkpoints
-    default = flatten(compose(dry_run("qwen3_8b", "grpo", {"GROUP_SIZE": "16"})))
-    assert default["trainer.experiment_name"] == "qwen3_8b-grpo-g16"
+    assert (cfg["trainer.save_freq"], cfg["actor_rollout_ref.rollout.val_kwargs.n"]) == (7, 2)
+    assert cfg["trainer.total_training_steps"] == 11
+    # G and the protocol appear in the default experiment name, so such runs do not share checkpoints
+    default = flatten(compose(dry_run("qwen3_8b", "grpo", {"GROUP_SIZE": "16", "PROTOCOL": "authors"})))
+    assert default["trainer.experiment_name"] == "qwen3_8b-grpo-g16-authors"
+    # an explicit MODEL_PATH wins over the curriculum's base model too
+    assert dry_run("qwen3_14b", "grpo_diff", {"MODEL_PATH": "/m/b"}).count("actor_rollout_ref.model.path=/m/b") == 1
 
 
 @pytest.mark.parametrize("algo", ["dapo", "ebpo_topic"])
@@ -293,7 +467,7 @@ def test_megatron_backend(algo):
     assert flat["actor_rollout_ref.actor.megatron.tensor_model_parallel_size"] == 4
     assert flat["actor_rollout_ref.ref.megatron.tensor_model_parallel_size"] == 4
     assert "actor_rollout_ref.actor.fsdp_config.strategy" not in flat
-    for k, v in algo_keys("qwen3_14b", algo).items():
+    for k, v in algo_keys("paper", "qwen3_14b", algo).items():
         assert flat[k] == v, k
     validate(cfg)
 
@@ -306,28 +480,69 @@ def test_extra_arguments_are_forwarded_and_win():
     assert flat["actor_rollout_ref.actor.optim.lr"] == 2e-6
 
 
-def test_hydra_flags_go_last_whatever_their_position():
-    argv = dry_run("qwen3_8b", "ebpo", args=("--cfg", "job", "a.b=1", "--resolve", "--info", "defaults", "c=2"))
-    assert argv[-7:] == ["a.b=1", "c=2", "--cfg", "job", "--resolve", "--info", "defaults"]
+def test_hydra_flags_go_last_whatever_their_position_and_run_here():
+    cmd = dry_command("qwen3_8b", "ebpo", args=("--cfg", "job", "a.b=1", "--resolve", "--info", "defaults", "c=2"))
+    assert cmd[-7:] == ["a.b=1", "c=2", "--cfg", "job", "--resolve", "--info", "defaults"]
+    assert cmd[:3] == ["python3", "-m", "verl.trainer.main_ppo"]  # printing a config never submits a job
 
 
-def test_ebpo_prior_scope_and_overlong_knobs():
-    flat = flatten(compose(dry_run("llama3_8b", "ebpo", {"EBPO_PRIOR_SCOPE": "batch"})))
-    assert flat["algorithm.ebpo.prior_scope"] == "batch"
-    flat = flatten(compose(dry_run("llama3_8b", "dapo", {"OVERLONG_BUFFER_LEN": "1024", "OVERLONG_PENALTY": "0.5"})))
-    assert flat["reward.reward_kwargs.overlong_buffer_cfg.len"] == 1024
-    assert flat["reward.reward_kwargs.overlong_buffer_cfg.penalty_factor"] == 0.5
+def test_ray_job_submit_is_the_default_launch_and_local_runs_here():
+    cmd = dry_command("qwen3_8b", "ebpo", {"RAY_ADDRESS": "http://head:8265", "RAY_JOB_ARGS": "--no-wait"})
+    sep = cmd.index("--")
+    assert cmd[:sep] == ["ray", "job", "submit", "--address", "http://head:8265", "--runtime-env",
+                         str(RECIPES / "runtime_env.yaml"), "--working-dir", str(ROOT), "--no-wait"]
+    assert cmd[sep + 1:sep + 4] == ["python3", "-m", "verl.trainer.main_ppo"]
+    local = dry_command("qwen3_8b", "ebpo", {"LAUNCH": "local", "PROTOCOL": "authors"})
+    assert local[:3] == ["python3", "-m", "verl.trainer.main_ppo"]
+    # run here, the authors' reward is reached by its absolute path; in a job, relative to the working dir
+    assert f"reward.custom_reward_function.path={RECIPES}/eval/authors_scorer.py" in local
+
+
+def test_ray_job_submit_gets_every_argument_intact(tmp_path):
+    """A stand-in `ray` joins the entrypoint with spaces and runs it through /bin/sh, as `ray job submit`
+    does; the trainer (a stand-in python) must receive exactly the arguments of the dry run."""
+    fake_ray = tmp_path / "ray"
+    fake_ray.write_text('#!/bin/sh\nwhile [ "$1" != "--" ]; do shift; done; shift\nexec /bin/sh -c "$*"\n')
+    fake_python = tmp_path / "fakepython"
+    fake_python.write_text('#!/bin/sh\nfor a in "$@"; do printf "%s\\n" "$a"; done > "$ARGS_OUT"\n')
+    for f in (fake_ray, fake_python):
+        f.chmod(0o755)
+    env = {"PATH": f"{tmp_path}:{os.environ['PATH']}", "PYTHON": str(fake_python),
+           "ARGS_OUT": str(tmp_path / "args.txt"), "DATA_DIR": "/data dir/with space",
+           "LOGGER": "[console,wandb]", "PROTOCOL": "authors"}
+    extra = ("trainer.experiment_name=it's $HOME", "+x.y=[a,b]")
+    out = subprocess.run(["bash", str(script("qwen3_8b", "ebpo")), *extra], env=recipe_env(env),
+                         capture_output=True, text=True, timeout=60, cwd=tmp_path)
+    assert out.returncode == 0, out.stderr
+    received = (tmp_path / "args.txt").read_text().splitlines()
+    assert received[:2] == ["-m", "verl.trainer.main_ppo"]
+    assert received[2:] == dry_run("qwen3_8b", "ebpo", env, extra)
+    assert "data.train_files=/data dir/with space/dapo_math_17k.parquet" in received
+    assert received[-2:] == list(extra)
+
+
+def test_runtime_env_is_a_valid_ray_runtime_env():
+    from ray.runtime_env import RuntimeEnv
+
+    spec = yaml.safe_load((RECIPES / "runtime_env.yaml").read_text())
+    RuntimeEnv(**spec)  # Ray's own validation
+    env = spec["env_vars"]
+    assert env["VLLM_USE_V1"] == "1" and env["NCCL_DEBUG"] == "WARN"
+    assert all(isinstance(v, str) for v in env.values())
+    assert "working_dir" not in spec  # given by --working-dir (WORKING_DIR)
 
 
 def test_grpo_diff_uses_the_same_order_keys_as_ebpo_diff():
-    env = {"ORDER": "diff", "TOTAL_EPOCHS": "1", "TOTAL_STEPS": "null"}
-    grpo = flatten(compose(dry_run("qwen3_8b", "grpo", env)))
+    grpo = flatten(compose(dry_run("qwen3_8b", "grpo_diff")))
     ebpo = flatten(compose(dry_run("qwen3_8b", "ebpo_diff")))
     for key in ("data.shuffle", "data.custom_cls.name", "data.ordering.field", "trainer.total_epochs",
-                "trainer.total_training_steps", "data.train_files"):
+                "trainer.total_training_steps", "data.train_files", "actor_rollout_ref.model.path"):
         assert grpo[key] == ebpo[key], key
     assert ebpo["data.ordering.field"] == "extra_info.difficulty_qwen3_8b"
-    assert grpo["trainer.experiment_name"] == "qwen3_8b-grpo-g4-diff"
+    assert grpo["trainer.experiment_name"] == "qwen3_8b-grpo_diff-g4"
+    # the older spelling still works: the post-trained model in difficulty order, named apart
+    old = dry_run("qwen3_8b", "grpo", {"ORDER": "diff", "TOTAL_EPOCHS": "1", "TOTAL_STEPS": "null"})
+    assert "trainer.experiment_name=qwen3_8b-grpo-g4-diff" in old and "actor_rollout_ref.model.path=Qwen/Qwen3-8B" in old
 
 
 def test_order_keys_equal_the_samplers_overrides():
@@ -339,7 +554,10 @@ def test_order_keys_equal_the_samplers_overrides():
 
     assert order_args("ebpo") == overrides("random")
     assert order_args("ebpo_topic") == overrides("topic")
-    assert order_args("ebpo_diff") == overrides("difficulty", field="extra_info.difficulty_qwen3_8b")
+    for algo in DIFF_ALGOS:
+        assert order_args(algo) == overrides("difficulty", field="extra_info.difficulty_qwen3_8b"), algo
+    # the authors' EBPO-naive: the file's own order (a SequentialSampler), no ordering class
+    assert order_args("ebpo", {"PROTOCOL": "authors"}) == ["data.shuffle=False"]
 
 
 @pytest.mark.parametrize(
@@ -348,9 +566,10 @@ def test_order_keys_equal_the_samplers_overrides():
         ({"BACKEND": "deepspeed"}, "BACKEND must be fsdp or megatron"),
         ({"GROUP_SIZE": "1"}, "GROUP_SIZE must be an integer >= 2"),
         ({"GROUP_SIZE": "four"}, "GROUP_SIZE must be an integer >= 2"),
-        ({"ORDER": "sorted"}, "ORDER must be random, topic or diff"),
+        ({"ORDER": "sorted"}, "ORDER must be random, topic, diff or file"),
         ({"NNODES": "0"}, "NNODES must be a positive integer"),
         ({"EBPO_PRIOR_SCOPE": "global"}, "EBPO_PRIOR_SCOPE must be running or batch"),
+        ({"LAUNCH": "slurm"}, "LAUNCH must be ray-job or local"),
     ],
 )
 def test_bad_environment_fails_with_a_clear_message(env, message):
@@ -362,20 +581,23 @@ def test_bad_environment_fails_with_a_clear_message(env, message):
 
 
 def test_literal_cfg_job_on_cpu():
-    """The documented command, as a user types it: prints the composed config and exits 0 (no GPU/model/data)."""
+    """The documented command, as a user types it: prints the composed config and exits 0 (no GPU/model/data,
+    no Ray cluster: Hydra's flags never go through `ray job submit`)."""
     out = subprocess.run(
-        ["bash", str(script("qwen3_14b", "ebpo")), "--cfg", "job", "trainer.total_training_steps=10"],
-        env=recipe_env({"HOME": os.environ.get("HOME", "/root")}), capture_output=True, text=True, timeout=300,
-        cwd=ROOT,
+        ["bash", str(script("qwen3_14b", "ebpo_diff")), "--cfg", "job", "trainer.total_training_steps=10"],
+        env=recipe_env({"HOME": os.environ.get("HOME", "/root"), "PROTOCOL": "authors",
+                        "RAY_ADDRESS": "http://203.0.113.1:8265"}),
+        capture_output=True, text=True, timeout=300, cwd=ROOT,
     )
     assert out.returncode == 0, out.stderr[-3000:]
     cfg = yaml.safe_load(out.stdout)
     assert cfg["algorithm"]["adv_estimator"] == "ebpo"
+    assert cfg["algorithm"]["ebpo"]["prior_scope"] == "batch"
     assert cfg["trainer"]["total_training_steps"] == 10
-    assert cfg["actor_rollout_ref"]["model"]["path"] == "Qwen/Qwen3-14B"
+    assert cfg["actor_rollout_ref"]["model"]["path"] == "Qwen/Qwen3-14B-Base"
 
 
-def _reward_of(cfg: dict, response_tokens: int, answer: str, truth: str = "7"):
+def _reward_of(cfg: dict, response_tokens: int, answer: str, truth: str = "7", tail: str | None = None):
     """Run verl's reward manager, as the composed config builds it, on one response of a given length."""
     import numpy as np
     import torch
@@ -387,7 +609,7 @@ def _reward_of(cfg: dict, response_tokens: int, answer: str, truth: str = "7"):
 
     conf = OmegaConf.create(cfg)
     tok = build_tokenizer()
-    tail = f"\nanswer: {answer}"
+    tail = f"\nanswer: {answer}" if tail is None else tail
     ids = tok("a" * (response_tokens - len(tail)) + tail, add_special_tokens=False).input_ids
     assert len(ids) == response_tokens
     max_len = conf.data.max_response_length
@@ -412,11 +634,11 @@ def test_same_verifier_for_all_and_dapo_adds_only_its_overlong_shaping(configs):
     from verl_ebpo.rewards import shutdown
 
     try:
-        for algo in ("grpo", "drgrpo", "ebpo"):
-            out = _reward_of(configs[("qwen3_8b", algo)], response_tokens=6144, answer="7")
+        for algo in ("grpo", "drgrpo", "ebpo", "ebpo_diff"):
+            out = _reward_of(configs[("paper", "qwen3_8b", algo)], response_tokens=6144, answer="7")
             assert out["reward_score"] == 1.0 and out["reward_extra_info"]["acc"] is True
-            assert _reward_of(configs[("qwen3_8b", algo)], 100, answer="8")["reward_score"] == 0.0
-        dapo = configs[("qwen3_8b", "dapo")]
+            assert _reward_of(configs[("paper", "qwen3_8b", algo)], 100, answer="8")["reward_score"] == 0.0
+        dapo = configs[("paper", "qwen3_8b", "dapo")]
         short = _reward_of(dapo, response_tokens=4000, answer="7")
         assert short["reward_score"] == 1.0
         # 6144 tokens: 2048 into the 4096-token buffer before 8192 -> penalty 2048 / 4096 * 1.0
@@ -429,3 +651,16 @@ def test_same_verifier_for_all_and_dapo_adds_only_its_overlong_shaping(configs):
         assert long["reward_extra_info"][metric] is True and wrong_long["reward_extra_info"][metric] is False
     finally:
         shutdown()
+
+
+def test_authors_reward_is_their_math_dapo_through_verls_reward_manager(configs, monkeypatch):
+    """The authors' configs, built by verl's own reward loading: +1/-1 on the `Answer:` line, no length
+    penalty (even for DAPO) and no \\boxed{} fallback (verl 0.9.1's math_dapo has one, their verl did not)."""
+    monkeypatch.chdir(ROOT)  # the job's working directory: the reward path is relative to it
+    for algo in ("grpo", "dapo", "ebpo", "ebpo_diff"):
+        cfg = configs[("authors", "qwen3_8b", algo)]
+        assert _reward_of(cfg, response_tokens=8000, answer="7")["reward_score"] == 1.0
+        assert _reward_of(cfg, response_tokens=100, answer="8")["reward_score"] == -1.0
+    cfg = configs[("authors", "qwen3_8b", "dapo")]
+    out = _reward_of(cfg, response_tokens=50, answer="7", tail="\nso the result is \\boxed{7}")
+    assert out["reward_score"] == -1.0 and out["reward_extra_info"]["pred"] == "[INVALID]"

@@ -1,7 +1,16 @@
 # shellcheck shell=bash
-# EBPO (arXiv 2602.05165), random data order ("EBPO-naive"): the group mean is shrunk toward a global
-# prior learned online; the prior is saved with every checkpoint and restored on resume.
-# Sourced by recipes/common.sh for ALGO=ebpo: defaults first, then algo_args fills ALGO_ARGS.
+# EBPO (arXiv 2602.05165), "EBPO-naive": the group mean is shrunk toward a global prior; the prior is
+# saved with every checkpoint and restored on resume (verl_ebpo.EBPOCheckpointCallback).
+#   paper:   a running prior over the whole run (Algorithm 1); random data order.
+#   authors: the prior of their compute_ebpo_outcome_advantage (core_algos.py @75b0147: fresh Welford
+#            statistics in every call, i.e. the current batch); data.shuffle=False over the unsorted
+#            file (ebpo_fsdp_math_17k_naive_qwen3_*_multi_nodes.sh); 20 epochs, a checkpoint every 10 steps.
+# Sourced by recipes/common.sh for ALGO=ebpo (and, through them, ebpo_topic/ebpo_diff): defaults first,
+# then algo_args fills ALGO_ARGS. EBPO_PRIOR_SCOPE [running / batch] is set by common.sh.
+SCHEDULE=ebpo
+if [[ "$PROTOCOL" == authors ]]; then
+    DEFAULT_ORDER=file
+fi
 
 algo_args() {
     ALGO_ARGS=(

@@ -1,6 +1,8 @@
 # shellcheck shell=bash
 # GRPO, verl's built-in: baseline = the group's mean reward, advantage divided by the group's std.
-# Sourced by recipes/common.sh for ALGO=grpo: defaults first, then algo_args fills ALGO_ARGS.
+# The same keys under both protocols. Sourced by recipes/common.sh for ALGO=grpo (after PROTOCOL is
+# checked): schedule and order defaults first, then algo_args fills ALGO_ARGS.
+SCHEDULE=baseline
 
 algo_args() {
     ALGO_ARGS=(

@@ -3,8 +3,9 @@
 # run of a model keeps reading the same file; random-order runs ignore the labels).
 #
 #   bash recipes/data/label_data.sh topics
-#       extra_info.topic: k-means (k = 9, the paper's number of domains) over all-MiniLM-L6-v2 embeddings
-#       of the prompts (verl-ebpo label-topics; CPU is enough, a few minutes for 17k prompts).
+#       extra_info.topic: k-means (k = TOPIC_K [9], the paper's number of domains; the authors' later
+#       BERTopic scripts use 10) over all-MiniLM-L6-v2 embeddings of the prompts (verl-ebpo label-topics;
+#       CPU is enough, a few minutes for 17k prompts).
 #       Cluster sizes and top words go to $DATA_DIR/topics.json.
 #   bash recipes/data/label_data.sh difficulty <model>      (model: llama3_8b | qwen3_8b | qwen3_14b)
 #       extra_info.difficulty_<model>: the pass rate of the model's DIFFICULTY_MODEL (recipes/<model>/model.env;
@@ -13,7 +14,7 @@
 #       label-difficulty; roughly an hour on one 8 x H200 node for an 8B model, an estimate, not measured).
 #
 # Environment: DATA_DIR [$HOME/data/verl_ebpo], TRAIN_FILE [$DATA_DIR/dapo_math_17k.parquet],
-#   DIFFICULTY_SAMPLES [16], DIFFICULTY_MAX_TOKENS [8192, the training response budget], GPUS [8],
+#   TOPIC_K [9], DIFFICULTY_SAMPLES [16], DIFFICULTY_MAX_TOKENS [8192, the training response budget], GPUS [8],
 #   TP [ROLLOUT_TP of model.env], ENGINE [vllm], PYTHON [python3].
 set -euo pipefail
 HERE="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)"
@@ -24,7 +25,7 @@ RECIPES_DIR="$(dirname "$HERE")"
 : "${ENGINE:=vllm}"
 
 usage() {
-    sed -n '2,17p' "${BASH_SOURCE[0]}" | sed 's/^# \{0,1\}//' >&2
+    sed -n '2,18p' "${BASH_SOURCE[0]}" | sed 's/^# \{0,1\}//' >&2
     exit 2
 }
 
@@ -34,7 +35,8 @@ usage() {
 case "$1" in
     topics)
         [[ $# -eq 1 ]] || usage
-        "$PYTHON" -m verl_ebpo.cli label-topics "$TRAIN_FILE" "$TRAIN_FILE" --in-place --k 9 --seed 0 --overwrite \
+        : "${TOPIC_K:=9}"
+        "$PYTHON" -m verl_ebpo.cli label-topics "$TRAIN_FILE" "$TRAIN_FILE" --in-place --k "$TOPIC_K" --seed 0 --overwrite \
             --summary-json "$DATA_DIR/topics.json"
         ;;
     difficulty)

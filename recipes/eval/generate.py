@@ -3,8 +3,11 @@
 
     python recipes/eval/generate.py --model /ckpts/.../hf --data-dir ~/data/verl_ebpo --out gens.jsonl --tp 1
 
-- Prompts: the `prompt` messages of recipes/data/prepare_data.py's parquet files, through the model's
-  chat template (`--chat-template-kwargs` as verl's `data.apply_chat_template_kwargs`), as in training.
+- Prompts (`--prompt-style`): `chat` (EVAL_PROTOCOL=paper): the `prompt` messages of
+  recipes/data/prepare_data.py's parquet files, through the model's chat template (`--chat-template-kwargs`
+  as verl's `data.apply_chat_template_kwargs`), as in training. `authors` (EVAL_PROTOCOL=authors): the
+  authors' evaluation prompt, the DAPO instruction + the problem (`extra_info.problem`) as plain text, no
+  chat template (their recipe/ebpo/ebpo_eval.py).
 - Sampling: k per problem (16; 4 for OlympiadBench), temperature 1.0, top_p 1.0, at most 20480 new tokens.
 - Engines: `vllm` (GPU; the default) or `hf` (transformers' generate: slow, for small checks).
 - `--shard I/N` keeps problems with index % N == I, so N processes (one per GPU group) can split a
@@ -31,7 +34,9 @@ from pathlib import Path
 from typing import Callable, Optional, Sequence
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from benchmarks import BENCHMARKS, MAX_TOKENS, SAMPLES, TEMPERATURE, TOP_P, parse_mapping  # noqa: E402
+from benchmarks import (  # noqa: E402
+    AUTHORS_PROMPT_PREFIX, BENCHMARKS, MAX_TOKENS, SAMPLES, TEMPERATURE, TOP_P, parse_mapping,
+)
 
 
 @dataclass
@@ -41,6 +46,7 @@ class Request:
     problem_index: int
     messages: list
     ground_truth: str
+    problem: Optional[str] = None
 
 
 @dataclass
@@ -87,12 +93,27 @@ def load_requests(files: dict, shard: tuple[int, int] = (0, 1), limit: Optional[
                 continue
             messages = _plain(row.prompt)
             gt = _plain(row.reward_model)["ground_truth"]
-            reqs.append(Request(name, str(row.data_source), i, messages, gt))
+            info = _plain(getattr(row, "extra_info", None))
+            problem = info.get("problem") if isinstance(info, dict) else None
+            reqs.append(Request(name, str(row.data_source), i, messages, gt, problem))
         out[name] = reqs
     return out
 
 
-def render_prompts(tokenizer, requests: Sequence[Request], chat_template_kwargs: dict) -> list[str]:
+PROMPT_STYLES = ("chat", "authors")
+
+
+def render_prompts(tokenizer, requests: Sequence[Request], chat_template_kwargs: dict,
+                   style: str = "chat") -> list[str]:
+    """`chat`: the row's messages through the chat template; `authors`: their plain-text prompt."""
+    if style == "authors":
+        missing = [f"{r.benchmark}:{r.problem_index}" for r in requests if not r.problem]
+        if missing:
+            raise ValueError(f"--prompt-style authors needs extra_info.problem (written by recipes/data/prepare_data.py); "
+                             f"missing in {len(missing)} row(s), e.g. {missing[:3]}")
+        return [AUTHORS_PROMPT_PREFIX + r.problem for r in requests]
+    if style != "chat":
+        raise ValueError(f"--prompt-style must be one of {', '.join(PROMPT_STYLES)}, got {style!r}")
     return [
         tokenizer.apply_chat_template(r.messages, add_generation_prompt=True, tokenize=False, **chat_template_kwargs)
         for r in requests
@@ -139,7 +160,9 @@ def hf_engine(args) -> tuple[object, Callable]:
     def generate(prompts: list[str], k: int) -> list[list[Sample]]:
         out = []
         for prompt in prompts:
-            ids = tokenizer(prompt, return_tensors="pt", add_special_tokens=False).input_ids.to(device)
+            # a chat-templated prompt carries its special tokens; a plain one gets them as vLLM adds them
+            ids = tokenizer(prompt, return_tensors="pt", add_special_tokens=args.prompt_style != "chat").input_ids
+            ids = ids.to(device)
             with torch.no_grad():
                 seqs = model.generate(ids, attention_mask=torch.ones_like(ids), do_sample=True,
                                       temperature=args.temperature, top_p=args.top_p, top_k=0,
@@ -217,6 +240,9 @@ def main(argv: Optional[list[str]] = None) -> int:
     p.add_argument("--device", default=None, help="hf engine: cuda / cpu (default: cuda if available)")
     p.add_argument("--trust-remote-code", action="store_true")
     p.add_argument("--chat-template-kwargs", default="{}", help='JSON, e.g. \'{"enable_thinking": false}\'')
+    p.add_argument("--prompt-style", choices=PROMPT_STYLES, default="chat",
+                   help="chat: the training prompt through the chat template (EVAL_PROTOCOL=paper); authors: their "
+                        "plain-text evaluation prompt, no chat template (EVAL_PROTOCOL=authors)")
     p.add_argument("--shard", default="0/1", help="I/N: keep problems with index %% N == I")
     p.add_argument("--limit", type=int, default=None, help="first N problems of each benchmark (smoke tests)")
     args = p.parse_args(argv)
@@ -243,6 +269,9 @@ def main(argv: Optional[list[str]] = None) -> int:
         if not isinstance(chat_kwargs, dict):
             raise ValueError("--chat-template-kwargs must be a JSON object")
         requests = load_requests(files, shard, args.limit)
+        if args.prompt_style == "authors":  # fail before the engine loads
+            for reqs in requests.values():
+                render_prompts(None, reqs, chat_kwargs, args.prompt_style)
     except (ValueError, FileNotFoundError) as e:
         print(f"generate: error: {e}", file=sys.stderr)
         return 2
@@ -256,7 +285,7 @@ def main(argv: Optional[list[str]] = None) -> int:
         for name in benchmarks:
             reqs, k = requests[name], samples[name]
             t0 = time.time()
-            outs = generate(render_prompts(tokenizer, reqs, chat_kwargs), k)
+            outs = generate(render_prompts(tokenizer, reqs, chat_kwargs, args.prompt_style), k)
             for row in generation_rows(reqs, outs, k):
                 f.write(json.dumps(row, ensure_ascii=False) + "\n")
             print(f"{name}: {len(reqs)} problems x {k} samples in {time.time() - t0:.0f}s", flush=True)
@@ -265,7 +294,8 @@ def main(argv: Optional[list[str]] = None) -> int:
         "model": args.model, "engine": args.engine, "files": {k: str(v) for k, v in files.items()},
         "samples": {b: samples[b] for b in benchmarks}, "temperature": args.temperature, "top_p": args.top_p,
         "max_tokens": args.max_tokens, "seed": args.seed, "shard": args.shard, "limit": args.limit,
-        "chat_template_kwargs": chat_kwargs, "seconds": round(time.time() - started, 1),
+        "chat_template_kwargs": chat_kwargs, "prompt_style": args.prompt_style,
+        "seconds": round(time.time() - started, 1),
     }
     Path(str(out) + ".meta.json").write_text(json.dumps(meta, indent=2) + "\n")
     return 0

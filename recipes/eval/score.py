@@ -5,14 +5,17 @@
         --out-md table.md --out-json scores.json
 
 - Each answer is judged by this package's reward, `verl_ebpo.rewards.compute_score` (the one the runs are
-  trained with), or by `--scorer module:function` with the same signature. Whether a result means
-  "correct" is `verl_ebpo.rewards.is_correct`, as in training and `label-difficulty`: the result's `acc`
-  when it has one, else score > 0; a result with neither is an error.
+  trained with; imported only here), or by `--scorer module:function` with the same signature.
+  `--protocol authors` judges with the authors' evaluation instead (authors_scorer.evaluation_score: their
+  Minerva-normalised string match on the `Answer:` line) and labels our rows so.
+  Whether a result means "correct" is `verl_ebpo.rewards.is_correct`, as in training and `label-difficulty`:
+  the result's `acc` when it has one, else score > 0; a result with neither is an error.
 - Pass@1 of a benchmark = 100 x the mean over problems of (correct samples / samples of that problem).
 - Every problem must have the protocol's k samples (16; 4 for OlympiadBench; `--samples` to change) and
   every benchmark file row must be there once: a mismatch is an error unless --allow-partial.
-- The table: one row per method, the paper's numbers (recipes/eval/paper_results.json) next to ours,
-  in the paper's column order (MATH-500 / AIME24 / AIME25 / AMC23 / OlympiadBench / average).
+- The table: one row per method, the paper's numbers (recipes/eval/paper_results.json: Table 1) and the
+  authors' logged numbers (its `authors_logs`: their evaluation logs, file and commit in the notes) next to
+  ours, in the paper's column order (MATH-500 / AIME24 / AIME25 / AMC23 / OlympiadBench / average).
   --run KEY=FILE with KEY a run script's method (grpo, drgrpo, dapo, ebpo, ebpo_topic, ebpo_diff) puts
   our row under the paper's; any other KEY is listed after them.
 """
@@ -35,6 +38,8 @@ from verl_ebpo.rewards.score import is_correct  # noqa: E402  (the verdict train
 
 PAPER_RESULTS = Path(__file__).resolve().parent / "paper_results.json"
 DEFAULT_SCORER = "verl_ebpo.rewards:compute_score"
+AUTHORS_SCORER = "authors_scorer:evaluation_score"  # recipes/eval/authors_scorer.py (this folder is on sys.path)
+PROTOCOL_LABELS = {"paper": "ours", "authors": "ours (authors' eval)"}
 REQUIRED_FIELDS = ("benchmark", "problem_index", "sample_index", "ground_truth", "response")
 
 
@@ -143,13 +148,21 @@ def _cell(x: Optional[float]) -> str:
     return "–" if x is None else f"{x:.2f}"
 
 
-def markdown_table(model: str, ours: dict) -> str:
-    """ours: key -> {benchmark: pass@1}. Paper rows from paper_results.json for `model`."""
+def authors_log_rows(model: str) -> dict:
+    """method -> {"scores": [5 x Pass@1 %], "step", "file", "commit"}: the authors' logged evaluations."""
+    return json.loads(PAPER_RESULTS.read_text()).get("authors_logs", {}).get("models", {}).get(model, {})
+
+
+def markdown_table(model: str, ours: dict, protocol: str = "paper") -> str:
+    """ours: key -> {benchmark: pass@1}. Paper rows and the authors' logged rows from paper_results.json."""
     paper = paper_rows(model)
-    keys = [m for m in METHODS if m in paper or m in ours] + [k for k in ours if k not in METHODS]
+    logs = authors_log_rows(model)
+    ours_label = PROTOCOL_LABELS[protocol]
+    keys = [m for m in METHODS if m in paper or m in logs or m in ours] + [k for k in ours if k not in METHODS]
     title = MODEL_TITLES.get(model, model)
     lines = [
-        f"Pass@1 (%), {title}: the paper's numbers (arXiv 2602.05165, Table 1, G = 4) and ours",
+        f"Pass@1 (%), {title}: the paper's numbers (arXiv 2602.05165, Table 1, G = 4), the authors' logged "
+        f"evaluations (Tonyzhou98/verl, file and commit in the notes) and ours",
         "",
         "| method | numbers | " + " | ".join(TITLES[b] for b in BENCHMARKS) + " | average |",
         "|---|---|" + "---:|" * (len(BENCHMARKS) + 1),
@@ -165,10 +178,17 @@ def markdown_table(model: str, ours: dict) -> str:
                 notes.append(p["note"])
                 mark = f" [{len(notes)}]"
             lines.append(f"| {name} | paper{mark} | " + " | ".join(cells) + f" | {_cell(p.get('average'))} |")
+        if key in logs:
+            g = logs[key]
+            notes.append(f"the authors' log {g['file']} @ {g['commit'][:7]} (global_step_{g['step']}, their "
+                         f"ebpo_eval.py{'; ' + g['note'] if g.get('note') else ''})")
+            s = {b: v for b, v in zip(BENCHMARKS, g["scores"]) if v is not None}  # null: not read from the log
+            cells = [_cell(s.get(b)) for b in BENCHMARKS]
+            lines.append(f"| {name} | authors' log [{len(notes)}] | " + " | ".join(cells) + f" | {_cell(average(s))} |")
         if key in ours:
             s = ours[key]
             cells = [_cell(s.get(b)) for b in BENCHMARKS]
-            lines.append(f"| {name} | ours | " + " | ".join(cells) + f" | {_cell(average(s))} |")
+            lines.append(f"| {name} | {ours_label} | " + " | ".join(cells) + f" | {_cell(average(s))} |")
     if notes:
         lines.append("")
         lines += [f"[{i}] {n}" for i, n in enumerate(notes, 1)]
@@ -196,7 +216,11 @@ def main(argv: Optional[list[str]] = None) -> int:
     p.add_argument("--samples", default="", help="expected k per problem, e.g. math500=4 (default: the paper's)")
     p.add_argument("--data-dir", default=None, help="check that every problem of the benchmark files was answered")
     p.add_argument("--allow-partial", action="store_true", help="accept missing problems or samples")
-    p.add_argument("--scorer", default=DEFAULT_SCORER, help="module:function with verl's reward signature")
+    p.add_argument("--protocol", choices=sorted(PROTOCOL_LABELS), default="paper",
+                   help="paper: judged by verl_ebpo.rewards; authors: by the authors' evaluation "
+                        f"({AUTHORS_SCORER}); --scorer overrides either")
+    p.add_argument("--scorer", default=None, help="module:function with verl's reward signature "
+                                                   f"[{DEFAULT_SCORER}; --protocol authors: {AUTHORS_SCORER}]")
     p.add_argument("--workers", type=int, default=4, help="threads calling the scorer")
     p.add_argument("--out-md", default=None, help="write the markdown table here (it is printed too)")
     p.add_argument("--out-json", default=None, help="write all numbers here")
@@ -215,7 +239,7 @@ def main(argv: Optional[list[str]] = None) -> int:
                 raise ScoreError(f"--run {key} given twice")
             runs[key] = path
         problems = problem_counts(args.data_dir)
-        scorer = load_scorer(args.scorer)
+        scorer = load_scorer(args.scorer or (AUTHORS_SCORER if args.protocol == "authors" else DEFAULT_SCORER))
         results, ours = {}, {}
         for key, path in runs.items():
             rows = read_generations(path)
@@ -232,12 +256,12 @@ def main(argv: Optional[list[str]] = None) -> int:
         if shutdown:
             shutdown()
 
-    table = markdown_table(args.model, ours)
+    table = markdown_table(args.model, ours, args.protocol)
     print(table, end="")
     if args.out_md:
         Path(args.out_md).write_text(table)
     if args.out_json:
-        Path(args.out_json).write_text(json.dumps({"model": args.model, "runs": results}, indent=2) + "\n")
+        Path(args.out_json).write_text(json.dumps({"model": args.model, "protocol": args.protocol, "runs": results}, indent=2) + "\n")
     return 0
 
 

@@ -1,0 +1,6 @@
+# shellcheck shell=bash
+# GRPO-diff: the curriculum run of recipes/algos/grpo.sh (see recipes/algos/_curriculum.sh): the base
+# model, data ordered easy -> hard by its pass rate, one epoch. Needs recipes/data/label_data.sh difficulty <model>.
+CURRICULUM_OF=grpo
+# shellcheck source=/dev/null
+source "$RECIPES_DIR/algos/_curriculum.sh"
