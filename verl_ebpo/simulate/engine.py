@@ -78,7 +78,10 @@ def _score_noise(rngs, adv, group_seed, group_pid, per_seed, S, P, n_shared) -> 
     n = torch.from_numpy(np.maximum(per_seed, 1)).to(F64)
     shared_var = torch.zeros(S, dtype=F64).index_add_(0, group_seed, sq) / n**2  # (S,)
     own_var = torch.zeros(S, P, dtype=F64).index_put_((group_seed, group_pid), sq, accumulate=True) / n[:, None] ** 2
-    z = torch.from_numpy(np.stack([rng.standard_normal(n_shared + P) for rng in rngs]))
+    z = np.zeros((S, n_shared + P))
+    for s in np.flatnonzero(per_seed):  # only seeds that train this step draw (a seed never depends on others)
+        z[s] = rngs[s].standard_normal(n_shared + P)
+    z = torch.from_numpy(z)
     return torch.cat([z[:, :n_shared] * shared_var.sqrt()[:, None], z[:, n_shared:] * own_var.sqrt()], dim=1)
 
 

@@ -136,8 +136,9 @@ class SimOptions(Spec):
                                   "generation batches per step (verl's `algorithm.filter_groups.max_num_gen_batches`); "
                                   "when they yield fewer non-degenerate groups than a batch holds, the step trains on "
                                   "those it has (counted as `short_batches`).")
-    optimizer: str = option("adam", choices=("adam", "sgd", "nsgd"), doc="`adam` (as verl's actor: AdamW without weight "
-                            "decay, betas 0.9/0.999) or plain `sgd` (then an advantage's scale is a learning-rate factor).")
+    optimizer: str = option("adam", choices=("adam", "sgd", "nsgd"), doc="`adam`: Adam, betas 0.9/0.999 (verl's "
+                            "actor uses AdamW; no weight decay here). `sgd`: plain gradient ascent (an advantage's "
+                            "scale is then a learning-rate factor). `nsgd`: a step of length `lr` along the gradient.")
     lr: float = option(0.03, number=(0.0, math.inf), lo_open=True, hi_open=True, doc="learning rate.")
     score_noise: float = option(3.0, number=(0.0, math.inf), hi_open=True, doc="sigma_n: each answer's "
                                 "log-probability gradient also carries sigma_n * zeta_i, zeta_i ~ N(0, I), unrelated to "

@@ -21,8 +21,11 @@ from verl_ebpo.stats import mean_ci, paired_diff_ci, verdict
 FILES = ("summary.json", "results.md", "curves.csv", "simulate.png")
 
 
-def _r(x: float, nd: int = 4):
-    return None if x is None or not math.isfinite(x) else round(float(x), nd)
+def _r(x: float, nd: int | None = None):
+    """A JSON-safe float (None for NaN/inf); rounded only where `nd` is given (counts, seconds)."""
+    if x is None or not math.isfinite(x):
+        return None
+    return float(x) if nd is None else round(float(x), nd)
 
 
 def _ebpo_and_baselines(sweep: Sweep) -> tuple[list[str], list[str]]:
@@ -53,7 +56,7 @@ def summarize(sweep: Sweep) -> dict:
             "updates": _r(float(run.updates.mean()), 2),
             "short_batches": _r(float(run.short_batches.mean()), 2),
             "ebpo_shrinkage_mean": _r(run.shrinkage_mean),
-            "final_per_seed": [_r(x, 6) for x in run.final],
+            "final_per_seed": [_r(x) for x in run.final],
             "seconds": _r(run.seconds, 2),
         }
     comparisons: dict = {}
