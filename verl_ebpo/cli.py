@@ -15,6 +15,7 @@ SUBCOMMANDS = {
     "inspect": ("verl_ebpo.checkpoint", "print the EBPO prior saved in a verl checkpoint folder"),
     "label-topics": ("verl_ebpo.samplers.labeling", "add a topic label to a verl RL parquet file"),
     "label-difficulty": ("verl_ebpo.samplers.labeling", "add a pass-rate difficulty to a verl RL parquet file"),
+    "simulate": ("verl_ebpo.simulate", "seeded RLVR simulator: EBPO vs GRPO, DAPO, ... over seeds and G"),
 }
 
 

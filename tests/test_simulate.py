@@ -1,0 +1,294 @@
+"""`verl-ebpo simulate`: verl's own advantages, DAPO's counting, the gradient, determinism, the summary, the CLI."""
+
+import dataclasses
+import json
+import os
+import re
+
+import numpy as np
+import pytest
+import torch
+
+from verl_ebpo import cli
+from verl_ebpo.advantage.prior import get_prior, reset_prior
+from verl_ebpo.simulate import engine, report, task as simtask
+from verl_ebpo.simulate.estimators import AdvantageCaller, parse_estimator, zero_advantage
+from verl_ebpo.simulate.options import SimOptions
+
+TINY = dict(G=(2, 4), seeds=3, prompts=24, heldout=8, steps=4, answers_per_step=16, features=4)
+
+
+def verl_fn(name):
+    import verl  # noqa: F401
+
+    from verl.trainer.ppo.core_algos import get_adv_estimator_fn
+
+    return get_adv_estimator_fn(name)
+
+
+def batch(n_seeds=3, groups=5, G=4, p=0.4, seed=0):
+    """(n_groups, G) 0/1 scores, the seed slot of each group (sorted), with some all-0 and all-1 groups."""
+    rng = np.random.default_rng(seed)
+    scores = (rng.random((n_seeds * groups, G)) < p).astype(np.float64)
+    scores[0] = 0.0
+    scores[groups] = 1.0
+    return torch.from_numpy(scores), torch.arange(n_seeds).repeat_interleave(groups)
+
+
+def direct(name, scores, G, **kwargs):
+    """verl's function on the rows of `scores`, called as verl's trainer calls it (string uids)."""
+    rewards = scores.reshape(-1, 1).clone()
+    uid = np.array([f"u{i}" for i in range(scores.shape[0]) for _ in range(G)], dtype=object)
+    adv, _ = verl_fn(name)(token_level_rewards=rewards, response_mask=torch.ones_like(rewards), index=uid, **kwargs)
+    return adv[:, 0]
+
+
+@pytest.mark.parametrize(
+    "label, reference, kwargs",
+    [
+        ("grpo", "grpo", {"norm_adv_by_std_in_grpo": True}),
+        ("drgrpo", "grpo", {"norm_adv_by_std_in_grpo": False}),
+        ("dapo", "grpo", {"norm_adv_by_std_in_grpo": True}),
+        ("rloo", "rloo", {}),
+    ],
+)
+def test_batch_local_advantages_equal_verls_reference_function_seed_by_seed(label, reference, kwargs):
+    scores, group_seed = batch()
+    got = AdvantageCaller(parse_estimator(label), 3)(scores, group_seed, 4)
+    want = torch.cat([direct(reference, scores[group_seed == s], 4, **kwargs) for s in range(3)])
+    torch.testing.assert_close(got, want.to(torch.float64), rtol=0, atol=1e-6)
+
+
+def test_rfpp_baseline_is_verls_function_per_seed():
+    scores, group_seed = batch()
+    got = AdvantageCaller(parse_estimator("rfpp_baseline"), 3)(scores, group_seed, 4)
+    want = torch.cat([direct("reinforce_plus_plus_baseline", scores[group_seed == s], 4) for s in range(3)])
+    torch.testing.assert_close(got, want.to(torch.float64), rtol=0, atol=1e-12)
+    # batch-wide whitening: one call over all seeds would differ
+    assert not torch.allclose(got, direct("reinforce_plus_plus_baseline", scores, 4).to(torch.float64))
+
+
+@pytest.mark.parametrize("label", ["ebpo", "ebpo_batch", "ebpo:prior_decay=0.5,normalize=none"])
+def test_ebpo_advantages_equal_verls_registered_ebpo_with_one_prior_per_seed(label):
+    spec = parse_estimator(label)
+    steps = [batch(seed=k) for k in range(3)]
+    caller = AdvantageCaller(spec, 3)
+    got = [caller(scores, gs, 4) for scores, gs in steps]
+    for s in range(3):  # each seed alone, from a fresh process-wide prior, over the same steps
+        reset_prior()
+        for k, (scores, gs) in enumerate(steps):
+            want = direct("ebpo", scores[gs == s], 4, config=spec.algorithm_config())
+            torch.testing.assert_close(got[k][gs.repeat_interleave(4) == s], want, rtol=0, atol=1e-12)
+    reset_prior()
+
+
+def test_zero_advantage_share_known_answers():
+    all_fail = torch.zeros(6, 4, dtype=torch.float64)
+    seeds = torch.zeros(6, dtype=torch.long)
+    grpo = AdvantageCaller(parse_estimator("grpo"), 1)(all_fail, seeds, 4)
+    assert zero_advantage(grpo).double().mean() == 1.0
+    # EBPO after a step that saw successes (mu_glob > 0): half all-fail, half mixed groups -> no zero advantage
+    mixed = torch.tensor([[0, 0, 0, 0]] * 3 + [[1, 0, 1, 0]] * 3, dtype=torch.float64)
+    for label in ("ebpo", "ebpo:normalize=none"):
+        caller = AdvantageCaller(parse_estimator(label), 1)
+        caller(mixed, seeds, 4)
+        assert caller.priors[0].mu_glob > 0
+        assert zero_advantage(caller(mixed, seeds, 4)).double().mean() == 0.0
+        # a batch of all-fail groups only: raw advantages -S*mu_glob are all equal, so batch normalisation
+        # centres them to 0; without normalisation each answer keeps -S*mu_glob < 0
+        adv = caller(all_fail, seeds, 4)
+        if label == "ebpo":
+            assert zero_advantage(adv).all()
+        else:
+            assert (adv < -1e-3).all()
+    assert zero_advantage(AdvantageCaller(parse_estimator("grpo"), 1)(mixed, seeds, 4)).double().mean() == 0.5
+
+
+def test_dapo_select_keeps_the_first_b_informative_groups_and_counts_batches():
+    # seed 0: batches of B=2 groups, G=2: [00, 01] [11, 00] [10, 01] -> informative at 1, 4, 5
+    # seed 1: may generate one batch only: [01, 11] -> one informative group, short
+    y = torch.tensor(
+        [
+            [[0, 0], [0, 1], [1, 1], [0, 0], [1, 0], [0, 1]],
+            [[0, 1], [1, 1], [9, 9], [9, 9], [9, 9], [9, 9]],
+        ],
+        dtype=torch.float64,
+    )
+    y[1, 2:] = torch.tensor([0.0, 1.0])  # informative-looking, but never drawn
+    rounds = np.array([3, 1])
+    drawn = torch.arange(6)[None, :] < torch.from_numpy(rounds * 2)[:, None]
+    keep, used, full = engine.dapo_select(y, drawn, rounds, 2)
+    assert keep.tolist() == [[False, True, False, False, True, False], [True, False, False, False, False, False]]
+    assert used.tolist() == [3, 1] and full.tolist() == [True, False]
+    keep, used, full = engine.dapo_select(y[:1], drawn[:1], np.array([3]), 1)
+    assert used.tolist() == [2] and keep[0].nonzero().flatten().tolist() == [1]  # B=1: group 1 is batch 2
+
+
+def impossible_task(options):
+    t = engine.build_task(options)
+    return dataclasses.replace(t, z0=torch.full_like(t.z0, -50.0), z0_heldout=torch.full_like(t.z0_heldout, -50.0))
+
+
+def test_dapo_counts_every_answer_generated_within_the_budget():
+    o = SimOptions(**{**TINY, "steps": 5, "max_gen_batches": 2})
+    # no prompt can ever succeed: DAPO finds no group to train on; it generates 2, 2, then 1 batch (the budget)
+    run = engine.run_one(impossible_task(o), parse_estimator("dapo"), 4, o)
+    assert run.generated.tolist() == [o.budget] * 3
+    assert run.trained.tolist() == [0] * 3 and run.updates.tolist() == [0] * 3
+    assert run.short_batches.tolist() == [3] * 3
+    assert np.all(run.discarded_frac == 1.0) and np.all(run.no_signal_frac == 1.0)
+    # on a normal task: the budget is spent exactly, and trained answers are whole batches (or short ones)
+    o = SimOptions(**{**TINY, "steps": 6, "prompts": 64})
+    task = engine.build_task(o)
+    dapo = engine.run_one(task, parse_estimator("dapo"), 4, o)
+    grpo = engine.run_one(task, parse_estimator("grpo"), 4, o)
+    assert dapo.generated.tolist() == grpo.generated.tolist() == [o.budget] * 3
+    assert np.all(dapo.trained <= dapo.generated) and np.all(dapo.zero_adv == 0)
+    assert np.all(dapo.updates <= grpo.updates) and np.all(grpo.updates == o.steps)
+    assert np.all(dapo.trained[dapo.short_batches == 0] == dapo.updates[dapo.short_batches == 0] * o.answers_per_step)
+
+
+def test_grpo_on_an_all_fail_task_has_only_zero_advantages_and_does_not_move():
+    o = SimOptions(**TINY)
+    t = impossible_task(o)
+    run = engine.run_one(t, parse_estimator("grpo"), 2, o)
+    assert np.all(run.zero_adv_frac == 1.0)
+    np.testing.assert_array_equal(run.final, simtask.expected_success(t, torch.zeros(3, t.n_params, dtype=torch.float64)).numpy())
+
+
+def test_param_grad_is_the_chain_rule_of_the_logits():
+    o = SimOptions(**{**TINY, "topics": 3})
+    t = engine.build_task(o)
+    theta = torch.randn(3, t.n_params, dtype=torch.float64, requires_grad=True)
+    g_z = torch.randn(3, o.prompts, dtype=torch.float64)
+    (simtask.logits(t, theta) * g_z).sum().backward()
+    torch.testing.assert_close(simtask.param_grad(t, g_z), theta.grad)
+
+
+def test_adam_matches_torch_adam_and_masked_seeds_do_not_move():
+    torch.manual_seed(0)
+    theta0 = torch.randn(2, 5, dtype=torch.float64)
+    grads = [torch.randn(2, 5, dtype=torch.float64) for _ in range(4)]
+    ours = simtask.Optimizer("adam", 0.1, theta0.shape)
+    theta = theta0.clone()
+    for g in grads:
+        theta = ours.step(theta, g, torch.tensor([True, False]))
+    ref = theta0[0].clone().requires_grad_(True)
+    torch_adam = torch.optim.Adam([ref], lr=0.1, maximize=True)
+    for g in grads:
+        ref.grad = g[0].clone()
+        torch_adam.step()
+    torch.testing.assert_close(theta[0], ref.detach())
+    torch.testing.assert_close(theta[1], theta0[1], rtol=0, atol=0)
+
+
+def test_streams_random_epochs_are_permutations_and_topic_order_is_blocks():
+    o = SimOptions(**{**TINY, "topics": 3, "prompts": 12})
+    t = engine.build_task(o)
+    rnd = simtask.stream(t, "random", 36, o.seed_list)
+    for s in range(3):
+        for e in range(3):
+            assert sorted(rnd[s, 12 * e : 12 * (e + 1)].tolist()) == list(range(12))
+    top = simtask.stream(t, "topic", 24, o.seed_list)
+    for s in range(3):
+        topics = t.topic[s][top[s, :12]].tolist()
+        assert topics == sorted(topics, key=lambda k: t.topic_order[s].tolist().index(k))
+        assert top[s, :12].tolist() == top[s, 12:].tolist()  # the same order every epoch
+
+
+def test_runs_are_deterministic_and_a_seed_does_not_depend_on_the_others():
+    o = SimOptions(**{**TINY, "estimators": ("dapo", "ebpo")})
+    a, b = engine.run_sweep(o), engine.run_sweep(o)
+    one = engine.run_sweep(SimOptions(**{**TINY, "estimators": ("dapo", "ebpo"), "seed": 2, "seeds": 1}))
+    for key, run in a.runs.items():
+        np.testing.assert_array_equal(run.curve, b.runs[key].curve)
+        np.testing.assert_array_equal(run.curve[2], one.runs[key].curve[0])
+        np.testing.assert_array_equal(run.generated[2], one.runs[key].generated[0])
+
+
+def test_simulation_leaves_the_process_wide_prior_alone():
+    reset_prior()
+    get_prior().load_state_dict({**get_prior().state_dict(), "reward": {"weight": 3.0, "mean": 0.5, "m2": 0.75}})
+    before = get_prior().state_dict()
+    engine.run_sweep(SimOptions(**{**TINY, "estimators": ("ebpo",), "G": (2,)}))
+    assert get_prior().state_dict() == before
+    reset_prior()
+
+
+def test_learning_happens_and_transfers_to_held_out_prompts():
+    o = SimOptions(**{**TINY, "steps": 30, "prompts": 64, "estimators": ("grpo",), "G": (4,), "score_noise": 0.0})
+    run = engine.run_sweep(o).runs[("grpo", 4)]
+    t = engine.build_task(o)
+    start = simtask.expected_success(t, torch.zeros(3, t.n_params, dtype=torch.float64), heldout=True).numpy()
+    assert np.all(run.final > run.curve[:, 0] + 0.05)
+    assert np.all(run.heldout > start + 0.05)  # never trained on: moved by the shared parameters only
+
+
+def test_summary_shape_and_verdicts_come_from_intervals(tmp_path):
+    sweep = engine.run_sweep(SimOptions(**{**TINY, "estimators": ("grpo", "dapo", "ebpo")}))
+    summary = report.write_outputs(sweep, str(tmp_path), figure=False)
+    on_disk = json.loads((tmp_path / "summary.json").read_text())
+    assert on_disk == json.loads(json.dumps(summary))
+    assert on_disk["seeds"] == 3 and on_disk["G"] == [2, 4] and isinstance(on_disk["seconds"], float)
+    assert set(on_disk["results"]) == {"grpo", "dapo", "ebpo"}
+    for per_g in on_disk["results"].values():
+        assert set(per_g) == {"2", "4"}
+        for r in per_g.values():
+            lo, hi = r["ci95"]
+            assert lo <= r["final_mean"] <= hi and 0 <= r["zero_adv_frac"] <= 1
+    assert set(on_disk["comparisons"]) == {"ebpo-grpo", "ebpo-dapo"}
+    for per_g in on_disk["comparisons"].values():
+        for c in per_g.values():
+            lo, hi = c["ci95"]
+            expected = "higher" if lo > 0 else "lower" if hi < 0 else "no difference resolved"
+            assert expected in c["verdict"]
+    assert "| ebpo | 4 |" in (tmp_path / "results.md").read_text()
+    assert (tmp_path / "curves.csv").read_text().count("\n") == 1 + 3 * 2 * (TINY["steps"] + 1)
+
+
+def test_cli_smoke(tmp_path, capsys):
+    out = tmp_path / "sim"
+    rc = cli.main(["simulate", "--out", str(out), "--G", "2", "4", "--seeds", "2", "--steps", "3", "--prompts", "16",
+                   "--answers-per-step", "8", "--estimators", "grpo", "dapo", "ebpo", "--quiet"])
+    assert rc == 0
+    assert sorted(os.listdir(out)) == sorted(report.FILES)
+    summary = json.loads((out / "summary.json").read_text())
+    assert summary["seeds"] == 2 and set(summary["results"]["dapo"]) == {"2", "4"}
+    assert "ebpo" in capsys.readouterr().out
+
+
+@pytest.mark.parametrize(
+    "argv, message",
+    [
+        (["--G", "3"], "not a multiple of G=[3]"),
+        (["--estimators", "gpro"], "unknown estimator 'gpro'"),
+        (["--estimators", "ebpo:prior_scope=forever"], "prior_scope"),
+        (["--estimators", "grpo:prior_decay=0.5"], "unknown option"),
+        (["--seeds", "0"], "simulate.seeds"),
+        (["--beta", "0", "1"], "simulate.beta"),
+    ],
+)
+def test_cli_bad_input_is_one_line_on_stderr(tmp_path, capsys, argv, message):
+    rc = cli.main(["simulate", "--out", str(tmp_path / "x"), "--answers-per-step", "8", *argv])
+    err = capsys.readouterr().err
+    assert rc == 2 and message in err and err.count("\n") == 1 and "Traceback" not in err
+    assert not (tmp_path / "x").exists()
+
+
+def test_cli_refuses_an_output_that_is_a_file(tmp_path, capsys):
+    target = tmp_path / "file"
+    target.write_text("keep me")
+    assert cli.main(["simulate", "--out", str(target), "--steps", "1"]) == 2
+    assert "not a folder" in capsys.readouterr().err and target.read_text() == "keep me"
+
+
+def test_docs_options_table_is_the_spec():
+    text = open(os.path.join(os.path.dirname(__file__), "..", "docs", "simulator.md"), encoding="utf-8").read()
+    assert SimOptions.markdown_table(key_header="option") in text
+
+
+def test_docs_results_table_is_a_real_summary_layout():
+    text = open(os.path.join(os.path.dirname(__file__), "..", "docs", "simulator.md"), encoding="utf-8").read()
+    header = report.results_table({"results": {}}).splitlines()[0]
+    assert header in text
+    assert re.search(r"\| ebpo \| 2 \| 0\.\d{3} \[0\.\d{3}, 0\.\d{3}\] \|", text)

@@ -1,0 +1,225 @@
+"""verl glue: the simulator's estimators are verl's registered advantage functions, called as verl's trainer does.
+
+Every advantage the simulator trains on comes from `verl.trainer.ppo.core_algos.get_adv_estimator_fn(name)`
+(importing verl registers `ebpo` through this package's plug-in), called with keyword arguments
+`token_level_rewards` (n, 1), `response_mask` (n, 1), `index` (n,) (one uid per group) and `config`
+(verl's `algorithm` config as a DictConfig) -- and, for the GRPO family, `norm_adv_by_std_in_grpo`, which
+verl's trainer passes to its GRPO function explicitly.
+
+| name | verl function | call | notes |
+|---|---|---|---|
+| `grpo` | `grpo_vectorized` | `norm_adv_by_std_in_grpo=True` | verl's vectorised GRPO (the same numbers as `grpo`, tested) |
+| `drgrpo` | `grpo_vectorized` | `norm_adv_by_std_in_grpo=False` | Dr.GRPO: mean-centred, no std |
+| `dapo` | `grpo_vectorized` | `norm_adv_by_std_in_grpo=True` | + dynamic sampling (degenerate groups resampled) |
+| `rloo` | `rloo_vectorized` | `config` | verl's vectorised RLOO (the same numbers as `rloo`, tested) |
+| `rfpp_baseline` | `reinforce_plus_plus_baseline` | `config` | batch-whitened; verl's row loop, one call per seed (slow) |
+| `ebpo` | `ebpo` | `config.ebpo` = options | running prior, one prior per seed |
+| `ebpo_batch` | `ebpo` | `config.ebpo.prior_scope=batch` | the prior is the current batch (the authors' code) |
+| `grpo_loop`, `rloo_loop` | `grpo`, `rloo` | as above | verl's reference row-loop versions (slow; for checks) |
+
+`NAME:key=value,...` sets options: for the `ebpo` family any key of `EBPOOptions` (prior_scope, prior_decay,
+normalize, epsilon) and `norm_adv_by_std_in_grpo`; for the GRPO family `norm_adv_by_std_in_grpo`.
+
+Batch-local estimators (GRPO family, RLOO) see all seeds in one call, each group with its own uid, which is
+exactly a call per seed (a group's advantages depend on that group only; tested). Estimators with batch-wide
+statistics (EBPO's prior and normalisation, RF++'s whitening) are called once per seed, each seed with its
+own EBPO prior swapped into the process-wide one that `ebpo` reads (restored afterwards).
+"""
+
+from __future__ import annotations
+
+import contextlib
+from dataclasses import dataclass, field
+
+import numpy as np
+import torch
+
+ZERO_ADV_TOL = 1e-6  # |A| below this counts as a zero advantage (as EBPO's `ebpo/zero_adv_frac`)
+
+# name -> (verl registry name, per-seed calls?, GRPO-style call?, dynamic sampling?, default options)
+_TABLE = {
+    "grpo": ("grpo_vectorized", False, True, False, {"norm_adv_by_std_in_grpo": True}),
+    "drgrpo": ("grpo_vectorized", False, True, False, {"norm_adv_by_std_in_grpo": False}),
+    "dapo": ("grpo_vectorized", False, True, True, {"norm_adv_by_std_in_grpo": True}),
+    "grpo_loop": ("grpo", False, True, False, {"norm_adv_by_std_in_grpo": True}),
+    "rloo": ("rloo_vectorized", False, False, False, {}),
+    "rloo_loop": ("rloo", False, False, False, {}),
+    "rfpp_baseline": ("reinforce_plus_plus_baseline", True, False, False, {}),
+    "ebpo": ("ebpo", True, False, False, {}),
+    "ebpo_batch": ("ebpo", True, False, False, {"prior_scope": "batch"}),
+}
+_ALIASES = {"reinforce_plus_plus_baseline": "rfpp_baseline", "dr_grpo": "drgrpo"}
+ESTIMATOR_NAMES = tuple(_TABLE)
+
+
+def _parse_value(text: str):
+    low = text.strip().lower()
+    if low in ("true", "false"):
+        return low == "true"
+    try:
+        return float(text) if any(c in low for c in ".e") else int(text)
+    except ValueError:
+        return text.strip()
+
+
+@dataclass(frozen=True)
+class EstimatorSpec:
+    """One estimator of the comparison, resolved and validated."""
+
+    label: str  # as the user wrote it (the key in summary.json)
+    base: str  # a key of the table
+    verl_name: str  # the registry name passed to get_adv_estimator_fn
+    per_seed: bool
+    grpo_call: bool
+    dynamic_sampling: bool
+    options: dict = field(default_factory=dict)
+
+    @property
+    def is_ebpo(self) -> bool:
+        return self.verl_name == "ebpo"
+
+    def algorithm_config(self):
+        """verl's `algorithm` config for this estimator (what the trainer passes as `config`)."""
+        from omegaconf import OmegaConf
+
+        norm = bool(self.options.get("norm_adv_by_std_in_grpo", True))
+        cfg = {"adv_estimator": self.verl_name, "norm_adv_by_std_in_grpo": norm}
+        ebpo = {k: v for k, v in self.options.items() if k != "norm_adv_by_std_in_grpo"}
+        if self.is_ebpo:
+            cfg["ebpo"] = ebpo
+        return OmegaConf.create(cfg)
+
+
+def parse_estimator(text: str) -> EstimatorSpec:
+    """`NAME` or `NAME:key=value,...` -> EstimatorSpec. ValueError names what is wrong and what is accepted."""
+    label = text.strip()
+    name, _, rest = label.partition(":")
+    name = _ALIASES.get(name.strip().lower(), name.strip().lower())
+    if name not in _TABLE:
+        raise ValueError(f"unknown estimator {label!r}; known: {', '.join(ESTIMATOR_NAMES)}")
+    verl_name, per_seed, grpo_call, ds, defaults = _TABLE[name]
+    options = dict(defaults)
+    for item in filter(None, (s.strip() for s in rest.split(","))):
+        key, eq, value = item.partition("=")
+        if not eq or not key.strip():
+            raise ValueError(f"estimator {label!r}: options are key=value, got {item!r}")
+        options[key.strip()] = _parse_value(value)
+    spec = EstimatorSpec(label, name, verl_name, per_seed, grpo_call, ds, options)
+    if spec.is_ebpo:
+        from verl_ebpo.advantage.options import EBPOOptions
+
+        if "norm_adv_by_std_in_grpo" in options and not isinstance(options["norm_adv_by_std_in_grpo"], bool):
+            raise ValueError(f"estimator {label!r}: norm_adv_by_std_in_grpo must be true or false")
+        try:
+            EBPOOptions.from_algorithm_config(spec.algorithm_config())
+        except ValueError as e:
+            raise ValueError(f"estimator {label!r}: {e}") from None
+    else:
+        allowed = {"norm_adv_by_std_in_grpo"} if grpo_call else set()
+        unknown = sorted(set(options) - allowed)
+        if unknown:
+            raise ValueError(
+                f"estimator {label!r}: unknown option(s) {unknown}; "
+                f"{'allowed: norm_adv_by_std_in_grpo' if allowed else 'it takes no options'}"
+            )
+        if grpo_call and not isinstance(options["norm_adv_by_std_in_grpo"], bool):
+            raise ValueError(f"estimator {label!r}: norm_adv_by_std_in_grpo must be true or false")
+    return spec
+
+
+class AdvantageCaller:
+    """Calls verl's registered function for one estimator over a batch of S seeds' groups.
+
+    Holds the per-seed EBPO priors (fresh per run), so one caller is one run of S seeds.
+    """
+
+    def __init__(self, spec: EstimatorSpec, n_seeds: int):
+        import verl  # noqa: F401  (registers `ebpo` through the verl.plugins entry point)
+        from verl.trainer.ppo.core_algos import get_adv_estimator_fn
+
+        if spec.is_ebpo:  # also when verl's plug-in entry point is not installed (a plain source checkout)
+            from verl_ebpo.advantage.verl_glue import register
+
+            register()
+        self.spec = spec
+        self.fn = get_adv_estimator_fn(spec.verl_name)
+        self.config = spec.algorithm_config()
+        self.kwargs = (
+            {"norm_adv_by_std_in_grpo": bool(spec.options["norm_adv_by_std_in_grpo"])} if spec.grpo_call else {}
+        )
+        self.priors = None
+        self.shrinkage: list[float] = []  # EBPO's mean S per call (diagnostic)
+        if spec.is_ebpo:
+            from verl_ebpo.advantage.prior import EBPOPrior
+
+            self.priors = [EBPOPrior() for _ in range(n_seeds)]
+
+    def _call(self, rewards: torch.Tensor, index: np.ndarray) -> torch.Tensor:
+        mask = torch.ones_like(rewards)
+        if self.spec.grpo_call:  # verl's trainer: compute_grpo_outcome_advantage(..., norm_adv_by_std_in_grpo=)
+            adv, _ = self.fn(token_level_rewards=rewards, response_mask=mask, index=index, config=self.config,
+                             **self.kwargs)
+        else:  # verl's trainer: fn(token_level_rewards=, response_mask=, config=, index=)
+            adv, _ = self.fn(token_level_rewards=rewards, response_mask=mask, config=self.config, index=index)
+        return adv[:, 0].to(torch.float64)
+
+    def __call__(self, scores: torch.Tensor, group_seed: torch.Tensor, group_size: int) -> torch.Tensor:
+        """Advantages (n_groups * G,) float64 for `scores` (n_groups, G) in {0, 1}.
+
+        group_seed: (n_groups,) long, the seed slot of each group, sorted (groups of seed 0 first).
+        """
+        n_groups = scores.shape[0]
+        rewards = scores.reshape(-1, 1).to(torch.float64)
+        index = np.repeat(np.arange(n_groups, dtype=np.int64), group_size)
+        if not self.spec.per_seed:
+            return self._call(rewards, index)
+        counts = torch.bincount(group_seed, minlength=len(self.priors or [])).tolist()
+        out, start = [], 0
+        for slot, count in enumerate(counts):
+            if count == 0:
+                continue
+            rows = slice(start * group_size, (start + count) * group_size)
+            if self.priors is None:
+                out.append(self._call(rewards[rows], index[rows]))
+            else:
+                out.append(self._ebpo_call(slot, rewards[rows], index[rows]))
+            start += count
+        return torch.cat(out) if out else rewards.new_zeros(0)
+
+    def _ebpo_call(self, slot: int, rewards: torch.Tensor, index: np.ndarray) -> torch.Tensor:
+        from verl_ebpo.advantage.prior import get_prior
+        from verl_ebpo.advantage.verl_glue import drain_metrics
+
+        shared = get_prior()
+        shared.assign(self.priors[slot])
+        adv = self._call(rewards, index)
+        self.priors[slot].assign(shared)
+        s = drain_metrics().get("ebpo/shrinkage_mean")
+        if s is not None:
+            self.shrinkage.append(s)
+        return adv
+
+
+@contextlib.contextmanager
+def process_prior_preserved():
+    """Keep the process-wide EBPO prior (and its pending metrics) as they were around a simulation."""
+    from verl_ebpo.advantage import verl_glue
+    from verl_ebpo.advantage.prior import EBPOPrior, get_prior
+
+    saved = EBPOPrior()
+    saved.assign(get_prior())
+    with verl_glue._lock:
+        pending = list(verl_glue._pending)
+    try:
+        yield
+    finally:
+        get_prior().assign(saved)
+        with verl_glue._lock:
+            verl_glue._pending[:] = pending
+
+
+def zero_advantage(adv: torch.Tensor) -> torch.Tensor:
+    """(n,) bool: the answers that carry no gradient."""
+    return adv.abs() < ZERO_ADV_TOL
+
+

@@ -1,0 +1,178 @@
+"""The simulator's options: one declared, self-validating set (`SimOptions`), rendered into docs/simulator.md."""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+from typing import Any
+
+from verl_ebpo.spec import Spec, option
+
+DEFAULT_ESTIMATORS = ("grpo", "drgrpo", "dapo", "rloo", "ebpo", "ebpo_batch")
+
+
+def _ints(value: Any, what: str, lo: int) -> tuple[int, ...]:
+    items = value.replace(",", " ").split() if isinstance(value, str) else list(value)
+    out = []
+    for item in items:
+        try:
+            x = float(item)
+        except (TypeError, ValueError):
+            raise ValueError(f"must be {what}") from None
+        if not math.isfinite(x) or x != int(x) or x < lo:
+            raise ValueError(f"must be {what}")
+        out.append(int(x))
+    if not out:
+        raise ValueError(f"must be {what} (none given)")
+    if len(set(out)) != len(out):
+        raise ValueError("lists a value twice")
+    return tuple(out)
+
+
+def _group_sizes(value: Any) -> tuple[int, ...]:
+    return _ints(value, "whole numbers >= 2", 2)
+
+
+def split_estimators(text: str) -> list[str]:
+    """'grpo,dapo ebpo:prior_decay=0.9,normalize=none' -> ['grpo', 'dapo', 'ebpo:prior_decay=0.9,normalize=none'].
+
+    Whitespace and commas separate estimators; a comma-separated piece with '=' but no ':' continues the
+    options of the estimator before it.
+    """
+    items: list[str] = []
+    for token in text.split():
+        for piece in filter(None, token.split(",")):
+            if "=" in piece and ":" not in piece and items:
+                items[-1] += "," + piece
+            else:
+                items.append(piece)
+    return items
+
+
+def _names(value: Any) -> tuple[str, ...]:
+    items = split_estimators(value) if isinstance(value, str) else [str(v).strip() for v in value]
+    items = [i for i in items if i]
+    if not items:
+        raise ValueError("must name at least one estimator")
+    if len(set(items)) != len(items):
+        raise ValueError("lists an estimator twice")
+    from verl_ebpo.simulate.estimators import parse_estimator
+
+    for item in items:
+        parse_estimator(item)  # raises ValueError naming what is wrong
+    return tuple(items)
+
+
+def _beta(value: Any) -> tuple[float, float]:
+    items = value.replace(",", " ").split() if isinstance(value, str) else list(value)
+    try:
+        a, b = (float(v) for v in items)
+    except (TypeError, ValueError):
+        raise ValueError("must be two numbers A B (the Beta distribution's parameters)") from None
+    if not (math.isfinite(a) and math.isfinite(b) and a > 0 and b > 0):
+        raise ValueError("must be two finite numbers > 0")
+    return (a, b)
+
+
+def _transfer(value: Any) -> tuple[float, float, float, float]:
+    items = value.replace(",", " ").split() if isinstance(value, str) else list(value)
+    try:
+        c = tuple(float(v) for v in items)
+    except (TypeError, ValueError):
+        raise ValueError("must be four numbers (global, topic, features, own)") from None
+    if len(c) != 4 or not all(math.isfinite(x) and x >= 0 for x in c) or sum(c) <= 0:
+        raise ValueError("must be four finite numbers >= 0 (global, topic, features, own), not all 0")
+    return c  # type: ignore[return-value]
+
+
+@dataclass(frozen=True)
+class SimOptions(Spec):
+    """Everything a simulation sweep depends on (with the seeds, it determines every number)."""
+
+    PREFIX = "simulate"
+
+    G: tuple = option(
+        (2, 4, 8, 16),
+        check=_group_sizes,
+        default_doc="`2 4 8 16`",
+        doc="group sizes to sweep (answers per prompt); each must divide `answers_per_step`.",
+    )
+    seeds: int = option(10, number=(1, 10_000), integer=True, doc="independent runs per estimator and G (seeds "
+                        "`seed`, `seed+1`, ...); one seed gives no interval.")
+    seed: int = option(0, number=(0, 2**31 - 1), integer=True, doc="first seed.")
+    estimators: tuple = option(
+        DEFAULT_ESTIMATORS,
+        check=_names,
+        default_doc="`" + " ".join(DEFAULT_ESTIMATORS) + "`",
+        doc="estimators to compare (table below); `NAME:key=value,...` sets options, e.g. "
+        "`ebpo:prior_decay=0.9`.",
+    )
+    prompts: int = option(512, number=(2, 1_000_000), integer=True, doc="training prompts per seed.")
+    heldout: int = option(128, number=(0, 1_000_000), integer=True, doc="held-out prompts (never trained on; "
+                          "they improve only by transfer through the shared parameters).")
+    beta: tuple = option(
+        (0.5, 1.5),
+        check=_beta,
+        default_doc="`0.5 1.5`",
+        doc="initial success rates p0 ~ Beta(A, B) (mean A/(A+B)); with `topics` > 1 this is the law of the "
+        "topics' mean success rates.",
+    )
+    topics: int = option(1, number=(1, 10_000), integer=True, doc="number of topics K (clustered difficulties: "
+                         "topic k has mean success m_k ~ Beta(A, B), its prompts p0 ~ Beta(c m_k, c (1 - m_k))).")
+    concentration: float = option(8.0, number=(0.0, math.inf), lo_open=True, hi_open=True,
+                                  doc="c above: how tightly a topic's prompts cluster around its mean.")
+    order: str = option(
+        "auto",
+        choices=("auto", "random", "topic"),
+        doc="presentation order. `random`: a fresh permutation every epoch (verl's `data.shuffle=True`). "
+        "`topic`: topic by topic, the same order every epoch (a topic-sorted file with `data.shuffle=False`). "
+        "`auto`: `topic` when `topics` > 1, else `random`.",
+    )
+    steps: int = option(100, number=(1, 1_000_000), integer=True, doc="optimizer steps of the non-resampling "
+                        "estimators; the answer budget is `steps * answers_per_step` for every estimator.")
+    answers_per_step: int = option(256, number=(2, 1_000_000), integer=True, doc="answers in one training batch "
+                                   "(prompts per step = answers_per_step / G).")
+    max_gen_batches: int = option(10, number=(1, 1_000_000), integer=True, doc="DAPO: at most this many "
+                                  "generation batches per step (verl's `algorithm.filter_groups.max_num_gen_batches`); "
+                                  "when they yield fewer non-degenerate groups than a batch holds, the step trains on "
+                                  "those it has (counted as `short_batches`).")
+    optimizer: str = option("adam", choices=("adam", "sgd", "nsgd"), doc="`adam`: Adam, betas 0.9/0.999 (verl's "
+                            "actor uses AdamW; no weight decay here). `sgd`: plain gradient ascent (an advantage's "
+                            "scale is then a learning-rate factor). `nsgd`: a step of length `lr` along the gradient.")
+    lr: float = option(0.03, number=(0.0, math.inf), lo_open=True, hi_open=True, doc="learning rate.")
+    score_noise: float = option(3.0, number=(0.0, math.inf), hi_open=True, doc="sigma_n: each answer's "
+                                "log-probability gradient also carries sigma_n * zeta_i, zeta_i ~ N(0, I), unrelated to "
+                                "success (the rest of its tokens); the update adds sum_i A_i zeta_i / N.")
+    features: int = option(16, number=(0, 10_000), integer=True, doc="dimension d of each prompt's random feature "
+                           "vector e_q.")
+    transfer: tuple = option(
+        (0.3, 0.3, 0.2, 0.2),
+        check=_transfer,
+        default_doc="`0.3 0.3 0.2 0.2`",
+        doc="(c_glob, c_topic, c_feat, c_own): how a logit is made from shared and own parameters, i.e. "
+        "how much learning on one prompt moves another (see the model).",
+    )
+
+    def __post_init__(self) -> None:
+        super().__post_init__()
+        bad = [g for g in self.G if self.answers_per_step % g]
+        if bad:
+            raise ValueError(
+                f"simulate.answers_per_step={self.answers_per_step} is not a multiple of G={bad}; "
+                "choose group sizes that divide it (or change --answers-per-step)"
+            )
+
+    @property
+    def resolved_order(self) -> str:
+        if self.order == "auto":
+            return "topic" if self.topics > 1 else "random"
+        return self.order
+
+    @property
+    def budget(self) -> int:
+        """Answers generated per run, the same for every estimator and G."""
+        return self.steps * self.answers_per_step
+
+    @property
+    def seed_list(self) -> list[int]:
+        return list(range(self.seed, self.seed + self.seeds))

@@ -1,0 +1,220 @@
+"""A sweep's numbers as users read them: summary.json, the results table, verdicts, curves.csv, one figure.
+
+Every interval is `verl_ebpo.stats` (Student t over seeds); every comparison is EBPO minus a baseline paired
+by seed (same task, same prompts); every verdict sentence is computed from its interval.
+"""
+
+from __future__ import annotations
+
+import io
+import json
+import math
+import os
+
+import numpy as np
+
+from verl_ebpo.files import atomic_output, atomic_write_text
+from verl_ebpo.simulate.engine import Sweep
+from verl_ebpo.simulate.estimators import parse_estimator
+from verl_ebpo.stats import mean_ci, paired_diff_ci, verdict
+
+FILES = ("summary.json", "results.md", "curves.csv", "simulate.png")
+
+
+def _r(x: float, nd: int | None = None):
+    """A JSON-safe float (None for NaN/inf); rounded only where `nd` is given (counts, seconds)."""
+    if x is None or not math.isfinite(x):
+        return None
+    return float(x) if nd is None else round(float(x), nd)
+
+
+def _ebpo_and_baselines(sweep: Sweep) -> tuple[list[str], list[str]]:
+    labels = list(dict.fromkeys(label for label, _ in sweep.runs))
+    ebpo = [label for label in labels if parse_estimator(label).is_ebpo]
+    return ebpo, [label for label in labels if label not in ebpo]
+
+
+def summarize(sweep: Sweep) -> dict:
+    """The summary dict (summary.json): results per estimator and G, paired comparisons, verdicts."""
+    o = sweep.options
+    results: dict = {}
+    for (label, G), run in sweep.runs.items():
+        final, held = mean_ci(run.final), mean_ci(run.heldout) if o.heldout else None
+        zero = mean_ci(run.zero_adv_frac)
+        results.setdefault(label, {})[str(G)] = {
+            "final_mean": _r(final.mean),
+            "ci95": [_r(x) for x in final.as_list()],
+            "zero_adv_frac": _r(zero.mean),
+            "zero_adv_ci95": [_r(x) for x in zero.as_list()],
+            "no_signal_frac": _r(float(run.no_signal_frac.mean())),
+            "discarded_frac": _r(float(run.discarded_frac.mean())),
+            "heldout_mean": _r(held.mean) if held else None,
+            "heldout_ci95": [_r(x) for x in held.as_list()] if held else None,
+            "initial_mean": _r(float(run.curve[:, 0].mean())),
+            "answers_generated": _r(float(run.generated.mean()), 1),
+            "answers_trained": _r(float(run.trained.mean()), 1),
+            "updates": _r(float(run.updates.mean()), 2),
+            "short_batches": _r(float(run.short_batches.mean()), 2),
+            "ebpo_shrinkage_mean": _r(run.shrinkage_mean),
+            "final_per_seed": [_r(x) for x in run.final],
+            "seconds": _r(run.seconds, 2),
+        }
+    comparisons: dict = {}
+    verdicts: list[str] = []
+    ebpo, baselines = _ebpo_and_baselines(sweep)
+    pairs = [(e, b) for e in ebpo for b in baselines] + [(e, ebpo[0]) for e in ebpo[1:]]
+    for e, b in pairs:
+        key = f"{e}-{b}"
+        for G in o.G:
+            if (e, G) not in sweep.runs or (b, G) not in sweep.runs:
+                continue
+            diff = paired_diff_ci(sweep.runs[(e, G)].final, sweep.runs[(b, G)].final)
+            sentence = verdict(e, b, diff, f"final success at G={G}")
+            comparisons.setdefault(key, {})[str(G)] = {
+                "diff": _r(diff.mean),
+                "ci95": [_r(x) for x in diff.as_list()],
+                "verdict": sentence,
+            }
+            verdicts.append(sentence)
+    return {
+        "seeds": o.seeds,
+        "G": list(o.G),
+        "results": results,
+        "comparisons": comparisons,
+        "verdicts": verdicts,
+        "budget_answers": o.budget,
+        "order": o.resolved_order,
+        "options": {k: list(v) if isinstance(v, tuple) else v for k, v in o.to_mapping().items()},
+        "verl_functions": {label: parse_estimator(label).verl_name for label in results},
+        "seconds": _r(sweep.seconds, 2),
+    }
+
+
+def results_table(summary: dict) -> str:
+    """Markdown: one row per estimator and G."""
+    rows = [
+        "| estimator | G | final success, mean [95% CI] | zero-adv share | no-signal share | held-out success | updates |",
+        "|---|---:|---|---:|---:|---:|---:|",
+    ]
+    for label, per_g in summary["results"].items():
+        for G, r in per_g.items():
+            lo, hi = r["ci95"]
+            ci = f"[{lo:.3f}, {hi:.3f}]" if lo is not None else "[n/a]"
+            held = f"{r['heldout_mean']:.3f}" if r["heldout_mean"] is not None else "n/a"
+            rows.append(
+                f"| {label} | {G} | {r['final_mean']:.3f} {ci} | {r['zero_adv_frac']:.3f} | {r['no_signal_frac']:.3f} "
+                f"| {held} | {r['updates']:g} |"
+            )
+    return "\n".join(rows)
+
+
+def comparison_table(summary: dict) -> str:
+    """Markdown: EBPO minus each baseline, paired by seed, per G."""
+    Gs = [str(g) for g in summary["G"]]
+    rows = ["| a - b | " + " | ".join(f"G={g}" for g in Gs) + " |", "|---|" + "---|" * len(Gs)]
+    for key, per_g in summary["comparisons"].items():
+        cells = []
+        for g in Gs:
+            c = per_g.get(g)
+            if c is None:
+                cells.append("")
+            elif c["ci95"][0] is None:
+                cells.append(f"{c['diff']:+.3f}")
+            else:
+                cells.append(f"{c['diff']:+.3f} [{c['ci95'][0]:+.3f}, {c['ci95'][1]:+.3f}]")
+        rows.append(f"| {key} | " + " | ".join(cells) + " |")
+    return "\n".join(rows)
+
+
+def report_markdown(summary: dict) -> str:
+    o = summary["options"]
+    head = (
+        f"# verl-ebpo simulate\n\n{summary['seeds']} seeds, G in {summary['G']}, {o['prompts']} prompts "
+        f"(p0 ~ Beta({o['beta'][0]:g}, {o['beta'][1]:g}), {o['topics']} topic(s), order {summary['order']}), "
+        f"budget {summary['budget_answers']} answers per run ({o['answers_per_step']} per step), optimizer "
+        f"{o['optimizer']} lr {o['lr']:g}, score noise {o['score_noise']:g}; {summary['seconds']:.1f} s.\n\n"
+        "Final success: expected success over the training prompts when the budget is spent (exact, not "
+        "sampled). Zero-adv share: answers trained on with |A| < 1e-6. No-signal share: answers generated that "
+        "were discarded (DAPO) or had a zero advantage.\n\n"
+    )
+    verdicts = "\n".join(f"- {v}" for v in summary["verdicts"])
+    return (
+        f"{head}{results_table(summary)}\n\n## EBPO minus each baseline (and each EBPO variant minus the first), final success, paired by seed, 95% CI\n\n"
+        f"{comparison_table(summary)}\n\n## Verdicts\n\n{verdicts}\n"
+    )
+
+
+def curves_csv(sweep: Sweep) -> str:
+    """estimator,G,answers,mean,lo,hi: the success curve against answers generated, over seeds."""
+    out = io.StringIO()
+    out.write("estimator,G,answers,mean,ci95_lo,ci95_hi\n")
+    n = sweep.options.answers_per_step
+    for (label, G), run in sweep.runs.items():
+        for k in range(run.curve.shape[1]):
+            ci = mean_ci(run.curve[:, k])
+            lo, hi = ("" if not math.isfinite(x) else f"{x:.6f}" for x in (ci.lo, ci.hi))
+            out.write(f"{label},{G},{k * n},{ci.mean:.6f},{lo},{hi}\n")
+    return out.getvalue()
+
+
+def plot(sweep: Sweep, summary: dict, path: str) -> None:
+    """Final success vs G (mean, 95% CI) and, per G, success against answers generated (mean and band)."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    Gs = list(sweep.options.G)
+    labels = list(summary["results"])
+    colors = {label: plt.get_cmap("tab10")(i % 10) for i, label in enumerate(labels)}
+    styles = {label: "--" if parse_estimator(label).is_ebpo else "-" for label in labels}
+    jitter = {label: 2 ** (0.04 * (i - (len(labels) - 1) / 2)) for i, label in enumerate(labels)}
+    fig, axes = plt.subplots(1, 1 + len(Gs), figsize=(3.6 * (1 + len(Gs)), 3.6), squeeze=False)
+    ax = axes[0, 0]
+    for label in labels:
+        per_g = summary["results"][label]
+        xs = [g for g in Gs if str(g) in per_g]
+        means = np.array([per_g[str(g)]["final_mean"] for g in xs])
+        ci = np.array([[np.nan if v is None else v for v in per_g[str(g)]["ci95"]] for g in xs])
+        err = np.abs(np.stack([means - ci[:, 0], ci[:, 1] - means])) if len(xs) else None
+        ax.errorbar([g * jitter[label] for g in xs], means, yerr=err, marker="o", ms=4, capsize=3, label=label,
+                    color=colors[label], ls=styles[label])
+    ax.set_xscale("log", base=2)
+    ax.set_xticks(Gs, [str(g) for g in Gs])
+    ax.set_xlabel("G (answers per prompt)")
+    ax.set_ylabel("final expected success")
+    ax.set_title(f"equal budget, {summary['seeds']} seeds, 95% CI", fontsize=9)
+    ax.legend(fontsize=7)
+    n = sweep.options.answers_per_step
+    for j, G in enumerate(Gs, start=1):
+        ax = axes[0, j]
+        for label in labels:
+            run = sweep.runs.get((label, G))
+            if run is None:
+                continue
+            x = np.arange(run.curve.shape[1]) * n
+            m = run.curve.mean(0)
+            ax.plot(x, m, color=colors[label], lw=1.2, ls=styles[label], label=label)
+            if run.curve.shape[0] > 1:
+                cis = [mean_ci(run.curve[:, k]) for k in range(run.curve.shape[1])]
+                ax.fill_between(x, [c.lo for c in cis], [c.hi for c in cis], color=colors[label], alpha=0.2, lw=0)
+        ax.set_title(f"G = {G}", fontsize=9)
+        ax.set_xlabel("answers generated")
+        if j == 1:
+            ax.set_ylabel("expected success")
+    fig.tight_layout()
+    with atomic_output(path) as tmp:
+        fig.savefig(tmp, dpi=100, format="png")
+    plt.close(fig)
+
+
+def write_outputs(sweep: Sweep, out_dir: str, figure: bool = True) -> dict:
+    """Write FILES into out_dir (created if missing); returns the summary."""
+    summary = summarize(sweep)
+    os.makedirs(out_dir, exist_ok=True)
+    atomic_write_text(os.path.join(out_dir, "summary.json"), json.dumps(summary, indent=2) + "\n")
+    atomic_write_text(os.path.join(out_dir, "results.md"), report_markdown(summary))
+    atomic_write_text(os.path.join(out_dir, "curves.csv"), curves_csv(sweep))
+    if figure:
+        plot(sweep, summary, os.path.join(out_dir, "simulate.png"))
+    return summary

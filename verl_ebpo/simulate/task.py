@@ -1,0 +1,175 @@
+"""The simulated task and policy: pure tensor math, seeds as the leading batch dimension (no verl here).
+
+Prompts (per seed s; S seeds, P prompts, K topics, d features):
+    topic t_q = floor(q K / P)                                    (balanced, contiguous ids)
+    p0_q ~ Beta(A, B)                                             (K = 1)
+    m_k ~ Beta(A, B), p0_q ~ Beta(c m_k, c (1 - m_k))             (K > 1: clustered difficulties)
+    z0_q = logit(clip(p0_q, 1e-3, 1 - 1e-3))                      fixed base logit (the prompt's difficulty)
+    e_q ~ N(0, I_d / d)                                           fixed random feature vector
+
+Policy (parameters theta = [w_glob (1), w_topic (K), w_feat (d), b (P)], all 0 at the start):
+    z_q(theta) = z0_q + sqrt(c_glob) w_glob + sqrt(c_topic) w_topic[t_q] + sqrt(c_feat) w_feat . e_q
+                 + sqrt(c_own) b_q
+    pi(success | q) = sigmoid(z_q)
+
+So the logit is linear in theta with feature map phi_q, and one gradient step on prompt q moves prompt q'
+through the kernel  k(q, q') = phi_q . phi_q' = c_glob + c_topic [t_q = t_q'] + c_feat e_q . e_q'
++ c_own [q = q']: a global skill every prompt shares, a topic skill, a random-feature part whose transfer
+can be negative, and a prompt's own part (memorisation). Held-out prompts (same law, never trained on,
+b = 0) move only through the shared part.
+
+Training signal (REINFORCE on the Bernoulli success y of each answer i of prompt q_i, one-token answers,
+token-mean loss):  J = (1 / N) sum_i A_i log pi(y_i | q_i),  dJ/dz_q = (1 / N) sum_{i: q_i = q} A_i (y_i - p_q).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+import torch
+
+F64 = torch.float64
+P0_CLIP = 1e-3
+
+
+@dataclass(frozen=True)
+class Task:
+    """The prompts of S seeds (fixed for a seed: every estimator and G sees the same task)."""
+
+    z0: torch.Tensor  # (S, P) float64 base logits
+    topic: torch.Tensor  # (S, P) long
+    feats: torch.Tensor  # (S, P, d) float64
+    z0_heldout: torch.Tensor  # (S, H)
+    topic_heldout: torch.Tensor  # (S, H) long
+    feats_heldout: torch.Tensor  # (S, H, d)
+    topic_order: torch.Tensor  # (S, K) long: the order topics are presented in under order=topic
+    within_topic: torch.Tensor  # (S, P) long: a fixed random rank of each prompt inside its topic
+    n_topics: int
+    transfer: tuple  # (c_glob, c_topic, c_feat, c_own)
+
+    @property
+    def shape(self) -> tuple[int, int]:
+        return tuple(self.z0.shape)  # type: ignore[return-value]
+
+    @property
+    def n_params(self) -> int:
+        return 1 + self.n_topics + self.feats.shape[-1] + self.z0.shape[1]
+
+
+def _prompts(rng: np.random.Generator, n: int, topic_means: np.ndarray, beta, concentration: float, k: int):
+    topic = (np.arange(n) * k) // max(n, 1)
+    if k == 1:
+        p0 = rng.beta(beta[0], beta[1], size=n)
+    else:
+        m = np.clip(topic_means[topic], 1e-6, 1 - 1e-6)
+        p0 = rng.beta(concentration * m, concentration * (1 - m))
+    p0 = np.clip(p0, P0_CLIP, 1 - P0_CLIP)
+    return np.log(p0) - np.log1p(-p0), topic
+
+
+def make_task(seeds, prompts: int, heldout: int, beta, topics: int, concentration: float, features: int,
+              transfer) -> Task:
+    """Draw the task of each seed from its own generator (a seed's task does not depend on the others)."""
+    z0, tp, ft, z0h, tph, fth, order, within = ([] for _ in range(8))
+    for seed in seeds:
+        rng = np.random.default_rng(np.random.SeedSequence([int(seed), 0x7A5C]))
+        topic_means = rng.beta(beta[0], beta[1], size=topics)
+        z, t = _prompts(rng, prompts, topic_means, beta, concentration, topics)
+        # the held-out set: same topics in the same proportions
+        zh, th = _prompts(rng, heldout, topic_means, beta, concentration, topics)
+        z0.append(z), tp.append(t), z0h.append(zh), tph.append(th)
+        ft.append(rng.standard_normal((prompts, features)) / np.sqrt(max(features, 1)))
+        fth.append(rng.standard_normal((heldout, features)) / np.sqrt(max(features, 1)))
+        order.append(rng.permutation(topics))
+        within.append(rng.permutation(prompts))
+    f64 = lambda xs: torch.from_numpy(np.stack(xs).astype(np.float64))  # noqa: E731
+    long = lambda xs: torch.from_numpy(np.stack(xs).astype(np.int64))  # noqa: E731
+    return Task(f64(z0), long(tp), f64(ft), f64(z0h), long(tph), f64(fth), long(order), long(within), topics,
+                tuple(float(c) for c in transfer))
+
+
+def _split(task: Task, theta: torch.Tensor):
+    k, d = task.n_topics, task.feats.shape[-1]
+    return theta[:, :1], theta[:, 1 : 1 + k], theta[:, 1 + k : 1 + k + d], theta[:, 1 + k + d :]
+
+
+def logits(task: Task, theta: torch.Tensor, heldout: bool = False) -> torch.Tensor:
+    """z (S, P) -- or (S, H) for the held-out prompts, whose own part b is 0 -- from theta (S, n_params)."""
+    cg, ct, cf, co = (x**0.5 for x in task.transfer)
+    w_glob, w_topic, w_feat, b = _split(task, theta)
+    z0, topic, feats = (task.z0_heldout, task.topic_heldout, task.feats_heldout) if heldout else (
+        task.z0, task.topic, task.feats)
+    z = z0 + cg * w_glob + ct * torch.gather(w_topic, 1, topic) + cf * torch.einsum("spd,sd->sp", feats, w_feat)
+    return z if heldout else z + co * b
+
+
+def param_grad(task: Task, g_z: torch.Tensor) -> torch.Tensor:
+    """dJ/dtheta (S, n_params) from dJ/dz (S, P) (the chain rule through `logits`)."""
+    cg, ct, cf, co = (x**0.5 for x in task.transfer)
+    g_topic = torch.zeros(g_z.shape[0], task.n_topics, dtype=F64).scatter_add_(1, task.topic, g_z)
+    g_feat = torch.einsum("spd,sp->sd", task.feats, g_z)
+    return torch.cat([cg * g_z.sum(1, keepdim=True), ct * g_topic, cf * g_feat, co * g_z], dim=1)
+
+
+def expected_success(task: Task, theta: torch.Tensor, heldout: bool = False) -> torch.Tensor:
+    """Mean over prompts of pi(success | q) (S,), exact (not sampled). NaN when there are no prompts."""
+    z = logits(task, theta, heldout)
+    if z.shape[1] == 0:
+        return torch.full((z.shape[0],), float("nan"), dtype=F64)
+    return torch.sigmoid(z).mean(1)
+
+
+def stream(task: Task, order: str, length: int, seeds) -> torch.Tensor:
+    """The prompt ids each seed presents, in order, (S, length) long.
+
+    random: epochs of fresh permutations (from the seed's own generator, the same for every estimator/G).
+    topic:  topic by topic in the seed's topic order, prompts of a topic in a fixed random order, every
+            epoch the same (a topic-sorted file read without shuffling).
+    """
+    S, P = task.shape
+    epochs = -(-length // P)
+    if order == "topic":
+        rank_of_topic = torch.argsort(task.topic_order, dim=1)  # (S, K): position of each topic
+        key = torch.gather(rank_of_topic, 1, task.topic) * P + task.within_topic
+        one = torch.argsort(key, dim=1)
+        return one.repeat(1, epochs)[:, :length]
+    if order != "random":
+        raise ValueError(f"order must be 'random' or 'topic', got {order!r}")
+    out = []
+    for seed in seeds:
+        rng = np.random.default_rng(np.random.SeedSequence([int(seed), 0x5E0]))
+        out.append(np.concatenate([rng.permutation(P) for _ in range(epochs)])[:length])
+    return torch.from_numpy(np.stack(out).astype(np.int64))
+
+
+class Optimizer:
+    """Adam (verl's actor default, no weight decay) or SGD, ascending J, per-seed masked steps.
+
+    Elementwise, so seeds batched in the leading dimension are exactly independent runs.
+    """
+
+    def __init__(self, kind: str, lr: float, shape, betas=(0.9, 0.999), eps: float = 1e-8):
+        if kind not in ("adam", "sgd", "nsgd"):
+            raise ValueError(f"optimizer must be 'adam', 'sgd' or 'nsgd', got {kind!r}")
+        self.kind, self.lr, self.betas, self.eps = kind, lr, betas, eps
+        self.m = torch.zeros(shape, dtype=F64)
+        self.v = torch.zeros(shape, dtype=F64)
+        self.t = torch.zeros(shape[0], dtype=F64)
+
+    def step(self, theta: torch.Tensor, grad: torch.Tensor, active: torch.Tensor) -> torch.Tensor:
+        """New theta (S, n): rows where `active` (S,) bool is False are left exactly as they were."""
+        a = active.unsqueeze(1)
+        if self.kind == "sgd":
+            return torch.where(a, theta + self.lr * grad, theta)
+        if self.kind == "nsgd":
+            norm = grad.norm(dim=1, keepdim=True)
+            return torch.where(a & (norm > 0), theta + self.lr * grad / norm.clamp_min(1e-300), theta)
+        b1, b2 = self.betas
+        self.t = self.t + active.to(F64)
+        self.m = torch.where(a, b1 * self.m + (1 - b1) * grad, self.m)
+        self.v = torch.where(a, b2 * self.v + (1 - b2) * grad * grad, self.v)
+        t = self.t.clamp_min(1.0).unsqueeze(1)
+        m_hat = self.m / (1 - b1**t)
+        v_hat = self.v / (1 - b2**t)
+        return torch.where(a, theta + self.lr * m_hat / (v_hat.sqrt() + self.eps), theta)
