@@ -5,8 +5,8 @@ Nine trainer launches (each ~1 min of start-up), shared by the tests below:
   difficulty order (verl_ebpo.samplers), EBPOCheckpointCallback, checkpoints at steps 2 and 3;
 - run B: resumes run A's checkpoint directory (verl's resume_mode=auto) for step 4;
 - run C: `adv_estimator=grpo`, topic order, the callback configured but inactive, 2 steps;
-- the demo (`python -m verl_ebpo.cli demo`): GRPO, DAPO, EBPO x 2 seeds x 8 steps (six runs, two at a time,
-  on one Ray cluster).
+- the demo (`python -m verl_ebpo.cli demo`): GRPO, DAPO, EBPO x 2 seeds x 8 steps (six runs, one after the
+  other, on one Ray cluster).
 Every expected number is recomputed here from what verl wrote (rollout dumps, metrics, checkpoints).
 Run the fast tests alone with `python -m pytest -m "not e2e"`.
 """
@@ -273,7 +273,7 @@ def test_grpo_trains_with_topic_order_and_the_callback_stays_out(data, run_c):
 # -- the demo: three algorithms x two seeds, one Ray cluster -----------------------------------------------
 
 
-DEMO_ARGS = ["--algos", "grpo,dapo,ebpo", "--seeds", "2", "--steps", "8", "--batch-size", "8", "--parallel", "2"]
+DEMO_ARGS = ["--algos", "grpo,dapo,ebpo", "--seeds", "2", "--steps", "8", "--batch-size", "8"]
 
 
 @pytest.fixture(scope="module")

@@ -21,7 +21,8 @@ Each CPU-specific override, and why (stock verl fails without it; measured on a 
 - `trainer.v1.sampler.custom_sampler` = `verl_ebpo.cpu.replay.CPUReplayBuffer` (polls for finished
   rollouts every 0.2 s instead of 2 s: a CPU step of 32 answers drops from ~2.3 s to ~0.9 s), with
   `sampler_kwargs.verl.*` linked to the config nodes DAPO's group filtering is derived from.
-Several runs can share one Ray cluster: `with shared_ray_cluster() as address: CPURun(..., ray_address=address)`.
+Several runs, one after the other, can share one Ray cluster: `with shared_ray_cluster() as address:
+CPURun(..., ray_address=address)`.
 Environment: `VERL_USE_EXTERNAL_MODULES=verl_ebpo.cpu` (imported by verl in every process; registers
 the platform and rollout), `VERL_PLATFORM=cpu`, `VERL_ENGINE_DEVICE=cuda` (verl's FSDP engine is
 registered for cuda/npu only and runs unchanged on CPU tensors).
@@ -133,8 +134,9 @@ def shared_ray_cluster(num_cpus: int = 16, num_gpus: int = 1, timeout_s: float =
     """Start one local Ray cluster for several CPU runs of verl; yields its address for `CPURun(ray_address=)`.
 
     verl's driver joins it (`ray_kwargs.ray_init.address`) instead of starting and stopping a cluster per
-    run. `num_gpus` logical GPUs let that many runs train at once (each run's worker group asks for one);
-    `num_cpus` is logical too (see the module docstring). The cluster (`ray start --head --block`, its own
+    run. Runs must join it one at a time: verl 0.9.1's TransferQueue controller is a single named actor per
+    cluster (`TransferQueueController` in namespace `transfer_queue`), so two runs at once would share it and
+    mix their data. `num_cpus` and `num_gpus` are logical (see the module docstring). The cluster (`ray start --head --block`, its own
     process group, free ports) gets the CPU backend's environment and its own authentication token, which
     the runs started inside the block inherit (Ray's default token file, ~/.ray/auth_token, is rewritten by
     every other cluster started on the machine). It is stopped when the block ends, also on error.

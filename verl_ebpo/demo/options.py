@@ -50,8 +50,6 @@ class DemoOptions(Spec):
     lr: float = option(5e-3, number=(0.0, 1.0), lo_open=True, doc="actor learning rate")
     max_response_length: int = option(4, number=(1, 64), integer=True, doc="answer length limit (tokens)")
     temperature: float = option(1.0, number=(0.0, 10.0), lo_open=True, doc="sampling temperature of the rollout")
-    parallel: int = option(1, number=(1, 8), integer=True,
-                           doc="runs training at the same time on the one Ray cluster (each adds ~2.5 GiB)")
     timeout: float = option(900.0, number=(1.0, 86400.0), doc="seconds allowed per run")
     out: str = option("runs/demo", doc="output folder")
     quiet: bool = option(False, doc="print only the result")

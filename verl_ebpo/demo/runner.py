@@ -7,7 +7,7 @@ import shutil
 import sys
 import threading
 import time
-from concurrent.futures import FIRST_EXCEPTION, ThreadPoolExecutor, wait
+import signal
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -159,32 +159,29 @@ def run_demo(options: DemoOptions) -> dict:
     seeds = options.seed_list
     jobs = [Job(algo, seed, out / "runs" / algo / f"seed{seed}") for seed in seeds for algo in options.algos]
     _say(options, f"verl-ebpo demo -> {out}: {', '.join(options.algos)} x seeds {seeds} x {options.steps} steps "
-         f"({len(jobs)} runs of verl's trainer, {options.parallel} at a time)")
+         f"({len(jobs)} runs of verl's trainer, one Ray cluster)")
     assets_by_seed = {seed: build_assets(options, seed, out / "assets" / f"seed{seed}") for seed in seeds}
     parameters = next(iter(assets_by_seed.values()))["parameters"]
     _say(options, f"  tiny Llama with {parameters:,} parameters per seed; task 'n+1=' -> first digit n+1")
 
-    with PeakMemory() as memory:
-        with shared_ray_cluster(num_gpus=options.parallel) as address:
+    def stop_on_sigterm(signum, frame):  # a killed demo stops its run (run_main_ppo cleans up on the way out)
+        raise KeyboardInterrupt(f"signal {signum}")
+
+    previous = signal.signal(signal.SIGTERM, stop_on_sigterm)
+    try:
+        with PeakMemory() as memory, shared_ray_cluster() as address:
             _say(options, f"  Ray cluster up at {address} ({time.time() - started:.0f} s)")
             progress = _Progress(options, jobs, started)
             progress.start()
-
-            def train(job: Job) -> None:
-                run = make_run(options, job, assets_by_seed[job.seed], address)
-                job.wall_s = run_main_ppo(run, timeout_s=options.timeout)
-                _say(options, f"  [{job.algo} seed {job.seed}] done in {job.wall_s:.0f} s")
-
-            with ThreadPoolExecutor(max_workers=options.parallel) as pool:
-                futures = [pool.submit(train, job) for job in jobs]
-                done, _ = wait(futures, return_when=FIRST_EXCEPTION)
-                failed = [f for f in done if f.exception() is not None]
-                if failed:
-                    for f in futures:
-                        f.cancel()
-                    progress.stop.set()
-                    raise failed[0].exception()
-            progress.stop.set()
+            try:
+                for job in jobs:  # one at a time: TransferQueue's controller is one named actor per cluster
+                    run = make_run(options, job, assets_by_seed[job.seed], address)
+                    job.wall_s = run_main_ppo(run, timeout_s=options.timeout)
+                    _say(options, f"  [{job.algo} seed {job.seed}] done in {job.wall_s:.0f} s")
+            finally:
+                progress.stop.set()
+    finally:
+        signal.signal(signal.SIGTERM, previous)
 
     runs: dict[str, list] = {algo: [] for algo in options.algos}
     for job in jobs:
