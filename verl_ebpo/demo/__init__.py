@@ -45,6 +45,9 @@ def run(args: argparse.Namespace) -> int:
         first = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
         print(f"verl-ebpo demo: {first}", file=sys.stderr)
         return 1
+    except KeyboardInterrupt:
+        print("verl-ebpo demo: stopped; the running trainer and the Ray cluster were shut down", file=sys.stderr)
+        return 130
     return 0
 
 

@@ -45,12 +45,13 @@ class DemoOptions(Spec):
                         "data order and sampling seed, so the runs are compared in pairs")
     quick: bool = option(False, doc="one seed per algorithm, for a first look (no intervals)")
     steps: int = option(60, number=(1, 100000), integer=True, doc="training steps per run")
-    batch_size: int = option(32, number=(1, 4096), integer=True, doc="prompts per training step")
+    batch_size: int = option(16, number=(1, 4096), integer=True, doc="prompts per training step")
     group_size: int = option(4, number=(2, 64), integer=True, doc="answers per prompt (G)")
-    lr: float = option(5e-3, number=(0.0, 1.0), lo_open=True, doc="actor learning rate")
+    lr: float = option(2.5e-3, number=(0.0, 1.0), lo_open=True, doc="actor learning rate")
     max_response_length: int = option(4, number=(1, 64), integer=True, doc="answer length limit (tokens)")
     temperature: float = option(1.0, number=(0.0, 10.0), lo_open=True, doc="sampling temperature of the rollout")
-    timeout: float = option(900.0, number=(1.0, 86400.0), doc="seconds allowed per run")
+    timeout: float = option(3600.0, number=(1.0, 86400.0),
+                            doc="seconds allowed per run before it is stopped as hung (DAPO runs take longest)")
     out: str = option("runs/demo", doc="output folder")
     quiet: bool = option(False, doc="print only the result")
 
