@@ -13,6 +13,7 @@ Run the fast tests alone with `python -m pytest -m "not e2e"`.
 
 import json
 import math
+import os
 import random
 import re
 import subprocess
@@ -271,6 +272,27 @@ def test_grpo_trains_with_topic_order_and_the_callback_stays_out(data, run_c):
 
 
 # -- the demo: three algorithms x two seeds, one Ray cluster -----------------------------------------------
+
+
+def test_shared_ray_cluster_is_private_and_leaves_nothing_behind():
+    """Its address is not published where a plain `ray.init()` looks (/tmp/ray/ray_current_cluster): another
+    job on the machine must start its own cluster, not join (or fail to join) ours."""
+    import glob
+    import socket
+
+    from verl_ebpo.cpu.launch import SHARED_RAY_PREFIX, shared_ray_cluster
+
+    default_file = Path("/tmp/ray/ray_current_cluster")
+    before = default_file.read_text() if default_file.exists() else None
+    with shared_ray_cluster() as address:
+        host, port = address.rsplit(":", 1)
+        socket.create_connection((host, int(port)), timeout=10).close()  # the cluster is up
+        assert (default_file.read_text() if default_file.exists() else None) == before
+        assert len(os.environ["RAY_AUTH_TOKEN"]) == 64
+    with pytest.raises(OSError):
+        socket.create_connection((host, int(port)), timeout=5).close()
+    assert "RAY_AUTH_TOKEN" not in os.environ
+    assert not glob.glob(f"/tmp/{SHARED_RAY_PREFIX}*/session_latest")
 
 
 DEMO_ARGS = ["--algos", "grpo,dapo,ebpo", "--seeds", "2", "--steps", "8", "--batch-size", "8"]

@@ -44,7 +44,11 @@ from pathlib import Path
 from typing import Callable, Iterator, Optional, Sequence
 
 CPU_MODULE = "verl_ebpo.cpu"
-RAY_LOG_GLOB = "/tmp/ray/session_latest/logs/worker-*.err"
+SHARED_RAY_PREFIX = "verl_ebpo_ray_"  # temp dir of a `shared_ray_cluster`
+RAY_LOG_GLOBS = (
+    "/tmp/ray/session_latest/logs/worker-*.err",
+    os.path.join(os.environ.get("TMPDIR", "/tmp"), SHARED_RAY_PREFIX + "*", "session_latest", "logs", "worker-*.err"),
+)
 
 
 class TrainerFailed(RuntimeError):
@@ -143,14 +147,18 @@ def shared_ray_cluster(num_cpus: int = 16, num_gpus: int = 1, timeout_s: float =
     """
     import secrets
     import shutil as _shutil
+    import tempfile
 
     ray_cli = _shutil.which("ray", path=os.path.dirname(sys.executable)) or _shutil.which("ray")
     if ray_cli is None:
         raise RuntimeError("shared_ray_cluster: the `ray` command is not installed next to this Python")
     auth = {"RAY_AUTH_MODE": "token", "RAY_AUTH_TOKEN": secrets.token_hex(32)}
     port = _free_port()
+    # A private temp dir: `ray start` records its address in <temp dir>/ray_current_cluster, and a plain
+    # `ray.init()` elsewhere on the machine (verl's default) would try to join whatever /tmp/ray's copy names.
+    temp_dir = tempfile.mkdtemp(prefix=SHARED_RAY_PREFIX)
     command = [
-        ray_cli, "start", "--head", "--block", f"--port={port}", "--node-ip-address=127.0.0.1",
+        ray_cli, "start", "--head", "--block", f"--port={port}", "--node-ip-address=127.0.0.1", f"--temp-dir={temp_dir}",
         f"--num-cpus={num_cpus}", f"--num-gpus={num_gpus}", "--include-dashboard=false", "--disable-usage-stats",
         f"--ray-client-server-port={_free_port()}", f"--dashboard-agent-listen-port={_free_port()}",
     ]
@@ -176,6 +184,7 @@ def shared_ray_cluster(num_cpus: int = 16, num_gpus: int = 1, timeout_s: float =
         yield f"127.0.0.1:{port}"
     finally:
         _kill_group(proc)
+        _shutil.rmtree(temp_dir, ignore_errors=True)
         for key, value in saved.items():
             if value is None:
                 os.environ.pop(key, None)
@@ -308,7 +317,7 @@ class CPURun:
 def ray_worker_errors(since: float, max_chars: int = 6000) -> str:
     """Tracebacks/errors from Ray's worker logs modified after `since` (epoch seconds)."""
     chunks = []
-    for path in sorted(glob.glob(RAY_LOG_GLOB)):
+    for path in sorted(p for pattern in RAY_LOG_GLOBS for p in glob.glob(pattern)):
         try:
             if os.path.getmtime(path) < since:
                 continue
