@@ -257,11 +257,125 @@ def test_adapter_refuses_what_the_hf_rollout_cannot_do(verl_config, monkeypatch)
         asyncio.run(adapter.update_weights(iter([]), peft_config={"r": 8}))
 
 
+_BASE = dict(trainer_mode="sync", trainer_config={}, max_off_policy_threshold=8, max_off_policy_strategy="drop")
+_LINKED = {"filter_groups": {"enable": False, "metric": "reward", "max_inflight_gen_batches": 1},
+           "train_batch_size": 8, "gen_batch_size": None, "sync_refill_failed_groups": False,
+           "reward_model_enable": False, "reward_model_enable_resource_pool": False}
+
+
 def test_cpu_replay_buffer_polls_faster_and_validates():
     from verl_ebpo.cpu.replay import DEFAULT_POLL_INTERVAL_S, CPUReplayBuffer
 
-    kwargs = dict(trainer_mode="sync", trainer_config={}, max_off_policy_threshold=8, max_off_policy_strategy="drop")
-    assert CPUReplayBuffer(**kwargs, sampler_kwargs={}).poll_interval == DEFAULT_POLL_INTERVAL_S
-    assert CPUReplayBuffer(**kwargs, sampler_kwargs={"poll_interval_s": 0.05}).poll_interval == 0.05
+    assert CPUReplayBuffer(**_BASE, sampler_kwargs={"verl": _LINKED}).poll_interval == DEFAULT_POLL_INTERVAL_S
+    fast = CPUReplayBuffer(**_BASE, sampler_kwargs={"verl": _LINKED, "poll_interval_s": 0.05})
+    assert fast.poll_interval == 0.05 and fast.filter_groups_metric is None and fast.gen_batch_size == 8
     with pytest.raises(ValueError, match="poll_interval_s"):
-        CPUReplayBuffer(**kwargs, sampler_kwargs={"poll_interval_s": 0})
+        CPUReplayBuffer(**_BASE, sampler_kwargs={"verl": _LINKED, "poll_interval_s": 0})
+    with pytest.raises(ValueError, match="sampler_kwargs.verl"):  # could not tell whether DAPO was asked for
+        CPUReplayBuffer(**_BASE, sampler_kwargs={})
+    with pytest.raises(ValueError, match="lacks"):
+        CPUReplayBuffer(**_BASE, sampler_kwargs={"verl": {"filter_groups": {}}})
+    with pytest.raises(ValueError, match="synchronous"):
+        CPUReplayBuffer(**{**_BASE, "trainer_mode": "colocate_async"}, sampler_kwargs={"verl": _LINKED})
+    dapo = {**_LINKED, "filter_groups": {"enable": True, "metric": None}}
+    with pytest.raises(ValueError, match="metric must be set"):
+        CPUReplayBuffer(**_BASE, sampler_kwargs={"verl": dapo}, refill_fn=lambda n: n)
+
+
+def _build_both_buffers(extra):
+    """verl's own buffer and CPUReplayBuffer, each built by verl's real `PPOTrainer._build_replay_buffer` from
+    the same composed, resolved config (CPURun's overrides + `extra`)."""
+    import types
+
+    from hydra import compose, initialize_config_dir
+    from omegaconf import OmegaConf, open_dict
+
+    import verl.trainer
+    from verl.trainer.ppo.v1.trainer_base import PPOTrainer
+
+    run = CPURun(model_path="/m", train_files="t.parquet", val_files="v.parquet", out_dir="/tmp/unused",
+                 train_batch_size=8, extra=list(extra))
+    config_dir = os.path.join(os.path.dirname(verl.trainer.__file__), "config")
+    with initialize_config_dir(config_dir=config_dir, version_base=None):
+        cfg = compose(config_name="ppo_trainer", overrides=run.overrides())
+    OmegaConf.resolve(cfg)  # as verl's TaskRunner does before building the trainer
+    buffers = []
+    for custom in (False, True):
+        c = cfg.copy()
+        if not custom:
+            with open_dict(c):
+                c.trainer.v1.sampler.custom_sampler.path = None
+                c.trainer.v1.sampler.custom_sampler.name = None
+        stub = types.SimpleNamespace(config=c, trainer_mode="sync", _add_prompts_to_generate=lambda n: n)
+        stub._resolve_filter_groups_metric = types.MethodType(PPOTrainer._resolve_filter_groups_metric, stub)
+        buffers.append(PPOTrainer._build_replay_buffer(stub))
+    return buffers
+
+
+@pytest.mark.parametrize("extra", [
+    [],
+    ["algorithm.filter_groups.enable=True"],
+    ["algorithm.filter_groups.enable=True", "algorithm.filter_groups.max_inflight_gen_batches=2"],
+    ["trainer.v1.sampler.sync_refill_failed_groups=true"],
+    ["data.gen_batch_size=4"],
+])
+def test_cpu_replay_buffer_gets_the_dapo_arguments_verl_gives_its_own(extra):
+    """Canary: verl 0.9.1 hands a custom buffer only the base arguments; ours derives the filtering ones from
+    the linked config exactly as `PPOTrainer._build_replay_buffer` does for verl's own buffer."""
+    from verl.trainer.ppo.v1.replay_buffer import ReplayBuffer
+
+    from verl_ebpo.cpu.replay import CPUReplayBuffer
+
+    own, ours = _build_both_buffers(extra)
+    assert type(own) is ReplayBuffer and type(ours) is CPUReplayBuffer
+    for attr in ("filter_groups_metric", "train_batch_size", "gen_batch_size", "max_inflight_gen_batches",
+                 "sync_refill_failed_groups", "max_off_policy_threshold", "trainer_mode"):
+        assert getattr(ours, attr) == getattr(own, attr), attr
+    assert ours.refill_fn is not None and ours.poll_interval < own.poll_interval == 2.0
+
+
+def test_verl_replay_buffer_internals_we_override_still_exist():
+    """Canary for the one private method overridden: `ReplayBuffer._clear_groups(partition_id, uids)` is where
+    verl 0.9.1 disposes of DAPO-evicted and surplus groups, and its trajectory keys are `<uid>_<sample>_<output>`."""
+    import inspect
+
+    from verl.trainer.ppo.v1 import replay_buffer as rb
+
+    assert list(inspect.signature(rb.ReplayBuffer._clear_groups).parameters) == ["self", "partition_id", "uids"]
+    assert "self._clear_groups(partition_id, evicted_uids)" in inspect.getsource(rb.ReplayBuffer._evict_terminal_groups)
+    assert "self._clear_groups(partition_id, surplus_uids)" in inspect.getsource(rb.ReplayBuffer.sample)
+    assert "key.split(\"_\")[0] in uids" in inspect.getsource(rb.ReplayBuffer._clear_groups)
+    assert "{uid}_{session_id}_{index}" in rb.ReplayBuffer.__doc__
+
+
+def test_cpu_replay_buffer_tallies_the_answers_it_clears(monkeypatch):
+    """Dropped groups' answers and rewards are counted before verl clears them; validation is not counted."""
+    from verl_ebpo.cpu import replay
+    from verl_ebpo.cpu.verl_logs import DISCARDED_ANSWERS, DISCARDED_REWARD_SUM
+
+    scores = {"a_0_0": [0.0, 1.0], "a_1_0": [0.0, 0.0], "b_0_0": [1.0], "b_1_0": [0.0], "c_0_0": [1.0]}
+    cleared = []
+    monkeypatch.setattr(replay.tq, "kv_batch_get", lambda keys, partition_id, select_fields: {
+        "rm_scores": [torch.tensor(scores[k]) for k in keys]})
+    monkeypatch.setattr(replay.tq, "kv_clear", lambda partition_id, keys: cleared.append((partition_id, sorted(keys))))
+    buffer = replay.CPUReplayBuffer(**_BASE, sampler_kwargs={"verl": _LINKED})
+    buffer.partitions["train"] = {k: {} for k in scores}
+    buffer._clear_groups("train", {"a", "b"})
+    assert buffer._discarded == {DISCARDED_ANSWERS: 4.0, DISCARDED_REWARD_SUM: 2.0}
+    assert cleared == [("train", ["a", "a_0_0", "a_1_0", "b", "b_0_0", "b_1_0"])]  # verl's own clearing ran
+    assert list(buffer.partitions["train"]) == ["c_0_0"]
+    buffer.partitions["val"] = {"c_0_0": {}}
+    buffer._clear_groups("val", {"c"})
+    assert buffer._discarded[DISCARDED_ANSWERS] == 4.0
+
+
+def test_verl_replica_server_handle_is_where_verl_reads_it():
+    """Canary: `HFReplica.launch_servers` sets the private `_server_handle`/`_server_address`, which verl 0.9.1's
+    `RolloutReplica.server_handle`/`server_address` properties return."""
+    import inspect
+
+    from verl.workers.rollout.replica import RolloutReplica
+
+    assert "return self._server_handle" in inspect.getsource(RolloutReplica.server_handle.fget)
+    assert "return self._server_address" in inspect.getsource(RolloutReplica.server_address.fget)
+    assert "self._server_handle: ActorHandle = None" in inspect.getsource(RolloutReplica.__init__)

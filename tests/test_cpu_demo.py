@@ -1,12 +1,26 @@
-"""The demo's task and its report (reading verl's file logger and rollout dumps back), without training."""
+"""The demo's task, reading verl's files back, and the results built from them (fake metrics files, no training)."""
 
 import argparse
 import csv
+import io
 import json
+import math
+from pathlib import Path
 
+import numpy as np
 import pytest
 
-from verl_ebpo.demo import DEFAULTS, add_arguments, report, task
+from verl_ebpo import cli
+from verl_ebpo.cpu import task, verl_logs
+from verl_ebpo.demo import DemoOptions, add_arguments, options_from_args, report
+from verl_ebpo.demo.options import ALGORITHMS, algorithms_table
+from verl_ebpo.stats import mean_ci, paired_diff_ci, verdict
+
+REPO = Path(__file__).resolve().parents[1]
+B, G = 4, 2  # prompts per step, answers per prompt in the fake runs
+
+
+# -- the task ---------------------------------------------------------------------------------------------
 
 
 def test_task_scores_the_first_digit():
@@ -28,89 +42,237 @@ def test_task_rows_are_seeded_and_correct():
     assert [r["reward_model"]["ground_truth"] for r in task.validation_rows()] == [str(i) for i in range(1, 10)]
 
 
-def _dump(folder, step, groups):
+def test_cpu_backend_never_imports_the_demo():
+    for path in (REPO / "verl_ebpo" / "cpu").glob("*.py"):
+        text = path.read_text()
+        assert "verl_ebpo.demo" not in text and "from verl_ebpo import demo" not in text, path.name
+
+
+# -- verl's formats -----------------------------------------------------------------------------------------
+
+
+def _metrics_file(path, steps):
+    path.parent.mkdir(parents=True, exist_ok=True)
+    with open(path, "w") as f:
+        for step, data in steps:
+            f.write(json.dumps({"step": step, "data": data}) + "\n")
+    return path
+
+
+def _dump(folder, step, groups, prefix="u"):
     folder.mkdir(parents=True, exist_ok=True)
     with open(folder / f"{step}.jsonl", "w") as f:
         for g, scores in enumerate(groups):
             for i, s in enumerate(scores):
-                f.write(json.dumps({"input": "q", "output": "a", "score": s, "step": step, "uid": f"u{g}-x_{i}_0"}) + "\n")
+                uid = f"{prefix}{g}-5f2a-{step}_{i}_0"
+                f.write(json.dumps({"input": "q", "output": "a", "score": s, "step": step, "uid": uid}) + "\n")
 
 
-def test_group_stats_known_answer():
-    answers = [{"uid": f"a_{i}_0", "score": s} for i, s in enumerate([0, 0, 0, 0])]
-    answers += [{"uid": f"b_{i}_0", "score": s} for i, s in enumerate([1, 0, 0, 1])]
-    answers += [{"uid": f"c_{i}_0", "score": s} for i, s in enumerate([1, 1, 1, 1])]
-    stats = report.group_stats(answers)
-    assert stats["reward"] == pytest.approx(6 / 12)
-    assert stats["zero_adv_frac_grpo"] == pytest.approx(8 / 12)  # groups a and c
-    assert stats["equal_reward_group_frac"] == pytest.approx(2 / 3)
-    assert stats["all_fail_group_frac"] == pytest.approx(1 / 3)
-    assert report.group_key("1f-2a_3_0") == "1f-2a"
-    assert report.group_stats([]) == {}
+def test_verl_logs_read_metrics_merges_a_steps_lines_and_names_a_bad_line(tmp_path):
+    path = _metrics_file(tmp_path / "metrics.jsonl", [
+        (0, {"val-core/s/acc/mean@1": 0.0}),
+        (1, {"critic/score/mean": 0.25, "timing_s/step": 2.0, "timing_s/gen": 1.5}),
+        (2, {"critic/score/mean": 0.5}),
+        (2, {"val-core/s/acc/mean@1": 0.5, "val-core/t/acc/mean@1": 1.0}),
+    ])
+    metrics = verl_logs.read_metrics(path)
+    assert metrics[2] == {"critic/score/mean": 0.5, "val-core/s/acc/mean@1": 0.5, "val-core/t/acc/mean@1": 1.0}
+    assert verl_logs.validation_accuracy(metrics) == {0: 0.0, 2: 0.75}
+    assert verl_logs.timings(metrics) == {1: {"step": 2.0, "gen": 1.5}}
+    (tmp_path / "bad.jsonl").write_text('{"step": 1, "data": {}}\n{oops\n')
+    with pytest.raises(ValueError, match="bad.jsonl:2: not a verl file-logger line"):
+        verl_logs.read_metrics(tmp_path / "bad.jsonl")
+    (tmp_path / "bad2.jsonl").write_text('{"data": {}}\n')
+    with pytest.raises(ValueError, match="bad2.jsonl:1"):
+        verl_logs.read_metrics(tmp_path / "bad2.jsonl")
 
 
-def test_step_rows_take_grpo_zero_share_from_dumps_and_ebpo_from_its_log(tmp_path):
-    metrics = tmp_path / "metrics.jsonl"
-    metrics.write_text(
-        json.dumps({"step": 0, "data": {"val-core/s/acc/mean@1": 0.0}}) + "\n"
-        + json.dumps({"step": 1, "data": {"critic/score/mean": 0.25, "timing_s/step": 2.0}}) + "\n"
-        + json.dumps({"step": 2, "data": {"critic/score/mean": 0.5, "ebpo/zero_adv_frac": 0.1,
-                                          "ebpo/shrinkage_mean": 0.4}}) + "\n"
-        + json.dumps({"step": 2, "data": {"val-core/s/acc/mean@1": 0.5}}) + "\n"
-    )
-    _dump(tmp_path / "rollouts", 1, [[0, 0], [1, 0]])
-    _dump(tmp_path / "rollouts", 2, [[1, 1], [0, 0]])
-    loaded = report.load_metrics(metrics)
-    assert loaded[2]["val-core/s/acc/mean@1"] == 0.5 and loaded[2]["critic/score/mean"] == 0.5
-    assert report.validation_accuracy(loaded) == {0: 0.0, 2: 0.5}
-    rollouts = report.load_rollouts(tmp_path / "rollouts")
-    grpo = report.step_rows("grpo", loaded, rollouts)
-    assert [r["zero_adv_frac"] for r in grpo] == [0.5, 1.0]
-    assert [r["all_fail_group_frac"] for r in grpo] == [0.5, 0.5]
-    ebpo = report.step_rows("ebpo", loaded, {})
-    assert [r["zero_adv_frac"] for r in ebpo] == [None, 0.1]
-    summary = report.summarize("grpo", grpo, loaded, tail=1)
-    assert summary["reward_first"] == 0.25 and summary["reward_last"] == 0.5
-    assert summary["val_acc_before"] == 0.0 and summary["val_acc_after"] == 0.5
-    with pytest.raises(ValueError, match="metrics.jsonl:1: not JSON"):
-        (tmp_path / "bad").mkdir()
-        (tmp_path / "bad" / "metrics.jsonl").write_text("{oops\n")
-        report.load_metrics(tmp_path / "bad" / "metrics.jsonl")
+def test_verl_logs_rollout_dump_uids_group_by_prompt(tmp_path):
+    assert verl_logs.dump_group("0e14e621-e4a5-4f37-97b7-c46dfd736be0_3_0") == "0e14e621-e4a5-4f37-97b7-c46dfd736be0"
+    assert verl_logs.dump_group("plain") == "plain"
+    _dump(tmp_path / "r", 1, [[0, 0], [1, 0]])
+    (tmp_path / "r" / "notes.jsonl").write_text("ignored\n")
+    dumps = verl_logs.read_rollout_dumps(tmp_path / "r")
+    assert list(dumps) == [1] and len(dumps[1]) == 4
+    assert sorted(verl_logs.group_scores(dumps[1]).values()) == [[0.0, 0.0], [1.0, 0.0]]
 
 
-def test_moving_average_and_outputs(tmp_path):
-    assert report.moving_average([1, 2, 3, 4], 2) == [1, 1.5, 2.5, 3.5]
-    rows = {
-        a: [
-            {"algorithm": a, "step": s, "reward": 0.1 * s, "zero_adv_frac": 0.5, "equal_reward_group_frac": 0.5,
-             "all_fail_group_frac": 0.4, "ebpo_shrinkage_mean": None, "ebpo_prior_mean": None, "ebpo_sigma2": None,
-             "ebpo_tau2": None, "step_time_s": 1.0}
-            for s in range(1, 6)
-        ]
-        for a in ("grpo", "ebpo")
-    }
-    path = report.write_csv(rows["grpo"] + rows["ebpo"], tmp_path / "steps.csv")
-    read = list(csv.DictReader(open(path)))
-    assert len(read) == 10 and read[0]["ebpo_prior_mean"] == "" and float(read[4]["reward"]) == pytest.approx(0.5)
-    png = report.plot(rows, tmp_path / "curves.png")
-    assert png.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
-    summaries = {a: report.summarize(a, r, {}, tail=2) for a, r in rows.items()}
-    text = report.markdown_report(
-        summaries,
-        {"parameters": 83008, "seed": 0, "steps": 5, "batch_size": 4, "group_size": 4, "max_response_length": 4,
-         "temperature": 1.0, "lr": 0.005},
-        {"grpo": 60.0, "ebpo": 61.0, "total": 125.0, "peak_pss_gib": 3.2, "peak_rss_sum_gib": 5.0},
-        tail=2,
-    )
-    assert "| training reward, last 2 steps | 0.450 | 0.450 |" in text
-    assert "no difference this single run can resolve" in text
-    assert "3.20 GiB PSS" in text
+# -- per-run series: known answers ----------------------------------------------------------------------------------
 
 
-def test_cli_arguments_default_to_the_documented_job():
+def test_run_series_grpo_counts_all_equal_groups_as_no_signal(tmp_path):
+    metrics = verl_logs.read_metrics(_metrics_file(tmp_path / "m.jsonl", [
+        (0, {"val-core/s/acc/mean@1": 0.0}),
+        (1, {"critic/score/mean": 0.125, "timing_s/step": 2.0, "timing_s/gen": 1.0}),
+        (2, {"critic/score/mean": 0.5, "timing_s/step": 4.0, "timing_s/gen": 2.0}),
+        (2, {"val-core/s/acc/mean@1": 1 / 3}),
+    ]))
+    _dump(tmp_path / "r", 1, [[0, 0], [0, 0], [0, 0], [1, 0]])
+    _dump(tmp_path / "r", 2, [[1, 1], [0, 0], [1, 0], [0, 1]])
+    s = report.run_series("grpo", 0, metrics, verl_logs.read_rollout_dumps(tmp_path / "r"), B, G, wall_s=30.0)
+    assert s.steps == 2 and s.answers.tolist() == [8, 8] and s.cum_answers.tolist() == [8, 16]
+    assert s.reward.tolist() == [0.125, 0.5] and s.trained_reward.tolist() == [0.125, 0.5]
+    assert s.no_signal.tolist() == [6 / 8, 4 / 8]
+    assert s.step_time.tolist() == [2.0, 4.0] and s.phases == {"step": 3.0, "gen": 1.5}
+    assert (s.greedy_before, s.greedy_after, s.wall_s) == (0.0, 1 / 3, 30.0)
+
+
+def _dapo_step(score, evicted, surplus, dropped_reward):
+    return {"critic/score/mean": score, "training/filter_groups/evicted_samples": evicted,
+            "training/filter_groups/discarded_surplus_samples": surplus,
+            verl_logs.DISCARDED_ANSWERS: (evicted + surplus) * G, verl_logs.DISCARDED_REWARD_SUM: dropped_reward,
+            "timing_s/step": 1.0}
+
+
+def test_run_series_dapo_counts_and_scores_every_answer_generated(tmp_path):
+    # step 1: 4 groups trained (mean 0.5), 3 all-wrong groups evicted, 1 surplus group (rewards 1, 0) dropped
+    metrics = {1: _dapo_step(0.5, 3, 1, 1.0), 2: _dapo_step(0.75, 0, 0, 0.0)}
+    _dump(tmp_path / "r", 1, [[1, 0], [0, 1], [1, 0], [1, 0]])
+    _dump(tmp_path / "r", 2, [[1, 1], [1, 0], [1, 0], [1, 1]])
+    s = report.run_series("dapo", 0, metrics, verl_logs.read_rollout_dumps(tmp_path / "r"), B, G)
+    assert s.answers.tolist() == [16, 8]
+    assert s.reward.tolist() == [(0.5 * 8 + 1.0) / 16, 0.75]
+    assert s.trained_reward.tolist() == [0.5, 0.75]
+    assert s.no_signal.tolist() == [(0 + 8) / 16, 4 / 8]  # dropped answers taught nothing
+    del metrics[1][verl_logs.DISCARDED_REWARD_SUM]
+    with pytest.raises(ValueError, match="dropped 8 answers but their rewards were not logged"):
+        report.run_series("dapo", 0, metrics, {}, B, G)
+
+
+def test_run_series_ebpo_takes_its_own_zero_advantage_share_and_refuses_gaps():
+    metrics = {1: {"critic/score/mean": 0.25, "ebpo/zero_adv_frac": 0.0},
+               2: {"critic/score/mean": 0.5, "ebpo/zero_adv_frac": 0.25}}
+    s = report.run_series("ebpo", 1, metrics, {}, B, G)
+    assert s.no_signal.tolist() == [0.0, 0.25] and s.answers.tolist() == [8, 8]
+    assert math.isnan(s.step_time[0]) and s.greedy_after is None
+    with pytest.raises(ValueError, match="expected 1..N"):
+        report.run_series("ebpo", 1, {1: metrics[1], 3: metrics[2]}, {}, B, G)
+
+
+# -- over seeds -------------------------------------------------------------------------------------------
+
+
+def _series(algo, seed, rewards, answers=None, greedy=0.5):
+    n = len(rewards)
+    answers = np.full(n, float(B * G)) if answers is None else np.asarray(answers, dtype=float)
+    return report.RunSeries(algo=algo, seed=seed, answers=answers, reward=np.asarray(rewards, dtype=float),
+                            trained_reward=np.asarray(rewards, dtype=float), no_signal=np.full(n, 0.5),
+                            step_time=np.full(n, 1.0), phases={"gen": 0.6, "update_actor": 0.2, "step": 1.0},
+                            greedy_before=0.0, greedy_after=greedy, wall_s=30.0 + n)
+
+
+def _fake_runs():
+    # 12 steps, tail 10: final reward = mean of steps 3..12
+    runs = {"grpo": [], "dapo": [], "ebpo": []}
+    for seed, shift in enumerate((0.0, 0.1, 0.2)):
+        runs["grpo"].append(_series("grpo", seed, [0.1] * 2 + [0.3 + shift] * 10, greedy=0.3 + shift))
+        runs["ebpo"].append(_series("ebpo", seed, [0.1] * 2 + [0.4 + shift + 0.01 * seed] * 10, greedy=0.5))
+        # DAPO generates twice the answers from step 7 on: its budget window ends earlier
+        answers = [B * G] * 6 + [2 * B * G] * 6
+        runs["dapo"].append(_series("dapo", seed, [0.1] * 2 + [0.2] * 4 + [0.6 + shift] * 6, answers=answers,
+                                    greedy=0.4))
+    return runs
+
+
+def test_summarize_keeps_the_issue_shape_and_its_numbers_come_from_stats():
+    runs = _fake_runs()
+    summary = report.summarize(runs)
+    assert set(summary) >= {"algos", "comparisons"}
+    for algo in runs:
+        a = summary["algos"][algo]
+        assert {"seeds", "final_reward_mean", "final_reward_ci95", "answers_generated", "greedy_accuracy_mean"} <= set(a)
+        assert a["seeds"] == [0, 1, 2]
+    grpo = summary["algos"]["grpo"]
+    expected = mean_ci([0.3, 0.4, 0.5])
+    assert grpo["final_reward_mean"] == pytest.approx(expected.mean)
+    assert grpo["final_reward_ci95"] == pytest.approx(expected.as_list())
+    assert grpo["answers_generated"] == 12 * B * G
+    assert summary["algos"]["dapo"]["answers_generated"] == 18 * B * G
+    assert grpo["greedy_accuracy_mean"] == pytest.approx(0.4)
+    # DAPO's last 10 steps: 4 x 0.2 + 6 x (0.6 + shift)
+    assert summary["algos"]["dapo"]["final_reward_per_seed"] == pytest.approx([0.44, 0.5, 0.56])
+    # equal budget = GRPO's 96 answers; window = 10 plain steps = 80 answers: DAPO's steps ending at 24..88
+    # answers (steps 3..9: 4 x 0.2 with 8 answers, 3 x (0.6 + shift) with 16 answers)
+    assert summary["equal_budget_answers"] == 96
+    dapo_budget = [(4 * 8 * 0.2 + 3 * 16 * (0.6 + s)) / (4 * 8 + 3 * 16) for s in (0.0, 0.1, 0.2)]
+    assert summary["algos"]["dapo"]["final_reward_at_equal_budget_per_seed"] == pytest.approx(dapo_budget)
+    assert summary["algos"]["grpo"]["final_reward_at_equal_budget_per_seed"] == pytest.approx([0.3, 0.4, 0.5])
+    c = summary["comparisons"]["ebpo-grpo"]
+    diff = paired_diff_ci([0.4, 0.51, 0.62], [0.3, 0.4, 0.5])
+    assert c["diff"] == pytest.approx(diff.mean) and c["ci95"] == pytest.approx(diff.as_list())
+    assert c["verdict"] == verdict("EBPO", "GRPO", diff, "final reward (mean of the last 10 steps)")
+    assert "EBPO is higher than GRPO" in c["verdict"]
+    assert set(summary["comparisons"]) == {"ebpo-grpo", "ebpo-dapo"}
+    assert "no difference resolved" in summary["comparisons"]["ebpo-dapo"]["verdict"] or \
+        "lower" in summary["comparisons"]["ebpo-dapo"]["verdict"]
+    greedy = paired_diff_ci([0.5] * 3, [0.3, 0.4, 0.5])
+    assert c["greedy_accuracy_diff"] == pytest.approx(greedy.mean)
+    json.dumps(report.json_safe(summary), allow_nan=False)
+
+
+def test_one_seed_gives_no_interval_and_says_so():
+    runs = {a: [_series(a, 0, [0.2] * 10)] for a in ("grpo", "ebpo")}
+    summary = report.summarize(runs)
+    assert summary["algos"]["grpo"]["final_reward_ci95"] == [None, None]
+    assert "one seed, no interval" in summary["comparisons"]["ebpo-grpo"]["verdict"]
+    assert report.summarize({"grpo": runs["grpo"]})["comparisons"] == {}
+
+
+def test_outputs_csv_plot_report_and_time_table(tmp_path):
+    runs = _fake_runs()
+    summary = report.summarize(runs)
+    rows = list(csv.DictReader(io.StringIO(report.steps_csv(runs))))
+    assert len(rows) == 3 * 3 * 12
+    dapo0 = [r for r in rows if r["algo"] == "dapo" and r["seed"] == "0"]
+    assert dapo0[-1]["cum_answers"] == str(18 * B * G) and float(dapo0[-1]["reward_generated"]) == pytest.approx(0.6)
+    report.plot(runs, tmp_path / "curves.png")
+    assert (tmp_path / "curves.png").read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
+    table = report.time_rows(runs)
+    assert table[0]["algo"] == "grpo" and table[0]["step_s"] == pytest.approx(1.0)
+    assert table[0]["startup_s"] == pytest.approx(30.0)  # wall 42 s minus 12 steps of 1 s
+    assert table[0]["other"] == pytest.approx(1.0 - 0.6 - 0.2)
+    settings = {"parameters": 83008, "seeds": [0, 1, 2], "steps": 12, "batch_size": B, "group_size": G,
+                "lr": 0.005, "temperature": 1.0}
+    text = report.markdown_report(summary, settings, table)
+    assert summary["comparisons"]["ebpo-grpo"]["verdict"] in text
+    assert "| GRPO | 0.400 | [" in text and "| algorithm | runs | run wall (s)" in text
+    assert report.json_safe({"a": [math.nan, np.float64(1.5), np.int64(2)]}) == {"a": [None, 1.5, 2]}
+    assert report.smooth(np.array([1.0, 2.0, 3.0, 4.0]), 2).tolist() == [1.0, 1.5, 2.5, 3.5]
+
+
+# -- options and command line -------------------------------------------------------------------------------------
+
+
+def test_cli_options_follow_the_spec():
     parser = argparse.ArgumentParser()
     add_arguments(parser)
-    args = parser.parse_args([])
-    assert (args.steps, args.batch_size, args.group_size, args.out) == (
-        DEFAULTS["steps"], DEFAULTS["batch_size"], 4, "runs/demo")
-    assert parser.parse_args(["--steps", "3", "--algorithms", "ebpo"]).algorithms == "ebpo"
+    default = options_from_args(parser.parse_args([]))
+    assert default == DemoOptions()
+    assert default.algos == ("grpo", "dapo", "ebpo") and default.seed_list == [0, 1, 2] and default.steps == 60
+    opts = options_from_args(parser.parse_args(["--algos", "ebpo, DrGRPO", "--seeds", "2", "--steps", "8",
+                                                "--batch-size", "16", "--out", "x"]))
+    assert opts.algos == ("ebpo", "drgrpo") and opts.seed_list == [0, 1] and opts.batch_size == 16
+    assert options_from_args(parser.parse_args(["--quick"])).seed_list == [0]
+    assert opts.train_rows >= 4 * 16 * 8
+    for algo in ALGORITHMS:
+        assert any(o.startswith("algorithm.adv_estimator=") for o in opts.overrides(algo))
+    assert "algorithm.filter_groups.enable=True" in DemoOptions().overrides("dapo")
+    assert "actor_rollout_ref.actor.clip_ratio_high=0.28" in DemoOptions().overrides("dapo")
+
+
+@pytest.mark.parametrize("argv, message", [
+    (["--algos", "grpo,ppo"], "algos must be a comma-separated list"),
+    (["--seeds", "0"], "seeds must be a whole number in [1, 1000]"),
+    (["--steps", "1.5"], "steps must be a whole number"),
+    (["--group-size", "1"], "group_size must be a whole number in [2, 64]"),
+])
+def test_cli_refuses_bad_options_in_one_line(argv, message, capsys):
+    assert cli.main(["demo", *argv]) == 1
+    err = capsys.readouterr().err
+    assert err.startswith("verl-ebpo demo: ") and message in err and len(err.strip().splitlines()) == 1
+
+
+def test_docs_show_the_option_and_algorithm_tables():
+    doc = (REPO / "docs" / "demo.md").read_text()
+    assert DemoOptions.markdown_table(key_header="option") in doc
+    assert algorithms_table() in doc

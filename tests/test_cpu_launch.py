@@ -86,7 +86,7 @@ def test_run_main_ppo_kills_a_silent_hang(tmp_path, monkeypatch):
 def test_ray_worker_errors_quotes_recent_tracebacks(tmp_path, monkeypatch):
     (tmp_path / "worker-1.err").write_text("noise\nTraceback (most recent call last):\n  boom\nValueError: bad reward\n")
     (tmp_path / "worker-2.err").write_text("all fine\n")
-    monkeypatch.setattr(launch, "RAY_LOG_GLOB", str(tmp_path / "worker-*.err"))
+    monkeypatch.setattr(launch, "RAY_LOG_GLOBS", (str(tmp_path / "worker-*.err"),))
     text = launch.ray_worker_errors(since=0)
     assert "ValueError: bad reward" in text and "worker-1.err" in text and "worker-2.err" not in text
     assert launch.ray_worker_errors(since=time.time() + 100) == ""
@@ -166,13 +166,42 @@ def test_build_model_is_deterministic_and_warm_start_learns(tmp_path):
     assert last < first / 2
 
 
-@pytest.mark.parametrize("override", ["algorithm.filter_groups.enable=True",
-                                      "+trainer.v1.sampler.sync_refill_failed_groups=true"])
-def test_dapo_filtering_is_refused_with_the_fast_poll_buffer(tmp_path, override):
-    with pytest.raises(ValueError, match="fast_poll=False"):
-        _run(tmp_path, extra=[override]).overrides()
-    slow = _run(tmp_path, extra=[override], fast_poll=False).overrides()
-    assert override in slow and not any("custom_sampler" in o for o in slow)
+def _composed(run):
+    from hydra import compose, initialize_config_dir
+    from omegaconf import OmegaConf
+
+    import verl.trainer
+
+    config_dir = os.path.join(os.path.dirname(verl.trainer.__file__), "config")
+    with initialize_config_dir(config_dir=config_dir, version_base=None):
+        cfg = compose(config_name="ppo_trainer", overrides=run.overrides())
+    OmegaConf.resolve(cfg)
+    return cfg
+
+
+def test_dapo_filtering_reaches_the_fast_poll_buffer_through_linked_config(tmp_path):
+    from verl_ebpo.cpu.replay import filter_arguments
+
+    cfg = _composed(_run(tmp_path, train_batch_size=6, extra=["algorithm.filter_groups.enable=True"]))
+    assert cfg.trainer.v1.sampler.custom_sampler.name == "CPUReplayBuffer"
+    assert filter_arguments(cfg.trainer.v1.sampler.sampler_kwargs.verl) == {
+        "filter_groups_metric": "reward", "sync_refill_failed_groups": False, "train_batch_size": 6,
+        "gen_batch_size": 1, "max_inflight_gen_batches": 1}
+    slow = _run(tmp_path, extra=["algorithm.filter_groups.enable=True"], fast_poll=False).overrides()
+    assert not any("custom_sampler" in o or "sampler_kwargs" in o for o in slow)
+
+
+def test_a_run_joining_a_shared_cluster_carries_its_environment(tmp_path):
+    run = _run(tmp_path, ray_address="127.0.0.1:6543")
+    cfg = _composed(run)
+    init = cfg.ray_kwargs.ray_init
+    assert init.address == "127.0.0.1:6543" and init.num_cpus is None and "num_gpus" not in init
+    env = init.runtime_env.env_vars
+    assert env.VERL_FILE_LOGGER_PATH == str(run.metrics_file)
+    assert env.VERL_USE_EXTERNAL_MODULES == "verl_ebpo.cpu" and env.VERL_PLATFORM == "cpu"
+    odd = launch._quoted("a,b'c[1]")
+    assert odd == "'a,b\\'c[1]'"
+    assert _composed(_run(tmp_path)).ray_kwargs.ray_init.num_cpus == 16  # a run of its own starts its cluster
 
 
 def test_cpu_platform_touches_no_environment_unless_selected(monkeypatch):

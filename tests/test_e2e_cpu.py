@@ -1,17 +1,19 @@
 """End to end: verl's real trainer (`python -m verl.trainer.main_ppo`, V1) on the CPU backend.
 
-Four trainer launches (each ~1 min of Ray start-up), shared by the tests below:
+Nine trainer launches (each ~1 min of start-up), shared by the tests below:
 - run A: `adv_estimator=ebpo`, 3 steps, math reward (verl_ebpo.rewards through verl's reward loop),
   difficulty order (verl_ebpo.samplers), EBPOCheckpointCallback, checkpoints at steps 2 and 3;
 - run B: resumes run A's checkpoint directory (verl's resume_mode=auto) for step 4;
 - run C: `adv_estimator=grpo`, topic order, the callback configured but inactive, 2 steps;
-- the demo (`python -m verl_ebpo.cli demo`), 2 steps per algorithm.
+- the demo (`python -m verl_ebpo.cli demo`): GRPO, DAPO, EBPO x 2 seeds x 8 steps (six runs, one after the
+  other, on one Ray cluster).
 Every expected number is recomputed here from what verl wrote (rollout dumps, metrics, checkpoints).
 Run the fast tests alone with `python -m pytest -m "not e2e"`.
 """
 
 import json
 import math
+import os
 import random
 import re
 import subprocess
@@ -22,12 +24,13 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from verl_ebpo.cpu import assets
+from verl_ebpo.cpu import assets, verl_logs
 from verl_ebpo.cpu.launch import CPURun, run_main_ppo
 
 pytestmark = pytest.mark.e2e
 
 BATCH, GROUP = 8, 4
+GROUP_DEMO = 4  # the demo's default G
 ANSWERS = BATCH * GROUP
 N_ROWS = 32  # 4 topics x 8 rows; 4 steps of BATCH prompts
 TOPICS = ("t0", "t1", "t2", "t3")
@@ -268,23 +271,86 @@ def test_grpo_trains_with_topic_order_and_the_callback_stays_out(data, run_c):
     assert (ckpt / "actor").is_dir() and not (ckpt / "ebpo_prior.json").exists()
 
 
-# -- the demo (the README's main job), shortened -----------------------------------------------------------
+# -- the demo: three algorithms x two seeds, one Ray cluster -----------------------------------------------
 
 
-def test_demo_runs_both_algorithms_and_writes_its_report(tmp_path):
-    out = tmp_path / "demo"
-    proc = subprocess.run(
-        [sys.executable, "-m", "verl_ebpo.cli", "demo", "--out", str(out), "--steps", "2", "--batch-size", "8"],
-        cwd=REPO, capture_output=True, text=True, timeout=900,
-    )
+def test_shared_ray_cluster_is_private_and_leaves_nothing_behind():
+    """Its address is not published where a plain `ray.init()` looks (/tmp/ray/ray_current_cluster): another
+    job on the machine must start its own cluster, not join (or fail to join) ours."""
+    import glob
+    import socket
+
+    from verl_ebpo.cpu.launch import SHARED_RAY_PREFIX, shared_ray_cluster
+
+    default_file = Path("/tmp/ray/ray_current_cluster")
+    before = default_file.read_text() if default_file.exists() else None
+    with shared_ray_cluster() as address:
+        host, port = address.rsplit(":", 1)
+        socket.create_connection((host, int(port)), timeout=10).close()  # the cluster is up
+        assert (default_file.read_text() if default_file.exists() else None) == before
+        assert len(os.environ["RAY_AUTH_TOKEN"]) == 64
+    with pytest.raises(OSError):
+        socket.create_connection((host, int(port)), timeout=5).close()
+    assert "RAY_AUTH_TOKEN" not in os.environ
+    assert not glob.glob(f"/tmp/{SHARED_RAY_PREFIX}*/session_latest")
+
+
+DEMO_ARGS = ["--algos", "grpo,dapo,ebpo", "--seeds", "2", "--steps", "8", "--batch-size", "8"]
+
+
+@pytest.fixture(scope="module")
+def demo(tmp_path_factory):
+    out = tmp_path_factory.mktemp("demo") / "out"
+    proc = subprocess.run([sys.executable, "-m", "verl_ebpo.cli", "demo", *DEMO_ARGS, "--out", str(out)],
+                          cwd=REPO, capture_output=True, text=True, timeout=1500)
     assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
-    lines = (out / "steps.csv").read_text().splitlines()
-    assert lines[0].startswith("algorithm,step,reward,zero_adv_frac")
-    assert [line.split(",")[:2] for line in lines[1:]] == [["grpo", "1"], ["grpo", "2"], ["ebpo", "1"], ["ebpo", "2"]]
+    return {"out": out, "stdout": proc.stdout, "summary": json.loads((out / "summary.json").read_text())}
+
+
+def test_demo_runs_verls_trainer_six_times_on_one_cluster_and_writes_the_summary(demo):
+    out, summary = demo["out"], demo["summary"]
+    assert set(summary["algos"]) == {"grpo", "dapo", "ebpo"} and set(summary["comparisons"]) == {"ebpo-grpo", "ebpo-dapo"}
+    for algo, a in summary["algos"].items():
+        assert a["seeds"] == [0, 1]
+        assert 0 <= a["final_reward_mean"] <= 1 and len(a["final_reward_ci95"]) == 2
+        assert a["final_reward_ci95"][0] <= a["final_reward_mean"] <= a["final_reward_ci95"][1]
+        assert isinstance(a["answers_generated"], int) and 0 <= a["greedy_accuracy_mean"] <= 1
+        for seed in (0, 1):
+            log = (out / "runs" / algo / f"seed{seed}" / "trainer.log").read_text()
+            assert "Connecting to existing Ray cluster" in log  # joined the demo's cluster, started none
+            metrics = verl_logs.read_metrics(out / "runs" / algo / f"seed{seed}" / "metrics.jsonl")
+            assert [s for s in metrics if verl_logs.SCORE in metrics[s]] == list(range(1, 9))
+    for c in summary["comparisons"].values():
+        assert isinstance(c["diff"], float) and len(c["ci95"]) == 2 and c["verdict"] in demo["stdout"]
+        lo, hi = c["ci95"]
+        assert ("no difference resolved" in c["verdict"]) == (lo <= 0 <= hi)
+    assert summary["seconds"] > 0 and summary["timings"]["peak_pss_gib"] > 0.5
     assert (out / "reward_curves.png").read_bytes()[:4] == b"\x89PNG"
-    summary = json.loads((out / "summary.json").read_text())
-    assert set(summary["summaries"]) == {"grpo", "ebpo"}
-    assert summary["timings"]["peak_pss_gib"] > 0.5
-    report = (out / "report.md").read_text()
-    assert "| training reward, final step |" in report
-    assert "GRPO  training reward" in proc.stdout and "EBPO  training reward" in proc.stdout
+    assert summary["comparisons"]["ebpo-dapo"]["verdict"] in (out / "report.md").read_text()
+
+
+def test_demo_pairs_seeds_and_dapo_filters_through_the_cpu_buffer(demo):
+    out, summary = demo["out"], demo["summary"]
+    for seed in (0, 1):  # seed s: the same initial model for every algorithm (greedy accuracy before training)
+        before = {a: verl_logs.validation_accuracy(verl_logs.read_metrics(out / "runs" / a / f"seed{seed}" /
+                                                                          "metrics.jsonl"))[0] for a in summary["algos"]}
+        assert len(set(before.values())) == 1, before
+    dropped_total = 0
+    for seed in (0, 1):
+        run = out / "runs" / "dapo" / f"seed{seed}"
+        metrics = verl_logs.read_metrics(run / "metrics.jsonl")
+        dumps = verl_logs.read_rollout_dumps(run / "rollouts")
+        for step in range(1, 9):
+            m = metrics[step]
+            groups = m.get(verl_logs.DAPO_EVICTED_GROUPS, 0) + m.get(verl_logs.DAPO_SURPLUS_GROUPS, 0)
+            # verl's own eviction counts (in groups) and the buffer's tally of the answers it cleared agree
+            assert m[verl_logs.DISCARDED_ANSWERS] == groups * GROUP_DEMO
+            dropped_total += groups
+            # verl's filter ran: no group trained on had all answers scoring the same
+            assert all(max(v) > min(v) for v in verl_logs.group_scores(dumps[step]).values())
+            assert len(dumps[step]) == 8 * GROUP_DEMO
+    assert dropped_total > 0  # a random model: most groups all wrong at first
+    for algo in ("grpo", "ebpo"):
+        m = verl_logs.read_metrics(out / "runs" / algo / "seed0" / "metrics.jsonl")
+        assert all(m[s][verl_logs.DISCARDED_ANSWERS] == 0 for s in range(1, 9))
+    assert summary["algos"]["dapo"]["answers_generated"] > summary["algos"]["grpo"]["answers_generated"] == 8 * 8 * 4

@@ -11,7 +11,7 @@ import sys
 
 SUBCOMMANDS = {
     # name: (module, one-line help)
-    "demo": ("verl_ebpo.demo", "train a tiny model on CPU with verl's real trainer: GRPO vs EBPO"),
+    "demo": ("verl_ebpo.demo", "EBPO vs GRPO / DAPO (/ Dr.GRPO) on CPU with verl's real trainer, over seeds"),
     "inspect": ("verl_ebpo.checkpoint", "print the EBPO prior saved in a verl checkpoint folder"),
     "label-topics": ("verl_ebpo.samplers.labeling", "add a topic label to a verl RL parquet file"),
     "label-difficulty": ("verl_ebpo.samplers.labeling", "add a pass-rate difficulty to a verl RL parquet file"),

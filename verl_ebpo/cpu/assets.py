@@ -14,11 +14,12 @@ Everything is deterministic given the seed and takes well under a second.
 
 from __future__ import annotations
 
-import json
 import os
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Iterable, Mapping, Optional, Sequence
+
+from verl_ebpo.files import atomic_output
 
 PAD, EOS, UNK = "<pad>", "<eos>", "<unk>"
 ROLE_TOKENS = ("<|system|>", "<|user|>", "<|assistant|>")
@@ -200,12 +201,6 @@ def write_rl_parquet(rows: Iterable[dict], path: str | os.PathLike) -> Path:
         raise ValueError(f"no rows to write to {path}")
     path = Path(path)
     path.parent.mkdir(parents=True, exist_ok=True)
-    pd.DataFrame(rows).to_parquet(path, index=False)
-    return path
-
-
-def write_json(obj, path: str | os.PathLike) -> Path:
-    path = Path(path)
-    path.parent.mkdir(parents=True, exist_ok=True)
-    path.write_text(json.dumps(obj, indent=2, sort_keys=True) + "\n")
+    with atomic_output(path) as tmp:
+        pd.DataFrame(rows).to_parquet(tmp, index=False)
     return path

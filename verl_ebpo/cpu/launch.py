@@ -19,7 +19,10 @@ Each CPU-specific override, and why (stock verl fails without it; measured on a 
   rollout's and the trainer's log-probs equal);
 - `data.dataloader_num_workers=0`, `rollout.agent.num_workers=1`, `reward.num_workers=1`;
 - `trainer.v1.sampler.custom_sampler` = `verl_ebpo.cpu.replay.CPUReplayBuffer` (polls for finished
-  rollouts every 0.2 s instead of 2 s: a CPU step of 32 answers drops from ~2.3 s to ~0.9 s).
+  rollouts every 0.2 s instead of 2 s: a CPU step of 32 answers drops from ~2.3 s to ~0.9 s), with
+  `sampler_kwargs.verl.*` linked to the config nodes DAPO's group filtering is derived from.
+Several runs, one after the other, can share one Ray cluster: `with shared_ray_cluster() as address:
+CPURun(..., ray_address=address)`.
 Environment: `VERL_USE_EXTERNAL_MODULES=verl_ebpo.cpu` (imported by verl in every process; registers
 the platform and rollout), `VERL_PLATFORM=cpu`, `VERL_ENGINE_DEVICE=cuda` (verl's FSDP engine is
 registered for cuda/npu only and runs unchanged on CPU tensors).
@@ -35,12 +38,17 @@ import subprocess
 import sys
 import threading
 import time
+from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Callable, Optional, Sequence
+from typing import Callable, Iterator, Optional, Sequence
 
 CPU_MODULE = "verl_ebpo.cpu"
-RAY_LOG_GLOB = "/tmp/ray/session_latest/logs/worker-*.err"
+SHARED_RAY_PREFIX = "verl_ebpo_ray_"  # temp dir of a `shared_ray_cluster`
+RAY_LOG_GLOBS = (
+    "/tmp/ray/session_latest/logs/worker-*.err",
+    os.path.join(os.environ.get("TMPDIR", "/tmp"), SHARED_RAY_PREFIX + "*", "session_latest", "logs", "worker-*.err"),
+)
 
 
 class TrainerFailed(RuntimeError):
@@ -88,14 +96,100 @@ def merge_overrides(base: Sequence[str], extra: Sequence[str]) -> list[str]:
     return list(merged.values())
 
 
-def _refuse_dapo_with_fast_poll(extra) -> None:
-    """verl hands a custom replay buffer only its base arguments, so DAPO's group filtering would be dropped
-    silently with CPUReplayBuffer: refuse it instead (use CPURun(fast_poll=False) for DAPO on CPU)."""
-    for item in extra or ():
-        key, _, value = str(item).lstrip("+").partition("=")
-        if key in ("algorithm.filter_groups.enable", "trainer.v1.sampler.sync_refill_failed_groups") and \
-                value.strip().lower() == "true":
-            raise ValueError(f"{item!r} needs verl's own replay buffer: use CPURun(fast_poll=False)")
+# sampler_kwargs.verl.<name> -> the verl config node it links to (a Hydra interpolation, resolved by verl's
+# TaskRunner before the trainer builds its replay buffer); read by `verl_ebpo.cpu.replay.filter_arguments`.
+VERL_CONFIG_LINKS = {
+    "filter_groups": "algorithm.filter_groups",
+    "train_batch_size": "data.train_batch_size",
+    "gen_batch_size": "data.gen_batch_size",
+    "sync_refill_failed_groups": "trainer.v1.sampler.sync_refill_failed_groups",
+    "reward_model_enable": "reward.reward_model.enable",
+    "reward_model_enable_resource_pool": "reward.reward_model.enable_resource_pool",
+}
+
+
+def sampler_link_overrides() -> list[str]:
+    """Hydra overrides that hand `CPUReplayBuffer` the config nodes verl derives its buffer's DAPO arguments
+    from (`verl_ebpo.cpu.replay.VERL_CONFIG_LINKS`), as interpolations verl resolves before building it."""
+    return [f"+trainer.v1.sampler.sampler_kwargs.verl.{name}=${{{node}}}" for name, node in VERL_CONFIG_LINKS.items()]
+
+
+# What a run that joins a running cluster must still give its Ray job (the cluster's processes may have been
+# started with another environment): the CPU backend's variables, and the run's own metrics file.
+_JOB_ENV = ("VERL_USE_EXTERNAL_MODULES", "VERL_PLATFORM", "VERL_ENGINE_DEVICE", "VERL_FILE_LOGGER_PATH",
+            "TOKENIZERS_PARALLELISM")
+
+
+def _quoted(value: str) -> str:
+    """A Hydra override value as a quoted string (commas, brackets and spaces stay literal)."""
+    return "'" + str(value).replace("\\", "\\\\").replace("'", "\\'") + "'"
+
+
+def _free_port() -> int:
+    import socket
+
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return sock.getsockname()[1]
+
+
+@contextmanager
+def shared_ray_cluster(num_cpus: int = 16, num_gpus: int = 1, timeout_s: float = 180) -> Iterator[str]:
+    """Start one local Ray cluster for several CPU runs of verl; yields its address for `CPURun(ray_address=)`.
+
+    verl's driver joins it (`ray_kwargs.ray_init.address`) instead of starting and stopping a cluster per
+    run. Runs must join it one at a time: verl 0.9.1's TransferQueue controller is a single named actor per
+    cluster (`TransferQueueController` in namespace `transfer_queue`), so two runs at once would share it and
+    mix their data. `num_cpus` and `num_gpus` are logical (see the module docstring). The cluster (`ray start --head --block`, its own
+    process group, free ports) gets the CPU backend's environment and its own authentication token, which
+    the runs started inside the block inherit (Ray's default token file, ~/.ray/auth_token, is rewritten by
+    every other cluster started on the machine). It is stopped when the block ends, also on error.
+    """
+    import secrets
+    import shutil as _shutil
+    import tempfile
+
+    ray_cli = _shutil.which("ray", path=os.path.dirname(sys.executable)) or _shutil.which("ray")
+    if ray_cli is None:
+        raise RuntimeError("shared_ray_cluster: the `ray` command is not installed next to this Python")
+    auth = {"RAY_AUTH_MODE": "token", "RAY_AUTH_TOKEN": secrets.token_hex(32)}
+    port = _free_port()
+    # A private temp dir: `ray start` records its address in <temp dir>/ray_current_cluster, and a plain
+    # `ray.init()` elsewhere on the machine (verl's default) would try to join whatever /tmp/ray's copy names.
+    temp_dir = tempfile.mkdtemp(prefix=SHARED_RAY_PREFIX)
+    command = [
+        ray_cli, "start", "--head", "--block", f"--port={port}", "--node-ip-address=127.0.0.1", f"--temp-dir={temp_dir}",
+        f"--num-cpus={num_cpus}", f"--num-gpus={num_gpus}", "--include-dashboard=false", "--disable-usage-stats",
+        f"--ray-client-server-port={_free_port()}", f"--dashboard-agent-listen-port={_free_port()}",
+    ]
+    proc = subprocess.Popen(command, env={**cpu_env(), **auth}, stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
+                            text=True, start_new_session=True)
+    saved = {k: os.environ.get(k) for k in auth}
+    try:
+        output: list[str] = []
+        ready = threading.Event()
+
+        def read() -> None:
+            for line in proc.stdout:
+                output.append(line)
+                if "Ray runtime started" in line:
+                    ready.set()
+
+        threading.Thread(target=read, daemon=True).start()
+        deadline = time.time() + timeout_s
+        while not ready.wait(0.5):
+            if proc.poll() is not None or time.time() > deadline:
+                raise RuntimeError("shared_ray_cluster: `ray start` failed:\n" + "".join(output[-30:]))
+        os.environ.update(auth)  # the runs started in the block join with the cluster's token
+        yield f"127.0.0.1:{port}"
+    finally:
+        _kill_group(proc)
+        _shutil.rmtree(temp_dir, ignore_errors=True)
+        for key, value in saved.items():
+            if value is None:
+                os.environ.pop(key, None)
+            else:
+                os.environ[key] = value
 
 
 @dataclass
@@ -122,7 +216,8 @@ class CPURun:
     project_name: str = "verl_ebpo"
     reward_function: Optional[tuple[str, str]] = None  # (path, name) for reward.custom_reward_function
     loggers: tuple[str, ...] = ("console", "file")
-    fast_poll: bool = True  # verl_ebpo.cpu.replay.CPUReplayBuffer (no DAPO group filtering with it)
+    fast_poll: bool = True  # verl_ebpo.cpu.replay.CPUReplayBuffer (DAPO's group filtering kept)
+    ray_address: Optional[str] = None  # join this running Ray cluster (see `shared_ray_cluster`) instead of starting one
     extra: list[str] = field(default_factory=list)
 
     @property
@@ -189,16 +284,23 @@ class CPURun:
             f"trainer.project_name={self.project_name}",
             f"trainer.experiment_name={self.experiment_name}",
             f"trainer.default_local_dir={self.checkpoint_dir}",
-            "ray_kwargs.ray_init.num_cpus=16",
-            "+ray_kwargs.ray_init.num_gpus=1",
-            "+ray_kwargs.ray_init.include_dashboard=False",
             "transfer_queue.backend.SimpleStorage.num_data_storage_units=1",
         ]
+        if self.ray_address is None:
+            base += [
+                "ray_kwargs.ray_init.num_cpus=16",
+                "+ray_kwargs.ray_init.num_gpus=1",
+                "+ray_kwargs.ray_init.include_dashboard=False",
+            ]
+        else:  # the cluster's resources are set; the job carries the CPU backend's environment
+            env = self.env()
+            base += [f"+ray_kwargs.ray_init.address={self.ray_address}"]
+            base += [f"+ray_kwargs.ray_init.runtime_env.env_vars.{k}={_quoted(env[k])}" for k in _JOB_ENV if k in env]
         if self.fast_poll:
-            _refuse_dapo_with_fast_poll(self.extra)
             base += [
                 "trainer.v1.sampler.custom_sampler.path=pkg://verl_ebpo.cpu.replay",
                 "trainer.v1.sampler.custom_sampler.name=CPUReplayBuffer",
+                *sampler_link_overrides(),
             ]
         if self.reward_function is not None:
             path, name = self.reward_function
@@ -215,7 +317,7 @@ class CPURun:
 def ray_worker_errors(since: float, max_chars: int = 6000) -> str:
     """Tracebacks/errors from Ray's worker logs modified after `since` (epoch seconds)."""
     chunks = []
-    for path in sorted(glob.glob(RAY_LOG_GLOB)):
+    for path in sorted(p for pattern in RAY_LOG_GLOBS for p in glob.glob(pattern)):
         try:
             if os.path.getmtime(path) < since:
                 continue

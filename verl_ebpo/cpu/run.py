@@ -1,6 +1,6 @@
 """`python -m verl_ebpo.cpu.run [--out DIR] [--steps N] [HYDRA_OVERRIDE ...]`: a short CPU job of verl.
 
-Builds the tiny model and the demo's successor task in `DIR/assets` (offline), then runs verl's real
+Builds the tiny model and the successor task (`verl_ebpo.cpu.task`) in `DIR/assets` (offline), then runs verl's real
 trainer (`python -m verl.trainer.main_ppo`) on the CPU backend for N steps (default 2, GRPO, G=4) and
 prints each step's reward and time. Extra arguments are Hydra overrides for verl and replace ours of
 the same key, e.g. `algorithm.adv_estimator=ebpo` or `trainer.save_freq=1`.
@@ -9,8 +9,6 @@ the same key, e.g. `algorithm.adv_estimator=ebpo` or `trainer.save_freq=1`.
 from __future__ import annotations
 
 import argparse
-import json
-import re
 import shutil
 import sys
 import time
@@ -18,11 +16,7 @@ from pathlib import Path
 
 
 def _echo(line: str) -> None:
-    step = re.search(r"\bstep:(\d+) - ", line)
-    score = re.search(r"critic/score/mean:([0-9.eE+-]+)", line)
-    if step and score:
-        print(f"  step {step.group(1)}: reward {float(score.group(1)):.3f}", flush=True)
-    elif "Traceback" in line or "Error:" in line:
+    if "Traceback" in line or "Error:" in line:
         print(line[:240], flush=True)
 
 
@@ -35,9 +29,8 @@ def main(argv=None) -> int:
     parser.add_argument("overrides", nargs="*", help="Hydra overrides for verl (key=value)")
     args = parser.parse_args(argv)
 
-    from verl_ebpo.cpu import assets
+    from verl_ebpo.cpu import assets, task, verl_logs
     from verl_ebpo.cpu.launch import CPURun, TrainerFailed, run_main_ppo
-    from verl_ebpo.demo import task
 
     out = Path(args.out).resolve()
     model = assets.build_model(out / "assets" / "model", seed=args.seed)
@@ -51,7 +44,7 @@ def main(argv=None) -> int:
         out_dir=str(out / "run"),
         steps=args.steps,
         seed=args.seed,
-        reward_function=("pkg://verl_ebpo.demo.task", "compute_score"),
+        reward_function=("pkg://verl_ebpo.cpu.task", "compute_score"),
         extra=list(args.overrides),
     )
     shutil.rmtree(run.out_dir, ignore_errors=True)  # a stale checkpoint would be resumed (resume_mode=auto)
@@ -62,11 +55,10 @@ def main(argv=None) -> int:
     except TrainerFailed as exc:
         print(f"FAILED after {time.time() - started:.0f} s: {exc}", file=sys.stderr)
         return 1
-    lines = run.metrics_file.read_text().splitlines() if run.metrics_file.exists() else []  # no 'file' logger
-    times = [json.loads(line)["data"].get("timing_s/step") for line in lines if line.strip()]
-    times = [t for t in times if t is not None]
-    if times:
-        print(f"step times (s): {', '.join(f'{t:.2f}' for t in times)}")
+    metrics = verl_logs.read_metrics(run.metrics_file) if run.metrics_file.exists() else {}  # no 'file' logger
+    for step, m in sorted(metrics.items()):
+        if verl_logs.SCORE in m:
+            print(f"  step {step}: reward {m[verl_logs.SCORE]:.3f}, {verl_logs.value(m, verl_logs.STEP_TIME, 0.0):.2f} s")
     print(f"verl main_ppo on CPU finished {args.steps} steps in {elapsed:.0f} s (logs: {run.out_dir})")
     return 0
 

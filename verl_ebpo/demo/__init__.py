@@ -1,70 +1,54 @@
-"""`verl-ebpo demo`: train a tiny model on CPU with verl's real trainer, GRPO vs EBPO.
+"""`verl-ebpo demo`: EBPO against verl's GRPO / DAPO (/ Dr.GRPO) on CPU, several seeds, verl's real trainer.
 
-Builds offline a random tiny Llama with a character tokenizer and the successor task
-(`verl_ebpo.demo.task`), runs `python -m verl.trainer.main_ppo` twice on the CPU backend
-(`verl_ebpo.cpu`) from the same seed and sample budget, once with `algorithm.adv_estimator=grpo` and
-once with `ebpo`, and writes to the output folder (default `runs/demo/`): `steps.csv` (per-step
-metrics of both runs), `reward_curves.png`, `report.md`, `summary.json` and each run's verl logs.
+For each seed it builds offline a random tiny Llama, a character tokenizer and the successor task
+(`verl_ebpo.cpu.task`), then trains it with `python -m verl.trainer.main_ppo` once per algorithm on the
+CPU backend (`verl_ebpo.cpu`), all runs joining one Ray cluster. It reads verl's metrics files back and
+writes to the output folder (default `runs/demo/`): `summary.json`, `report.md`, `reward_curves.png`,
+`steps.csv`, and per run verl's own logs under `runs/<algo>/seed<k>/`. See docs/demo.md.
 """
 
 from __future__ import annotations
 
 import argparse
+import dataclasses
+import sys
 
-DEFAULTS = {
-    "out": "runs/demo",
-    "steps": 60,
-    "batch_size": 32,
-    "group_size": 4,
-    "lr": 5e-3,
-    "seed": 0,
-    "max_response_length": 4,
-    "temperature": 1.0,
-    "train_rows": 4096,
-    "timeout": 900,
-}
+from verl_ebpo.demo.options import ALGORITHMS, DemoOptions
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
-    d = DEFAULTS
-    parser.add_argument("--out", default=d["out"], help=f"output folder (default {d['out']})")
-    parser.add_argument(
-        "--steps", type=int, default=d["steps"], help=f"training steps per run (default {d['steps']})"
-    )
-    parser.add_argument(
-        "--batch-size", type=int, default=d["batch_size"], help=f"prompts per step (default {d['batch_size']})"
-    )
-    parser.add_argument(
-        "--group-size", type=int, default=d["group_size"], help=f"answers per prompt, G (default {d['group_size']})"
-    )
-    parser.add_argument("--lr", type=float, default=d["lr"], help=f"actor learning rate (default {d['lr']})")
-    parser.add_argument("--seed", type=int, default=d["seed"], help=f"seed of model, data and sampling (default {d['seed']})")
-    parser.add_argument(
-        "--algorithms", default="grpo,ebpo", help="comma-separated advantage estimators to run (default grpo,ebpo)"
-    )
-    parser.add_argument(
-        "--timeout", type=float, default=d["timeout"], help=f"seconds allowed per training run (default {d['timeout']})"
-    )
-    parser.add_argument("--quiet", action="store_true", help="print only the summary")
+    """One flag per `DemoOptions` field (`--batch-size` for `batch_size`), documented by the field."""
+    for f in dataclasses.fields(DemoOptions):
+        flag = "--" + f.name.replace("_", "-")
+        default = f.metadata.get("default_doc") or f"{f.default}"
+        if isinstance(f.default, bool):
+            parser.add_argument(flag, action="store_true", default=None, help=f.metadata["doc"])
+        else:
+            parser.add_argument(flag, default=None, metavar=f.name.upper(),
+                                help=f"{f.metadata['doc']} (default {default.strip('`')})")
+
+
+def options_from_args(args: argparse.Namespace) -> DemoOptions:
+    names = {f.name for f in dataclasses.fields(DemoOptions)}
+    return DemoOptions.from_mapping({k: v for k, v in vars(args).items() if k in names and v is not None})
 
 
 def run(args: argparse.Namespace) -> int:
-    from verl_ebpo.demo.runner import DemoConfig, run_demo
+    from verl_ebpo.cpu.launch import TrainerFailed
+    from verl_ebpo.demo.runner import run_demo
+    from verl_ebpo.files import OutputPathError
 
-    algorithms = tuple(a.strip() for a in args.algorithms.split(",") if a.strip())
-    config = DemoConfig(
-        out=args.out,
-        steps=args.steps,
-        batch_size=args.batch_size,
-        group_size=args.group_size,
-        lr=args.lr,
-        seed=args.seed,
-        algorithms=algorithms,
-        timeout_s=args.timeout,
-        verbose=not args.quiet,
-    )
-    run_demo(config)
+    try:
+        options = options_from_args(args)
+        run_demo(options)
+    except (ValueError, OutputPathError, TrainerFailed) as exc:
+        first = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
+        print(f"verl-ebpo demo: {first}", file=sys.stderr)
+        return 1
+    except KeyboardInterrupt:
+        print("verl-ebpo demo: stopped; the running trainer and the Ray cluster were shut down", file=sys.stderr)
+        return 130
     return 0
 
 
-__all__ = ["DEFAULTS", "add_arguments", "run"]
+__all__ = ["ALGORITHMS", "DemoOptions", "add_arguments", "options_from_args", "run"]

@@ -1,292 +1,385 @@
-"""Read a CPU demo run's logs back (verl's file logger and rollout dumps); write table, plot, report.
+"""From verl's metrics files to the demo's results: per-run series, statistics over seeds, plot, report.
 
-Sources, per run folder:
-- `metrics.jsonl`: verl's file logger (`trainer.logger=[...,'file']`, `VERL_FILE_LOGGER_PATH`), one
-  line `{"step": N, "data": {...}}` per training step (validation at step 0 has its own line);
-- `rollouts/N.jsonl`: verl's rollout dump (`trainer.rollout_data_dir`), one line per answer of step N
-  with its score and `uid` = `<prompt uid>_<sample>_<output>`.
-The share of zero-advantage answers is logged by EBPO itself (`ebpo/zero_adv_frac`); for GRPO it is
-computed here from the dumps: GRPO's advantage (r - mean) / (std + eps) is zero exactly for the answers
-of groups whose rewards are all equal, so the share is that of answers in all-equal groups.
+Everything here is computed from what verl wrote (read by `verl_ebpo.cpu.verl_logs`), per run:
+- answers generated at step t: the answers trained on (`batch x G`, from the rollout dump) plus, for DAPO, the
+  answers of the groups verl's dynamic sampling dropped or did not need (`training/filter_groups/*`, counted
+  in groups, times G);
+- reward at step t: the mean reward of all answers generated at t (for DAPO the dropped ones included, whose
+  rewards the CPU replay buffer logs as `cpu_replay/discarded_reward_sum`): verl's `critic/score/mean` covers
+  only the answers trained on, which for DAPO excludes exactly the groups that were all wrong or all right;
+- share of answers without learning signal: answers with advantage 0 (EBPO logs its own share; for the
+  group-mean baselines an answer's advantage is 0 exactly when its group's rewards are all equal, read from
+  the rollout dump) plus the answers DAPO dropped, over the answers generated;
+- greedy accuracy: verl's validation (`val-core/.../acc/mean@1`, greedy) on the 9 questions after training.
+Over seeds: `verl_ebpo.stats` (t intervals; paired differences, seed by seed; verdicts from the intervals).
 """
 
 from __future__ import annotations
 
 import csv
-import json
+import io
 import math
-from collections import defaultdict
+from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Iterable, Optional
+from typing import Optional, Sequence
 
-COLUMNS = (
-    "algorithm",
-    "step",
-    "reward",
-    "zero_adv_frac",
-    "equal_reward_group_frac",
-    "all_fail_group_frac",
-    "ebpo_shrinkage_mean",
-    "ebpo_prior_mean",
-    "ebpo_sigma2",
-    "ebpo_tau2",
-    "step_time_s",
-)
+import numpy as np
+
+from verl_ebpo.cpu import verl_logs
+from verl_ebpo.stats import mean_ci, paired_diff_ci, verdict
+
+TAIL = 10  # "final" = mean over the last TAIL steps
+PHASES = ("gen", "old_log_prob", "adv", "update_actor", "update_weights", "testing")
+COLORS = {"grpo": "tab:blue", "drgrpo": "tab:green", "dapo": "tab:purple", "ebpo": "tab:orange"}
+NAMES = {"grpo": "GRPO", "drgrpo": "Dr.GRPO", "dapo": "DAPO", "ebpo": "EBPO"}
 
 
-def load_metrics(path: str | Path) -> dict[int, dict]:
-    """step -> merged metrics of verl's file logger (later lines of a step update earlier ones)."""
-    steps: dict[int, dict] = defaultdict(dict)
-    with open(path) as f:
-        for number, line in enumerate(f, 1):
-            line = line.strip()
-            if not line:
-                continue
-            try:
-                record = json.loads(line)
-            except json.JSONDecodeError as exc:
-                raise ValueError(f"{path}:{number}: not JSON ({exc})") from None
-            steps[int(record["step"])].update(record["data"])
-    return dict(steps)
+@dataclass
+class RunSeries:
+    """One training run, step by step (index i is step i + 1)."""
+
+    algo: str
+    seed: int
+    answers: np.ndarray  # (steps,) answers generated at each step
+    reward: np.ndarray  # (steps,) mean reward of the answers generated
+    trained_reward: np.ndarray  # (steps,) verl's critic/score/mean: the answers trained on
+    no_signal: np.ndarray  # (steps,) share of the answers generated that taught nothing (NaN: unknown)
+    step_time: np.ndarray  # (steps,) seconds (timing_s/step)
+    phases: dict = field(default_factory=dict)  # phase -> mean seconds per step
+    greedy_before: Optional[float] = None
+    greedy_after: Optional[float] = None
+    wall_s: Optional[float] = None  # the run's wall time, verl start-up included
+
+    @property
+    def steps(self) -> int:
+        return len(self.reward)
+
+    @property
+    def cum_answers(self) -> np.ndarray:
+        return np.cumsum(self.answers)
+
+    def final_reward(self, tail: int = TAIL) -> float:
+        return float(np.mean(self.reward[-tail:]))
+
+    def reward_at_budget(self, budget: float, window: float) -> float:
+        """Mean reward (weighted by answers) of the steps whose cumulative answer count ends in
+        (budget - window, budget]; if none does, the last step within the budget, or the first step when
+        that alone exceeds it (a run too short to compare at equal budget)."""
+        cum = self.cum_answers
+        pick = (cum <= budget) & (cum > budget - window)
+        if not pick.any():
+            within = np.nonzero(cum <= budget)[0]
+            pick = np.zeros_like(pick)
+            pick[within[-1] if within.size else 0] = True
+        return float(np.average(self.reward[pick], weights=self.answers[pick]))
 
 
-def group_key(uid: str) -> str:
-    """The prompt uid of a dumped answer (`<uid>_<sample>_<output>`)."""
-    parts = uid.rsplit("_", 2)
-    return parts[0] if len(parts) == 3 else uid
-
-
-def load_rollouts(rollout_dir: str | Path) -> dict[int, list[dict]]:
-    """step -> dumped answers (verl's `trainer.rollout_data_dir`)."""
-    out: dict[int, list[dict]] = {}
-    for path in sorted(Path(rollout_dir).glob("*.jsonl")):
-        if not path.stem.isdigit():
-            continue
-        with open(path) as f:
-            out[int(path.stem)] = [json.loads(line) for line in f if line.strip()]
-    return out
-
-
-def group_stats(answers: Iterable[dict]) -> dict:
-    """Reward mean, share of answers in all-equal groups, share of all-fail groups, of one step."""
-    groups: dict[str, list[float]] = defaultdict(list)
-    for answer in answers:
-        groups[group_key(answer["uid"])].append(float(answer["score"]))
-    if not groups:
-        return {}
-    n_answers = sum(len(v) for v in groups.values())
-    equal = [v for v in groups.values() if max(v) == min(v)]
-    return {
-        "reward": sum(sum(v) for v in groups.values()) / n_answers,
-        "zero_adv_frac_grpo": sum(len(v) for v in equal) / n_answers,
-        "equal_reward_group_frac": len(equal) / len(groups),
-        "all_fail_group_frac": sum(1 for v in groups.values() if max(v) <= 0) / len(groups),
-        "groups": len(groups),
-        "answers": n_answers,
-    }
-
-
-def step_rows(algorithm: str, metrics: dict[int, dict], rollouts: dict[int, list[dict]]) -> list[dict]:
-    rows = []
-    for step in sorted(s for s in metrics if s >= 1 and "critic/score/mean" in metrics[s]):
+def run_series(algo: str, seed: int, metrics: dict[int, dict], dumps: dict[int, list[dict]],
+               batch_size: int, group_size: int, wall_s: Optional[float] = None) -> RunSeries:
+    """A run's series from its verl metrics (`verl_logs.read_metrics`) and rollout dumps."""
+    steps = sorted(s for s in metrics if s >= 1 and verl_logs.SCORE in metrics[s])
+    if steps != list(range(1, len(steps) + 1)) or not steps:
+        raise ValueError(f"{algo} seed {seed}: verl logged training steps {steps[:5]}...; expected 1..N")
+    answers, reward, trained_reward, no_signal, step_time = [], [], [], [], []
+    for step in steps:
         m = metrics[step]
-        g = group_stats(rollouts.get(step, []))
-        # EBPO logs its own share; for GRPO (any group-mean estimator) it is the all-equal groups' answers
-        zero = m.get("ebpo/zero_adv_frac") if algorithm == "ebpo" else g.get("zero_adv_frac_grpo")
-        rows.append(
-            {
-                "algorithm": algorithm,
-                "step": step,
-                "reward": m["critic/score/mean"],
-                "zero_adv_frac": zero,
-                "equal_reward_group_frac": m.get("ebpo/equal_reward_group_frac", g.get("equal_reward_group_frac")),
-                "all_fail_group_frac": g.get("all_fail_group_frac"),
-                "ebpo_shrinkage_mean": m.get("ebpo/shrinkage_mean"),
-                "ebpo_prior_mean": m.get("ebpo/prior_mean"),
-                "ebpo_sigma2": m.get("ebpo/sigma2"),
-                "ebpo_tau2": m.get("ebpo/tau2"),
-                "step_time_s": m.get("timing_s/step"),
-            }
-        )
+        dumped = dumps.get(step)
+        trained = len(dumped) if dumped else batch_size * group_size
+        dropped_groups = verl_logs.value(m, verl_logs.DAPO_EVICTED_GROUPS, 0.0) + verl_logs.value(
+            m, verl_logs.DAPO_SURPLUS_GROUPS, 0.0)
+        dropped = dropped_groups * group_size
+        score = float(m[verl_logs.SCORE])
+        if dropped > 0:
+            if verl_logs.DISCARDED_REWARD_SUM not in m:
+                raise ValueError(
+                    f"{algo} seed {seed} step {step}: verl dropped {dropped:g} answers but their rewards were not "
+                    f"logged ({verl_logs.DISCARDED_REWARD_SUM}): run with the CPU replay buffer (CPURun(fast_poll=True))"
+                )
+            total_reward = score * trained + float(m[verl_logs.DISCARDED_REWARD_SUM])
+        else:
+            total_reward = score * trained
+        if algo == "ebpo" and "ebpo/zero_adv_frac" in m:
+            zero_trained = float(m["ebpo/zero_adv_frac"]) * trained
+        elif dumped:
+            zero_trained = sum(len(v) for v in verl_logs.group_scores(dumped).values() if max(v) == min(v))
+        else:
+            zero_trained = math.nan
+        answers.append(trained + dropped)
+        reward.append(total_reward / (trained + dropped))
+        trained_reward.append(score)
+        no_signal.append((zero_trained + dropped) / (trained + dropped))
+        step_time.append(verl_logs.value(m, verl_logs.STEP_TIME, math.nan))
+    timing = verl_logs.timings({s: metrics[s] for s in steps})
+    phases = {}
+    for phase in {p for t in timing.values() for p in t}:
+        phases[phase] = float(np.mean([t.get(phase, 0.0) for t in timing.values()]))
+    val = verl_logs.validation_accuracy(metrics)
+    return RunSeries(
+        algo=algo, seed=seed, answers=np.asarray(answers, dtype=np.float64), reward=np.asarray(reward),
+        trained_reward=np.asarray(trained_reward), no_signal=np.asarray(no_signal, dtype=np.float64),
+        step_time=np.asarray(step_time, dtype=np.float64), phases=phases, greedy_before=val.get(0),
+        greedy_after=val[max(val)] if val and max(val) > 0 else None, wall_s=wall_s,
+    )
+
+
+def _interval(values: Sequence[float]) -> dict:
+    ci = mean_ci(values)
+    return {"mean": ci.mean, "ci95": ci.as_list()}
+
+
+def summarize(runs: dict[str, list[RunSeries]], tail: int = TAIL) -> dict:
+    """The `algos` and `comparisons` parts of summary.json (runs: algo -> one RunSeries per seed)."""
+    for algo, series in runs.items():
+        if not series:
+            raise ValueError(f"{algo}: no runs")
+    steps = {s.steps for series in runs.values() for s in series}
+    tail = min(tail, min(steps))
+    budget = min(float(s.cum_answers[-1]) for series in runs.values() for s in series)
+    plain = min(float(np.min(s.answers)) for series in runs.values() for s in series)  # answers of a plain step
+    window = tail * plain
+    algos, per_seed = {}, {}
+    for algo, series in runs.items():
+        series = sorted(series, key=lambda s: s.seed)
+        final = [s.final_reward(tail) for s in series]
+        at_budget = [s.reward_at_budget(budget, window) for s in series]
+        greedy = [s.greedy_after for s in series]
+        answers = [float(s.cum_answers[-1]) for s in series]
+        early = [float(np.nanmean(s.no_signal[:tail])) for s in series]
+        late = [float(np.nanmean(s.no_signal[-tail:])) for s in series]
+        entry = {
+            "seeds": [s.seed for s in series],
+            "final_reward_mean": mean_ci(final).mean,
+            "final_reward_ci95": mean_ci(final).as_list(),
+            "answers_generated": int(round(float(np.mean(answers)))),
+            "greedy_accuracy_mean": mean_ci(greedy).mean if None not in greedy else None,
+            "final_reward_per_seed": final,
+            "final_reward_at_equal_budget_mean": mean_ci(at_budget).mean,
+            "final_reward_at_equal_budget_ci95": mean_ci(at_budget).as_list(),
+            "final_reward_at_equal_budget_per_seed": at_budget,
+            "final_trained_reward_mean": float(np.mean([np.mean(s.trained_reward[-tail:]) for s in series])),
+            "greedy_accuracy_ci95": mean_ci(greedy).as_list() if None not in greedy else [None, None],
+            "greedy_accuracy_per_seed": greedy,
+            "greedy_accuracy_before_mean": (float(np.mean([s.greedy_before for s in series]))
+                                            if all(s.greedy_before is not None for s in series) else None),
+            "answers_generated_per_seed": answers,
+            "steps": int(series[0].steps),
+            "no_signal_share_first_steps": float(np.mean(early)),
+            "no_signal_share_last_steps": float(np.mean(late)),
+            "step_seconds_mean": float(np.nanmean(np.concatenate([s.step_time for s in series]))),
+            "run_seconds_mean": (float(np.mean([s.wall_s for s in series]))
+                                 if all(s.wall_s is not None for s in series) else None),
+        }
+        algos[algo] = entry
+        per_seed[algo] = {"final": dict(zip(entry["seeds"], final)), "budget": dict(zip(entry["seeds"], at_budget)),
+                          "greedy": dict(zip(entry["seeds"], greedy))}
+    comparisons = {}
+    if "ebpo" in runs:
+        for base in (a for a in runs if a != "ebpo"):
+            seeds = sorted(set(per_seed["ebpo"]["final"]) & set(per_seed[base]["final"]))
+            if not seeds:
+                continue
+            item = {"seeds": seeds}
+            for key, what, label in (("final", f"final reward (mean of the last {tail} steps)", ""),
+                                      ("budget", f"final reward at an equal budget of {budget:.0f} answers",
+                                       "equal_budget_"),
+                                      ("greedy", "greedy accuracy after training", "greedy_accuracy_")):
+                a = [per_seed["ebpo"][key][s] for s in seeds]
+                b = [per_seed[base][key][s] for s in seeds]
+                if None in a or None in b:
+                    continue
+                diff = paired_diff_ci(a, b)
+                item[f"{label}diff"] = diff.mean
+                item[f"{label}ci95"] = diff.as_list()
+                item[f"{label}verdict"] = verdict(NAMES["ebpo"], NAMES.get(base, base), diff, what)
+            comparisons[f"ebpo-{base}"] = item
+    return {"algos": algos, "comparisons": comparisons, "equal_budget_answers": budget, "tail_steps": tail}
+
+
+def json_safe(obj):
+    """`obj` with every non-finite float (NaN, inf) replaced by None, so summary.json is strict JSON."""
+    if isinstance(obj, dict):
+        return {k: json_safe(v) for k, v in obj.items()}
+    if isinstance(obj, (list, tuple)):
+        return [json_safe(v) for v in obj]
+    if isinstance(obj, (float, np.floating)):
+        return float(obj) if math.isfinite(obj) else None
+    if isinstance(obj, np.integer):
+        return int(obj)
+    return obj
+
+
+def time_rows(runs: dict[str, list[RunSeries]]) -> list[dict]:
+    """Where the time went, per algorithm: run wall time, start-up (wall minus the steps), step phases."""
+    rows = []
+    for algo, series in runs.items():
+        wall = [s.wall_s for s in series if s.wall_s is not None]
+        total_steps = [float(np.nansum(s.step_time)) for s in series]
+        row = {
+            "algo": algo,
+            "runs": len(series),
+            "run_s": float(np.mean(wall)) if wall else math.nan,
+            "startup_s": float(np.mean([w - t for w, t in zip(wall, total_steps)])) if wall else math.nan,
+            "step_s": float(np.nanmean(np.concatenate([s.step_time for s in series]))),
+        }
+        for phase in PHASES:
+            row[phase] = float(np.mean([s.phases.get(phase, 0.0) for s in series]))
+        row["other"] = row["step_s"] - sum(row[p] for p in PHASES)
+        rows.append(row)
     return rows
 
 
-def validation_accuracy(metrics: dict[int, dict]) -> dict[int, float]:
-    """step -> greedy validation accuracy (verl's `val-core/<source>/acc/mean@1`)."""
-    out = {}
-    for step, m in metrics.items():
-        for key, value in m.items():
-            if key.startswith("val-core/") and key.endswith("/acc/mean@1"):
-                out[step] = float(value)
-    return out
+def time_table(rows: list[dict]) -> str:
+    head = ["algorithm", "runs", "run wall (s)", "start-up + shut-down (s)", "step (s)", *[f"{p} (s)" for p in PHASES],
+            "other (s)"]
+    lines = ["| " + " | ".join(head) + " |", "|" + "---|" * len(head)]
+    for r in rows:
+        cells = [NAMES.get(r["algo"], r["algo"]), str(r["runs"]), f"{r['run_s']:.0f}", f"{r['startup_s']:.0f}",
+                 f"{r['step_s']:.2f}", *[f"{r[p]:.2f}" for p in PHASES], f"{r['other']:.2f}"]
+        lines.append("| " + " | ".join(cells) + " |")
+    return "\n".join(lines)
 
 
-def write_csv(rows: list[dict], path: str | Path) -> Path:
-    path = Path(path)
-    with open(path, "w", newline="") as f:
-        writer = csv.DictWriter(f, fieldnames=list(COLUMNS))
-        writer.writeheader()
-        for row in rows:
-            writer.writerow({k: ("" if row.get(k) is None else row.get(k)) for k in COLUMNS})
-    return path
+def steps_csv(runs: dict[str, list[RunSeries]]) -> str:
+    out = io.StringIO()
+    writer = csv.writer(out, lineterminator="\n")
+    writer.writerow(["algo", "seed", "step", "answers_generated", "cum_answers", "reward_generated", "reward_trained",
+                     "no_signal_share", "step_time_s"])
+    for algo, series in runs.items():
+        for s in sorted(series, key=lambda s: s.seed):
+            cum = s.cum_answers
+            for i in range(s.steps):
+                writer.writerow([algo, s.seed, i + 1, f"{s.answers[i]:g}", f"{cum[i]:g}", f"{s.reward[i]:.6f}",
+                                 f"{s.trained_reward[i]:.6f}",
+                                 "" if math.isnan(s.no_signal[i]) else f"{s.no_signal[i]:.6f}",
+                                 "" if math.isnan(s.step_time[i]) else f"{s.step_time[i]:.4f}"])
+    return out.getvalue()
 
 
-def moving_average(values: list[float], window: int) -> list[float]:
-    out, total = [], 0.0
-    for i, value in enumerate(values):
-        total += value
-        if i >= window:
-            total -= values[i - window]
-        out.append(total / min(i + 1, window))
-    return out
+def smooth(values: np.ndarray, window: int = 5) -> np.ndarray:
+    """Trailing moving average over up to `window` values (shape kept)."""
+    values = np.asarray(values, dtype=np.float64)
+    c = np.cumsum(np.insert(values, 0, 0.0))
+    idx = np.arange(1, len(values) + 1)
+    lo = np.maximum(idx - window, 0)
+    return (c[idx] - c[lo]) / (idx - lo)
 
 
-def mean(values: Iterable[Optional[float]]) -> Optional[float]:
-    values = [v for v in values if v is not None and not (isinstance(v, float) and math.isnan(v))]
-    return sum(values) / len(values) if values else None
+def _band(curves: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """Mean over seeds (axis 0) and its 95% t band (the mean itself when there is one seed)."""
+    mean = curves.mean(axis=0)
+    if curves.shape[0] < 2:
+        return mean, mean, mean
+    from scipy.stats import t
+
+    half = t.ppf(0.975, curves.shape[0] - 1) * curves.std(axis=0, ddof=1) / math.sqrt(curves.shape[0])
+    return mean, mean - half, mean + half
 
 
-def plot(rows_by_algorithm: dict[str, list[dict]], path: str | Path, window: int = 10) -> Path:
-    """Reward per step (thin) and its moving average (thick), and the share of zero-advantage answers."""
+def plot(runs: dict[str, list[RunSeries]], path: str | Path, title: str = "", window: int = 5) -> None:
+    """Reward against steps and against answers generated, and the share without learning signal: every
+    seed faint (moving average of `window` steps), the mean over seeds bold with its 95% band."""
     import matplotlib
 
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
 
-    colors = {"grpo": "tab:blue", "ebpo": "tab:orange"}
-    fig, (ax1, ax2) = plt.subplots(2, 1, figsize=(8, 7), sharex=True, gridspec_kw={"height_ratios": [3, 2]})
-    for algorithm, rows in rows_by_algorithm.items():
-        steps = [r["step"] for r in rows]
-        reward = [r["reward"] for r in rows]
-        color = colors.get(algorithm)
-        ax1.plot(steps, reward, color=color, alpha=0.3, linewidth=1)
-        ax1.plot(steps, moving_average(reward, window), color=color, linewidth=2.2,
-                 label=f"{algorithm.upper()} (moving average of {window})")
-        zero = [(r["step"], r["zero_adv_frac"]) for r in rows if r["zero_adv_frac"] is not None]
-        if zero:
-            ax2.plot([s for s, _ in zero], [z for _, z in zero], color=color, linewidth=1.5, label=algorithm.upper())
-    ax1.set_ylabel("training reward (share of correct answers)")
-    ax1.set_ylim(0, 1)
-    ax1.grid(alpha=0.3)
-    ax1.legend(loc="upper left")
-    ax1.set_title("verl main_ppo on CPU: tiny Llama, successor task, G=4")
-    ax2.set_ylabel("share of answers with advantage 0")
-    ax2.set_xlabel("training step")
-    ax2.set_ylim(-0.02, 1.02)
-    ax2.grid(alpha=0.3)
-    ax2.legend(loc="upper right")
+    from verl_ebpo.files import atomic_output
+
+    fig, axes = plt.subplots(1, 3, figsize=(16, 4.8))
+    for algo, series in runs.items():
+        color = COLORS.get(algo)
+        name = NAMES.get(algo, algo)
+        n = min(s.steps for s in series)
+        x_steps = np.arange(1, n + 1)
+        rewards = np.stack([smooth(s.reward[:n], window) for s in series])
+        budget = min(float(s.cum_answers[-1]) for s in series)
+        grid = np.linspace(min(float(s.cum_answers[0]) for s in series), budget, 120)
+        by_answers = np.stack([np.interp(grid, s.cum_answers, smooth(s.reward, window)) for s in series])
+        signal = np.stack([smooth(s.no_signal[:n], window) for s in series])
+        for ax, x, curves in ((axes[0], x_steps, rewards), (axes[1], grid, by_answers), (axes[2], x_steps, signal)):
+            for curve in curves:
+                ax.plot(x, curve, color=color, alpha=0.25, linewidth=0.8)
+            mean, lo, hi = _band(curves)
+            ax.plot(x, mean, color=color, linewidth=2.2, label=f"{name} ({len(series)} seeds)")
+            ax.fill_between(x, lo, hi, color=color, alpha=0.15, linewidth=0)
+    axes[0].set_xlabel("training step")
+    axes[0].set_ylabel("reward of the answers generated")
+    axes[1].set_xlabel("answers generated (cumulative)")
+    axes[1].set_ylabel("reward of the answers generated")
+    axes[2].set_xlabel("training step")
+    axes[2].set_ylabel("share of answers without learning signal")
+    for ax in axes:
+        ax.grid(alpha=0.3)
+    axes[0].set_ylim(0, 1)
+    axes[1].set_ylim(0, 1)
+    axes[2].set_ylim(-0.02, 1.02)
+    axes[0].legend(loc="upper left")
+    fig.suptitle(title or "verl on CPU: mean over seeds with 95% band (faint: each seed)")
     fig.tight_layout()
-    path = Path(path)
-    fig.savefig(path, dpi=110)
+    with atomic_output(path) as tmp:
+        fig.savefig(tmp, dpi=100, format="png")
     plt.close(fig)
-    return path
 
 
-def summarize(algorithm: str, rows: list[dict], metrics: dict[int, dict], tail: int = 10) -> dict:
-    val = validation_accuracy(metrics)
-    last = rows[-tail:]
-    first = rows[:tail]
-    return {
-        "algorithm": algorithm,
-        "steps": len(rows),
-        "reward_first": mean(r["reward"] for r in first),
-        "reward_last": mean(r["reward"] for r in last),
-        "reward_final_step": rows[-1]["reward"] if rows else None,
-        "zero_adv_frac_first": mean(r["zero_adv_frac"] for r in first),
-        "zero_adv_frac_last": mean(r["zero_adv_frac"] for r in last),
-        "all_fail_group_frac_first": mean(r["all_fail_group_frac"] for r in first),
-        "val_acc_before": val.get(0),
-        "val_acc_after": val[max(val)] if val and max(val) > 0 else None,
-        "step_time_s": mean(r["step_time_s"] for r in rows),
-        "ebpo_shrinkage_last": last[-1]["ebpo_shrinkage_mean"] if last else None,
-        "ebpo_prior_mean_last": last[-1]["ebpo_prior_mean"] if last else None,
-    }
+def _ci(pair) -> str:
+    lo, hi = pair
+    return "n/a" if lo is None or hi is None else f"[{lo:.3f}, {hi:.3f}]"
 
 
-def _pct(value) -> str:
-    return "n/a" if value is None else f"{100 * value:.0f}%"
+def _f(x, digits=3) -> str:
+    return "n/a" if x is None or (isinstance(x, float) and math.isnan(x)) else f"{x:.{digits}f}"
 
 
-def _fmt(value, digits: int = 3) -> str:
-    if value is None:
-        return "n/a"
-    if isinstance(value, float):
-        return f"{value:.{digits}f}"
-    return str(value)
-
-
-def markdown_report(summaries: dict[str, dict], settings: dict, timings: dict, tail: int = 10) -> str:
-    g, e = summaries.get("grpo"), summaries.get("ebpo")
+def markdown_report(summary: dict, settings: dict, time_rows_: list[dict]) -> str:
+    algos = summary["algos"]
+    tail = summary["tail_steps"]
     lines = [
-        "# verl-ebpo demo: GRPO vs EBPO on CPU",
+        "# verl-ebpo demo: " + " vs ".join(NAMES.get(a, a) for a in algos) + " on CPU",
         "",
-        f"verl's real trainer (`python -m verl.trainer.main_ppo`, V1, FSDP2 on CPU, `hf` rollout) trained the same "
-        f"random tiny Llama ({settings['parameters']:,} parameters, character tokenizer) twice from seed "
-        f"{settings['seed']} on the same data: once with `algorithm.adv_estimator=grpo`, once with `ebpo`.",
+        f"verl's real trainer (`python -m verl.trainer.main_ppo`, V1, FSDP2 on CPU, `hf` rollout) trained a random tiny "
+        f"Llama ({settings['parameters']:,} parameters) on the successor task (`n+1=` -> first digit n+1) with each "
+        f"algorithm, seeds {settings['seeds']} (seed s: same initial model, data order and sampling seed for every "
+        f"algorithm). {settings['steps']} steps x {settings['batch_size']} prompts x G={settings['group_size']} "
+        f"answers, lr {settings['lr']}, temperature {settings['temperature']}.",
         "",
-        f"Task: `n+1=` for n in 0..8; reward 1 if the first digit of the answer is n+1. "
-        f"{settings['steps']} steps x {settings['batch_size']} prompts x G={settings['group_size']} answers "
-        f"(max {settings['max_response_length']} tokens, temperature {settings['temperature']}), "
-        f"lr {settings['lr']}, one on-policy update per step.",
+        f"Final reward: mean reward of the answers generated over the last {tail} steps (DAPO's dropped answers "
+        f"included). Equal budget: the same, over the last {tail} plain steps' worth of answers before "
+        f"{summary['equal_budget_answers']:.0f} answers (what the run that generated fewest answers generated in "
+        "all). Greedy accuracy: verl's validation on the 9 questions after training. Intervals: 95% t intervals "
+        "over seeds.",
         "",
-        "| | GRPO | EBPO |",
-        "|---|---|---|",
-        f"| training reward, first {tail} steps | {_fmt(g and g['reward_first'])} | {_fmt(e and e['reward_first'])} |",
-        f"| training reward, last {tail} steps | {_fmt(g and g['reward_last'])} | {_fmt(e and e['reward_last'])} |",
-        f"| training reward, final step | {_fmt(g and g['reward_final_step'])} | {_fmt(e and e['reward_final_step'])} |",
-        f"| greedy accuracy on the 9 questions, before / after | {_fmt(g and g['val_acc_before'], 2)} / "
-        f"{_fmt(g and g['val_acc_after'], 2)} | {_fmt(e and e['val_acc_before'], 2)} / {_fmt(e and e['val_acc_after'], 2)} |",
-        f"| groups with all answers wrong, first {tail} steps | {_fmt(g and g['all_fail_group_frac_first'])} | "
-        f"{_fmt(e and e['all_fail_group_frac_first'])} |",
-        f"| answers with advantage 0, first {tail} steps | {_fmt(g and g['zero_adv_frac_first'])} | "
-        f"{_fmt(e and e['zero_adv_frac_first'])} |",
-        f"| answers with advantage 0, last {tail} steps | {_fmt(g and g['zero_adv_frac_last'])} | "
-        f"{_fmt(e and e['zero_adv_frac_last'])} |",
-        f"| EBPO shrinkage S / prior mean at the end | | {_fmt(e and e['ebpo_shrinkage_last'])} / "
-        f"{_fmt(e and e['ebpo_prior_mean_last'])} |",
-        f"| mean step time (s) | {_fmt(g and g['step_time_s'], 2)} | {_fmt(e and e['step_time_s'], 2)} |",
-        f"| wall time of the run incl. Ray start-up (s) | {_fmt(timings.get('grpo'), 0)} | {_fmt(timings.get('ebpo'), 0)} |",
-        "",
+        "| algorithm | final reward | 95% CI | at equal budget | 95% CI | greedy accuracy | 95% CI | answers "
+        "generated | no signal, first / last steps |",
+        "|---|---|---|---|---|---|---|---|---|",
     ]
-    if g and e and g["reward_last"] is not None and e["reward_last"] is not None:
-        diff = e["reward_last"] - g["reward_last"]
-        if abs(diff) < 0.05:
-            verdict = (
-                f"Over the last {tail} steps the two runs end within {abs(diff):.3f} of each other: "
-                "no difference this single run can resolve."
-            )
-        elif diff > 0:
-            verdict = f"Over the last {tail} steps EBPO's training reward is higher by {diff:.3f}."
-        else:
-            verdict = f"Over the last {tail} steps GRPO's training reward is higher by {-diff:.3f}."
-        lines += [
-            "## What this shows",
-            "",
-            verdict + " This is one seed of each: rollouts are sampled, so a rerun gives a different curve; "
-            "treat differences of a few points as noise.",
-            "",
-            f"In the first {tail} steps {_pct(g['all_fail_group_frac_first'])} (GRPO run) and "
-            f"{_pct(e['all_fail_group_frac_first'])} (EBPO run) of the groups had all {settings['group_size']} answers "
-            f"wrong. GRPO gives every answer of an all-equal group advantage 0: {_pct(g['zero_adv_frac_first'])} of its "
-            f"answers then taught nothing. EBPO pulls each group's baseline toward the running prior mean, so the wrong "
-            f"answers of all-wrong groups get a negative advantage: {_pct(e['zero_adv_frac_first'])} of its answers had "
-            "advantage 0.",
-            "",
-        ]
+    for algo, a in algos.items():
+        lines.append(
+            f"| {NAMES.get(algo, algo)} | {_f(a['final_reward_mean'])} | {_ci(a['final_reward_ci95'])} | "
+            f"{_f(a['final_reward_at_equal_budget_mean'])} | {_ci(a['final_reward_at_equal_budget_ci95'])} | "
+            f"{_f(a['greedy_accuracy_mean'], 2)} | {_ci(a['greedy_accuracy_ci95'])} | {a['answers_generated']:,} | "
+            f"{_f(a['no_signal_share_first_steps'], 2)} / {_f(a['no_signal_share_last_steps'], 2)} |"
+        )
+    lines.append("")
+    if summary["comparisons"]:
+        lines += ["## EBPO minus each baseline (paired by seed)", ""]
+        for name, c in summary["comparisons"].items():
+            for label in ("", "equal_budget_", "greedy_accuracy_"):
+                if f"{label}verdict" in c:
+                    lines.append(f"- {c[f'{label}verdict']}")
+        lines.append("")
     lines += [
+        "## Where the time went",
+        "",
+        time_table(time_rows_),
+        "",
+        "Per-step phases are verl's `timing_s/*` metrics (`gen`: generating and scoring the answers, including DAPO's "
+        "extra ones; `other`: the rest of the step). Start-up + shut-down: a run's wall time minus its steps (Python "
+        "and verl imports, Ray actors, model loading, validation).",
+        "",
         "## Files",
         "",
-        "- `steps.csv`: per step and algorithm: reward, share of zero-advantage answers, share of all-equal and",
-        "  all-wrong groups, EBPO's shrinkage S, prior mean, sigma2, tau2, step time.",
-        "- `reward_curves.png`: both reward curves and the zero-advantage shares.",
-        "- `summary.json`: the numbers above; `grpo/`, `ebpo/`: verl's metrics (`metrics.jsonl`), rollout dumps,",
-        "  trainer log.",
-        "",
-        "GRPO's zero-advantage share is computed from verl's rollout dumps (answers in groups whose rewards are all",
-        "equal); EBPO's is its own logged `ebpo/zero_adv_frac`.",
-        "",
-        f"Total demo wall time: {_fmt(timings.get('total'), 0)} s; peak memory of the whole process tree (Ray "
-        f"included): {_fmt(timings.get('peak_pss_gib'), 2)} GiB PSS ({_fmt(timings.get('peak_rss_sum_gib'), 2)} GiB "
-        "summing RSS, which counts shared pages once per process).",
+        "- `summary.json`: the numbers above (per seed too); `steps.csv`: every run step by step;",
+        "  `reward_curves.png`: reward against steps and against answers generated, share without learning signal.",
+        "- `runs/<algo>/seed<k>/`: verl's metrics file (`metrics.jsonl`), rollout dumps, trainer log.",
     ]
     return "\n".join(lines) + "\n"

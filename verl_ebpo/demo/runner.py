@@ -1,56 +1,25 @@
-"""The demo job: assets, two runs of verl's trainer (GRPO, EBPO), then table, plot and report."""
+"""The demo job: per seed the tiny assets, one verl run per algorithm on one shared Ray cluster, then the report."""
 
 from __future__ import annotations
 
 import json
-import re
 import shutil
 import sys
 import threading
 import time
-from dataclasses import asdict, dataclass, field
+import signal
+from dataclasses import dataclass
 from pathlib import Path
 
-from verl_ebpo.demo import DEFAULTS
-
-_STEP = re.compile(r"\bstep:(\d+) - ")
-_SCORE = re.compile(r"critic/score/mean:([0-9.eE+-]+)")
-_ZERO = re.compile(r"ebpo/zero_adv_frac:([0-9.eE+-]+)")
-
-
-@dataclass
-class DemoConfig:
-    out: str = DEFAULTS["out"]
-    steps: int = DEFAULTS["steps"]
-    batch_size: int = DEFAULTS["batch_size"]
-    group_size: int = DEFAULTS["group_size"]
-    lr: float = DEFAULTS["lr"]
-    seed: int = DEFAULTS["seed"]
-    max_response_length: int = DEFAULTS["max_response_length"]
-    temperature: float = DEFAULTS["temperature"]
-    train_rows: int = DEFAULTS["train_rows"]
-    algorithms: tuple = ("grpo", "ebpo")
-    timeout_s: float = DEFAULTS["timeout"]
-    verbose: bool = True
-    extra_overrides: list = field(default_factory=list)
-
-    def __post_init__(self):
-        if self.steps < 1:
-            raise ValueError(f"steps must be >= 1, got {self.steps}")
-        if self.batch_size < 1 or self.group_size < 2:
-            raise ValueError(f"need batch_size >= 1 and group_size >= 2, got {self.batch_size}, {self.group_size}")
-        if not self.algorithms:
-            raise ValueError("no algorithm to run")
-        if self.train_rows < self.batch_size * self.steps:
-            self.train_rows = self.batch_size * self.steps  # one epoch covers the run: no data reuse
+from verl_ebpo.demo.options import DemoOptions
 
 
 class PeakMemory:
-    """Peak memory of this process and all its descendants (Ray's processes included), sampled every
-    `interval` s: the sum of PSS (proportional set size: shared pages split between the processes that
-    map them, the fair total) and, for comparison, the sum of RSS (counts shared pages once per process)."""
+    """Peak memory of this process and all its descendants (Ray's processes included, when the cluster is
+    started from this process), sampled every `interval` s: the sum of PSS (shared pages split between the
+    processes that map them, the fair total) and, for comparison, the sum of RSS."""
 
-    def __init__(self, interval: float = 1.0):
+    def __init__(self, interval: float = 5.0):
         self.interval = interval
         self.peak_pss = 0
         self.peak_rss = 0
@@ -88,143 +57,168 @@ class PeakMemory:
         self._stop.set()
         self._thread.join(timeout=10)
 
-    @property
-    def peak_gib(self) -> float:
-        return self.peak_pss / 2**30
 
-    @property
-    def peak_rss_gib(self) -> float:
-        return self.peak_rss / 2**30
-
-
-def _pct(value) -> str:
-    return "n/a" if value is None else f"{100 * value:.0f}%"
+@dataclass
+class Job:
+    algo: str
+    seed: int
+    run_dir: Path
+    wall_s: float | None = None
 
 
-def _say(config: DemoConfig, message: str) -> None:
-    if config.verbose:
+def _say(options: DemoOptions, message: str) -> None:
+    if not options.quiet:
         print(message, flush=True)
 
 
-def build_assets(config: DemoConfig, folder: Path) -> dict:
-    """Tiny model, tokenizer, train/val parquet (offline, deterministic given the seed)."""
-    from verl_ebpo.cpu import assets
-    from verl_ebpo.demo import task
+def build_assets(options: DemoOptions, seed: int, folder: Path) -> dict:
+    """Tiny model, tokenizer, train/val parquet for one seed (offline, deterministic given the seed)."""
+    from verl_ebpo.cpu import assets, task
 
-    model = assets.build_model(folder / "model", seed=config.seed)
-    train = assets.write_rl_parquet(task.make_rows(config.train_rows, config.seed), folder / "train.parquet")
+    model = assets.build_model(folder / "model", seed=seed)
+    train = assets.write_rl_parquet(task.make_rows(options.train_rows, seed), folder / "train.parquet")
     val = assets.write_rl_parquet(task.validation_rows(), folder / "val.parquet")
     return {"model": str(model), "train": str(train), "val": str(val), "parameters": assets.count_parameters(model)}
 
 
-def make_run(config: DemoConfig, algorithm: str, assets_info: dict, out: Path):
+def make_run(options: DemoOptions, job: Job, assets_info: dict, ray_address: str | None):
     from verl_ebpo.cpu.launch import CPURun
 
-    run_dir = out / algorithm
     return CPURun(
         model_path=assets_info["model"],
         train_files=assets_info["train"],
         val_files=assets_info["val"],
-        out_dir=str(run_dir),
-        adv_estimator=algorithm,
-        steps=config.steps,
-        train_batch_size=config.batch_size,
-        n=config.group_size,
-        max_response_length=config.max_response_length,
-        lr=config.lr,
-        temperature=config.temperature,
-        seed=config.seed,
+        out_dir=str(job.run_dir),
+        steps=options.steps,
+        train_batch_size=options.batch_size,
+        n=options.group_size,
+        max_response_length=options.max_response_length,
+        lr=options.lr,
+        temperature=options.temperature,
+        seed=job.seed,
         val_before_train=True,
-        test_freq=config.steps,
-        experiment_name=f"demo_{algorithm}",
-        reward_function=("pkg://verl_ebpo.demo.task", "compute_score"),
-        extra=[f"trainer.rollout_data_dir={run_dir / 'rollouts'}", *config.extra_overrides],
+        test_freq=options.steps,
+        experiment_name=f"demo_{job.algo}_seed{job.seed}",
+        reward_function=("pkg://verl_ebpo.cpu.task", "compute_score"),
+        ray_address=ray_address,
+        extra=[*options.overrides(job.algo), f"trainer.rollout_data_dir={job.run_dir / 'rollouts'}"],
     )
 
 
-def _progress_printer(config: DemoConfig, algorithm: str, started: float):
-    every = max(1, config.steps // 12)
+class _Progress(threading.Thread):
+    """Prints each running job's progress from its verl metrics file (every ~10% of the steps)."""
 
-    def on_line(line: str) -> None:
-        match = _STEP.search(line)
-        if not match or "critic/score/mean" not in line:
-            return
-        step = int(match.group(1))
-        if step % every and step != config.steps and step != 1:
-            return
-        score = _SCORE.search(line)
-        zero = _ZERO.search(line)
-        extra = f"  zero-adv {float(zero.group(1)):.2f}" if zero else ""
-        _say(
-            config,
-            f"  [{algorithm}] step {step:3d}/{config.steps}  reward {float(score.group(1)):.3f}{extra}"
-            f"  ({time.time() - started:4.0f} s)",
-        )
+    def __init__(self, options: DemoOptions, jobs: list[Job], started: float):
+        super().__init__(daemon=True)
+        self.options, self.jobs, self.started = options, jobs, started
+        self.every = max(1, options.steps // 6)
+        self.shown: dict[tuple, int] = {}
+        self.stop = threading.Event()
 
-    return on_line
+    def run(self):
+        from verl_ebpo.cpu import verl_logs
+
+        while not self.stop.wait(3.0):
+            for job in self.jobs:
+                path = job.run_dir / "metrics.jsonl"
+                if job.wall_s is not None or not path.exists():
+                    continue
+                try:
+                    metrics = verl_logs.read_metrics(path)
+                except (OSError, ValueError):
+                    continue  # a line being written
+                done = [s for s in metrics if s >= 1 and verl_logs.SCORE in metrics[s]]
+                if not done:
+                    continue
+                step = max(done)
+                key = (job.algo, job.seed)
+                if step // self.every > self.shown.get(key, 0) // self.every or step == self.options.steps:
+                    if self.shown.get(key) == step:
+                        continue
+                    self.shown[key] = step
+                    _say(self.options, f"  [{job.algo} seed {job.seed}] step {step:3d}/{self.options.steps}  trained-on "
+                         f"reward {metrics[step][verl_logs.SCORE]:.3f}  ({time.time() - self.started:4.0f} s)")
 
 
-def run_demo(config: DemoConfig) -> dict:
+def run_demo(options: DemoOptions) -> dict:
     """Run the whole demo; returns the summary (also written to `<out>/summary.json`)."""
-    from verl_ebpo.cpu.launch import run_main_ppo
+    from verl_ebpo.cpu import verl_logs
+    from verl_ebpo.cpu.launch import run_main_ppo, shared_ray_cluster
     from verl_ebpo.demo import report
+    from verl_ebpo.files import atomic_write_text, check_output_path
 
     started = time.time()
-    out = Path(config.out).resolve()
-    for algorithm in config.algorithms:
-        shutil.rmtree(out / algorithm, ignore_errors=True)
+    out = Path(options.out).resolve()
+    if out.exists() and not out.is_dir():
+        raise ValueError(f"--out {out} exists and is not a folder")
+    for name in ("summary.json", "report.md", "reward_curves.png", "steps.csv"):
+        check_output_path(out / name)
+    for owned in ("runs", "assets"):  # this demo's own sub-folders: a stale checkpoint would be resumed
+        shutil.rmtree(out / owned, ignore_errors=True)
     out.mkdir(parents=True, exist_ok=True)
-    timings: dict = {}
-    with PeakMemory() as memory:
-        _say(config, f"verl-ebpo demo -> {out}")
-        _say(config, "building the tiny model, tokenizer and data (offline) ...")
-        assets_info = build_assets(config, out / "assets")
-        _say(config, f"  tiny Llama with {assets_info['parameters']:,} parameters; task: 'n+1=' -> first digit n+1")
-        for algorithm in config.algorithms:
-            run = make_run(config, algorithm, assets_info, out)
-            _say(
-                config,
-                f"training with algorithm.adv_estimator={algorithm}: {config.steps} steps x {config.batch_size} "
-                f"prompts x G={config.group_size} (verl + Ray start-up takes about a minute) ...",
-            )
-            t0 = time.time()
-            timings[algorithm] = run_main_ppo(
-                run, timeout_s=config.timeout_s, on_line=_progress_printer(config, algorithm, t0)
-            )
-            _say(config, f"  [{algorithm}] done in {timings[algorithm]:.0f} s (log: {run.log_file})")
+    seeds = options.seed_list
+    jobs = [Job(algo, seed, out / "runs" / algo / f"seed{seed}") for seed in seeds for algo in options.algos]
+    _say(options, f"verl-ebpo demo -> {out}: {', '.join(options.algos)} x seeds {seeds} x {options.steps} steps "
+         f"({len(jobs)} runs of verl's trainer, one Ray cluster)")
+    assets_by_seed = {seed: build_assets(options, seed, out / "assets" / f"seed{seed}") for seed in seeds}
+    parameters = next(iter(assets_by_seed.values()))["parameters"]
+    _say(options, f"  tiny Llama with {parameters:,} parameters per seed; task 'n+1=' -> first digit n+1")
 
-    rows_by_algorithm, summaries, all_rows = {}, {}, []
-    for algorithm in config.algorithms:
-        run_dir = out / algorithm
-        metrics = report.load_metrics(run_dir / "metrics.jsonl")
-        rows = report.step_rows(algorithm, metrics, report.load_rollouts(run_dir / "rollouts"))
-        if len(rows) != config.steps:
-            raise RuntimeError(f"{algorithm}: expected {config.steps} logged steps, found {len(rows)} in {run_dir}")
-        missing = [r["step"] for r in rows if r["zero_adv_frac"] is None]
-        if missing:
-            raise RuntimeError(f"{algorithm}: no zero-advantage share for steps {missing[:10]} (rollout dumps missing?)")
-        rows_by_algorithm[algorithm] = rows
-        summaries[algorithm] = report.summarize(algorithm, rows, metrics)
-        all_rows += rows
-    timings["total"] = time.time() - started
-    timings["peak_pss_gib"] = memory.peak_gib
-    timings["peak_rss_sum_gib"] = memory.peak_rss_gib
-    settings = {**asdict(config), "parameters": assets_info["parameters"]}
-    settings["algorithms"] = list(config.algorithms)
+    def stop_on_sigterm(signum, frame):  # a killed demo stops its run (run_main_ppo cleans up on the way out)
+        raise KeyboardInterrupt(f"signal {signum}")
 
-    report.write_csv(all_rows, out / "steps.csv")
-    report.plot(rows_by_algorithm, out / "reward_curves.png")
-    (out / "report.md").write_text(report.markdown_report(summaries, settings, timings))
-    summary = {"settings": settings, "timings": timings, "summaries": summaries}
-    (out / "summary.json").write_text(json.dumps(summary, indent=2, sort_keys=True) + "\n")
+    previous = signal.signal(signal.SIGTERM, stop_on_sigterm)
+    try:
+        with PeakMemory() as memory, shared_ray_cluster() as address:
+            _say(options, f"  Ray cluster up at {address} ({time.time() - started:.0f} s)")
+            progress = _Progress(options, jobs, started)
+            progress.start()
+            try:
+                for job in jobs:  # one at a time: TransferQueue's controller is one named actor per cluster
+                    run = make_run(options, job, assets_by_seed[job.seed], address)
+                    job.wall_s = run_main_ppo(run, timeout_s=options.timeout)
+                    _say(options, f"  [{job.algo} seed {job.seed}] done in {job.wall_s:.0f} s")
+            finally:
+                progress.stop.set()
+    finally:
+        signal.signal(signal.SIGTERM, previous)
 
-    print(f"done in {timings['total']:.0f} s (peak memory {timings['peak_pss_gib']:.1f} GiB); results in {out}")
-    for algorithm, s in summaries.items():
-        print(
-            f"  {algorithm.upper():5s} training reward: first 10 steps {s['reward_first']:.3f}, "
-            f"last 10 steps {s['reward_last']:.3f}; greedy accuracy on the 9 questions "
-            f"{_pct(s['val_acc_before'])} -> {_pct(s['val_acc_after'])}"
-        )
+    runs: dict[str, list] = {algo: [] for algo in options.algos}
+    for job in jobs:
+        metrics = verl_logs.read_metrics(job.run_dir / "metrics.jsonl")
+        dumps = verl_logs.read_rollout_dumps(job.run_dir / "rollouts")
+        series = report.run_series(job.algo, job.seed, metrics, dumps, options.batch_size, options.group_size,
+                                   wall_s=job.wall_s)
+        if series.steps != options.steps:
+            raise ValueError(f"{job.algo} seed {job.seed}: verl logged {series.steps} steps, expected {options.steps}")
+        runs[job.algo].append(series)
+
+    summary = report.summarize(runs)
+    seconds = time.time() - started
+    settings = {**options.to_mapping(), "algos": list(options.algos), "seeds": seeds, "parameters": parameters,
+                "train_rows": options.train_rows,
+                "overrides": {a: options.overrides(a) for a in options.algos}}
+    rows = report.time_rows(runs)
+    summary.update({
+        "seconds": seconds,
+        "settings": settings,
+        "timings": {"peak_pss_gib": memory.peak_pss / 2**30, "peak_rss_sum_gib": memory.peak_rss / 2**30,
+                    "per_algo": rows},
+    })
+    atomic_write_text(out / "steps.csv", report.steps_csv(runs))
+    report.plot(runs, out / "reward_curves.png")
+    atomic_write_text(out / "report.md", report.markdown_report(summary, settings, rows))
+    atomic_write_text(out / "summary.json", json.dumps(report.json_safe(summary), indent=2, sort_keys=True, allow_nan=False) + "\n")
+
+    print(f"done in {seconds:.0f} s (peak memory {memory.peak_pss / 2**30:.1f} GiB PSS); results in {out}")
+    for algo, a in summary["algos"].items():
+        lo, hi = a["final_reward_ci95"]
+        ci = "" if lo is None else f" [{lo:.3f}, {hi:.3f}]"
+        greedy = "n/a" if a["greedy_accuracy_mean"] is None else f"{a['greedy_accuracy_mean']:.2f}"
+        print(f"  {report.NAMES.get(algo, algo):8s} final reward {a['final_reward_mean']:.3f}{ci}  greedy accuracy "
+              f"{greedy}  answers generated {a['answers_generated']:,}")
+    for c in summary["comparisons"].values():
+        print(f"  {c['verdict']}")
     print(f"  report: {out / 'report.md'}  plot: {out / 'reward_curves.png'}")
     sys.stdout.flush()
     return summary

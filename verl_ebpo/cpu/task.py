@@ -1,4 +1,7 @@
-"""The demo's task: "n+1=" -> the next digit, scored by the first digit the model writes.
+"""The CPU backend's tiny task: "n+1=" -> the next digit, scored by the first digit the model writes.
+
+Used by `python -m verl_ebpo.cpu.run` and by `verl-ebpo demo`; verl reaches the reward as
+`reward.custom_reward_function.path=pkg://verl_ebpo.cpu.task`, `name=compute_score`.
 
 Small enough for an 84K-parameter model to learn on a CPU in a few minutes, hard enough at the start
 (a random model writes the right digit first about 5% of the time) that most groups of G=4 answers

@@ -1,0 +1,75 @@
+"""The demo's options (one declaration: the CLI, the validation and the docs table come from it) and the
+algorithms it compares, each as the verl overrides that define it."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from verl_ebpo.spec import Spec, option
+
+# name -> (what it is, verl overrides on top of the shared settings). Everything else is identical.
+ALGORITHMS: dict[str, tuple[str, tuple[str, ...]]] = {
+    "grpo": ("GRPO: group-mean baseline, advantage divided by the group's std (verl's `grpo`)",
+             ("algorithm.adv_estimator=grpo",)),
+    "drgrpo": ("Dr.GRPO: GRPO without the std division, sequence-sum loss normalised by a constant",
+               ("algorithm.adv_estimator=grpo", "algorithm.norm_adv_by_std_in_grpo=False",
+                "actor_rollout_ref.actor.loss_agg_mode=seq-mean-token-sum-norm")),
+    "dapo": ("DAPO: GRPO plus verl's dynamic sampling (groups whose answers all score the same are dropped and "
+             "replaced by new prompts) and clip-higher (ratio clipped to [0.8, 1.28])",
+             ("algorithm.adv_estimator=grpo", "algorithm.filter_groups.enable=True",
+              "algorithm.filter_groups.metric=reward", "actor_rollout_ref.actor.clip_ratio_low=0.2",
+              "actor_rollout_ref.actor.clip_ratio_high=0.28")),
+    "ebpo": ("EBPO: baseline shrunk toward a running prior mean (`algorithm.adv_estimator=ebpo`, default options)",
+             ("algorithm.adv_estimator=ebpo",)),
+}
+DEFAULT_ALGOS = ("grpo", "dapo", "ebpo")
+
+
+def _algo_list(value) -> tuple[str, ...]:
+    names = value.split(",") if isinstance(value, str) else list(value)
+    names = tuple(dict.fromkeys(n.strip().lower() for n in names if str(n).strip()))
+    unknown = [n for n in names if n not in ALGORITHMS]
+    if unknown or not names:
+        raise ValueError(f"must be a comma-separated list of {sorted(ALGORITHMS)}")
+    return names
+
+
+@dataclass(frozen=True)
+class DemoOptions(Spec):
+    PREFIX = ""
+
+    algos: tuple = option(DEFAULT_ALGOS, check=_algo_list, default_doc="`grpo,dapo,ebpo`",
+                          doc="algorithms to compare, any of `grpo`, `drgrpo`, `dapo`, `ebpo` (comma-separated)")
+    seeds: int = option(3, number=(1, 1000), integer=True,
+                        doc="seeds per algorithm (0..N-1); seed s gives every algorithm the same initial model, "
+                        "data order and sampling seed, so the runs are compared in pairs")
+    quick: bool = option(False, doc="one seed per algorithm, for a first look (no intervals)")
+    steps: int = option(60, number=(1, 100000), integer=True, doc="training steps per run")
+    batch_size: int = option(16, number=(1, 4096), integer=True, doc="prompts per training step")
+    group_size: int = option(4, number=(2, 64), integer=True, doc="answers per prompt (G)")
+    lr: float = option(2.5e-3, number=(0.0, 1.0), lo_open=True, doc="actor learning rate")
+    max_response_length: int = option(4, number=(1, 64), integer=True, doc="answer length limit (tokens)")
+    temperature: float = option(1.0, number=(0.0, 10.0), lo_open=True, doc="sampling temperature of the rollout")
+    timeout: float = option(3600.0, number=(1.0, 86400.0),
+                            doc="seconds allowed per run before it is stopped as hung (DAPO runs take longest)")
+    out: str = option("runs/demo", doc="output folder")
+    quiet: bool = option(False, doc="print only the result")
+
+    @property
+    def seed_list(self) -> list[int]:
+        return [0] if self.quick else list(range(self.seeds))
+
+    @property
+    def train_rows(self) -> int:
+        """Rows per seed's training file: room for DAPO's extra prompts without repeating rows."""
+        return max(4096, 4 * self.batch_size * self.steps)
+
+    def overrides(self, algo: str) -> list[str]:
+        return list(ALGORITHMS[algo][1])
+
+
+def algorithms_table() -> str:
+    rows = ["| algorithm | what it is | verl overrides |", "|---|---|---|"]
+    for name, (doc, overrides) in ALGORITHMS.items():
+        rows.append(f"| `{name}` | {doc} | {', '.join(f'`{o}`' for o in overrides)} |")
+    return "\n".join(rows)
