@@ -269,9 +269,13 @@ def test_ordered_runs_read_the_labelled_file(labelled, algo):
     ds = create_rl_dataset(cfg.data.train_files, cfg.data, build_tokenizer(), None, is_train=True)
     assert type(ds).__name__ == {"ebpo_topic": "TopicOrderedDataset", "ebpo_diff": "DifficultyOrderedDataset"}[algo]
     seen = [ds[i]["extra_info"] for i in range(len(ds))]
-    assert sorted(i["problem"] for i in seen) == sorted(p for p, _ in DAPO_PROBLEMS)
+    # every row is served; verl's drop_last loader would drop an incomplete batch, so remainder=pad (the default)
+    # completes it with repeat visits (9 rows, batch 512: one full batch)
+    assert len(ds) == cfg.data.train_batch_size
+    assert sorted({i["problem"] for i in seen}) == sorted(p for p, _ in DAPO_PROBLEMS)
+    assert sorted(i["problem"] for i in seen[: len(DAPO_PROBLEMS)]) == sorted(p for p, _ in DAPO_PROBLEMS)
     if algo == "ebpo_diff":
-        rates = [i["difficulty_qwen3_8b"] for i in seen]
+        rates = [i["difficulty_qwen3_8b"] for i in seen[: len(DAPO_PROBLEMS)]]
         assert rates == sorted(rates, reverse=True)  # easy (high pass rate) first
 
 
