@@ -206,7 +206,6 @@ def main(argv=None) -> int:
         time.sleep(0.05)
     pids = pool.pids() if pool else []
     own0, kids0 = time.process_time(), _cpu_of(pids)
-    cpu0 = own0 + kids0
     t0 = time.perf_counter()
 
     def one(row):

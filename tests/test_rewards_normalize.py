@@ -152,7 +152,11 @@ def test_label_difficulty_counts_a_result_without_a_verdict_as_a_scorer_error(tm
     def scorer(data_source, solution_str, ground_truth, extra_info=None):
         return {"score": 1.0} if solution_str == "a" else {"acc": None}
 
-    out, stats = label_difficulty(table, str(rollouts), scorer=scorer, progress=False)
+    from verl_ebpo.samplers.labeling import LabelingError
+
+    with pytest.raises(LabelingError, match=r"2 of 3 answers made the scorer raise .*needs 'acc' or a numeric 'score'"):
+        label_difficulty(table, str(rollouts), scorer=scorer, progress=False)  # strict by default
+    out, stats = label_difficulty(table, str(rollouts), scorer=scorer, progress=False, max_scorer_errors=2)
     assert stats["scorer_errors"] == 2
     assert out.column("extra_info").to_pylist()[0]["difficulty"] == 0.5
 

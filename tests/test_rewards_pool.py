@@ -130,7 +130,7 @@ def test_many_threads_mixed_jobs(fake_pool):
     jobs = []
     for i in range(400):
         if i % 100 == 7:
-            jobs.append((["x"], f"hang", f"t{i}"))  # distinct kinds: each hang is a new job (not remembered)
+            jobs.append((["x"], "hang", f"t{i}"))  # distinct kinds: each hang is a new job (not remembered)
         elif i % 3 == 0:
             jobs.append(([str(i)], "sleep0.01", "boxed"))
         else:

@@ -1,4 +1,4 @@
-"""Save the EBPO prior beside verl's checkpoint and restore it on resume; `verl-ebpo inspect`.
+"""Save the EBPO prior beside verl's checkpoint and restore it on resume (`verl-ebpo inspect`: `verl_ebpo.inspect_prior`).
 
 Use: `trainer.checkpoint_callback_class=verl_ebpo.EBPOCheckpointCallback` (verl's V1 trainer).
 
@@ -26,16 +26,12 @@ malformed fields are "corrupt" errors naming the file, never a traceback.
 
 from __future__ import annotations
 
-import argparse
 import contextlib
 import errno
 import glob
-import json
 import logging
-import math
 import os
 import stat
-import sys
 import time
 from dataclasses import dataclass
 from typing import Any
@@ -49,7 +45,6 @@ logger = logging.getLogger(__name__)
 PRIOR_FILENAME = "ebpo_prior.json"
 ESTIMATOR_NAME = "ebpo"
 TRACKER_FILENAME = "latest_checkpointed_iteration.txt"  # verl's get_checkpoint_tracker_filename
-INSPECT_GROUP_SIZES = (1, 4, 8, 16, 32)
 MISSING_STATE_OVERRIDE = "+algorithm.ebpo.allow_missing_state=true"
 
 
@@ -154,7 +149,7 @@ def check_tracker(root: str) -> int | None:
     tracker = os.path.join(root, TRACKER_FILENAME)
     if not os.path.lexists(tracker):
         return None
-    why = _not_a_regular_file(tracker)
+    why = not_a_regular_file(tracker)
     if why:
         raise EBPOCheckpointError(f"checkpoint tracker {tracker}: {why}; verl reads the latest step from it")
     fd = os.open(tracker, os.O_RDONLY | os.O_NONBLOCK)  # never waits, even if a FIFO was swapped in meanwhile
@@ -169,7 +164,7 @@ def check_tracker(root: str) -> int | None:
         ) from None
 
 
-def _not_a_regular_file(path: str) -> str | None:
+def not_a_regular_file(path: str) -> str | None:
     """Why `path` cannot be read as a regular file (None when it can): said plainly, never "does not exist"
     for a link loop. Nothing is opened, so a FIFO cannot block."""
     try:
@@ -345,104 +340,3 @@ def __getattr__(name: str):
         globals()[name] = cls  # later lookups (and pickling) find it directly
         return cls
     raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
-
-
-# -- `verl-ebpo inspect` -----------------------------------------------------------------------------
-
-
-def resolve_prior_path(target: str | os.PathLike) -> str:
-    """A prior file, a global_step_N folder, or a checkpoint root (-> its latest checkpoint, as verl's auto resume).
-
-    Nothing is opened here; a FIFO, a link loop or a dangling link is reported for what it is.
-    """
-    target = os.fspath(target)
-    why = _not_a_regular_file(target)
-    if why is None:
-        return target
-    if not os.path.isdir(target):
-        raise EBPOCheckpointError(f"{target}: {why}; give a prior file, a global_step_N folder or a checkpoint root")
-    if os.path.lexists(os.path.join(target, PRIOR_FILENAME)):
-        return os.path.join(target, PRIOR_FILENAME)  # whatever it is, read_prior_file says what is wrong with it
-    if os.path.lexists(os.path.join(target, TRACKER_FILENAME)):
-        # verl's find_latest_ckpt_path, mirrored (tested equal) so that inspect never imports verl: tracker -> N
-        # -> <root>/global_step_N, which must exist
-        latest = os.path.join(target, f"global_step_{check_tracker(target)}")
-        if not os.path.exists(latest):
-            raise EBPOCheckpointError(
-                f"{target}: {TRACKER_FILENAME} names checkpoint folder {latest}, which does not exist"
-            )
-        path = os.path.join(latest, PRIOR_FILENAME)
-        if not os.path.lexists(path):
-            raise EBPOCheckpointError(f"the latest checkpoint {latest} holds no EBPO prior ({PRIOR_FILENAME})")
-        return path
-    raise EBPOCheckpointError(
-        f"{target} holds neither {PRIOR_FILENAME} nor {TRACKER_FILENAME}; give a global_step_N folder, "
-        "the prior file, or the checkpoint root (trainer.default_local_dir)"
-    )
-
-
-def _one_line(text: str) -> str:
-    return " ".join(text.split())
-
-
-def describe_prior(prior: EBPOPrior, global_step: int, group_sizes=INSPECT_GROUP_SIZES, epsilon: float = 1e-6) -> dict:
-    return {
-        "global_step": global_step,
-        "updates": prior.updates,
-        "shaping": dict(prior.shaping) if prior.shaping else None,
-        "mu_glob": prior.mu_glob,
-        "sigma2": prior.sigma2,
-        "tau2": prior.tau2,
-        "weight": prior.reward.weight,
-        "group_mean_weight": prior.group_mean.weight,
-        "shrinkage": {str(g): prior.shrinkage_for(g, epsilon) for g in group_sizes},
-    }
-
-
-def add_arguments_inspect(parser: argparse.ArgumentParser) -> None:
-    parser.add_argument(
-        "path",
-        help=f"a global_step_N folder, its {PRIOR_FILENAME}, or the checkpoint root (trainer.default_local_dir: "
-        "the latest checkpoint, as verl's resume_mode=auto finds it)",
-    )
-    parser.add_argument("--json", action="store_true", help="print one JSON object instead of text")
-    parser.add_argument(
-        "--epsilon", default="1e-6", help="the run's algorithm.ebpo.epsilon, for S (default 1e-6)"
-    )
-
-
-def _epsilon(text) -> float:
-    try:
-        value = float(text)
-    except (TypeError, ValueError):
-        value = math.nan
-    if not (math.isfinite(value) and 0 < value <= 1):
-        raise EBPOCheckpointError(f"--epsilon must be a number in (0, 1], like algorithm.ebpo.epsilon; got {text!r}")
-    return value
-
-
-def run_inspect(args: argparse.Namespace) -> int:
-    try:
-        epsilon = _epsilon(args.epsilon)
-        path = resolve_prior_path(args.path)
-        prior, step = read_prior_file(path)
-    except (EBPOCheckpointError, OSError) as e:
-        print(f"verl-ebpo inspect: error: {_one_line(str(e))}", file=sys.stderr)
-        return 1
-    d = describe_prior(prior, step, epsilon=epsilon)
-    if args.json:
-        print(json.dumps({"path": os.path.abspath(path), **d}, sort_keys=True))
-        return 0
-    shaping = ", ".join(f"{k}={v}" for k, v in d["shaping"].items()) if d["shaping"] else "(never updated)"
-    lines = [
-        f"EBPO prior  {os.path.abspath(path)}",
-        f"global_step {step}   updates {prior.updates}   shaped by {shaping}",
-        f"mu_glob     {prior.mu_glob!r}",
-        f"sigma2      {prior.sigma2!r}",
-        f"tau2        {prior.tau2!r}",
-        f"weight      {prior.reward.weight!r}   (group means: {prior.group_mean.weight!r})",
-        f"S = (sigma2/G) / (sigma2/G + tau2), 1 when the denominator <= {epsilon:g}:",
-    ]
-    lines += [f"  G={g:<3d} S={d['shrinkage'][str(g)]:.6f}" for g in INSPECT_GROUP_SIZES]
-    print("\n".join(lines))
-    return 0

@@ -46,8 +46,9 @@ class EBPOOptions(Spec):
     on_nonfinite: str = option(
         "error",
         choices=("error", "skip"),
-        doc="a NaN/inf score: `error` raises `ValueError` with the row count and leaves the prior exactly as it "
-        "was; `skip` treats those rows as padding and counts them in `ebpo/skipped_rows`.",
+        doc="a NaN/inf score, or one whose absolute value exceeds 1e100 (beyond what the prior's float64 moments hold): `error` "
+        "raises `ValueError` with the row count and leaves the prior exactly as it was; `skip` treats those rows "
+        "as padding and counts them in `ebpo/skipped_rows`.",
     )
     allow_missing_state: bool = option(
         False,

@@ -203,17 +203,6 @@ class EBPOPrior:
             ) from None
         atomic_write_text(path, text, inputs=inputs)
 
-    @classmethod
-    def load(cls, path: str | os.PathLike) -> "EBPOPrior":
-        """Read a file written by `save`. Raises ValueError naming the file when it is unreadable."""
-        try:
-            state = read_state_file(path)
-            prior = cls()
-            prior.load_state_dict(state)
-        except ValueError as e:
-            raise ValueError(f"cannot load EBPO prior from {os.fspath(path)}: {e}") from None
-        return prior
-
 
 _PRIOR = EBPOPrior()
 

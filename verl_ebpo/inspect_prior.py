@@ -1,0 +1,126 @@
+"""`verl-ebpo inspect PATH [--json] [--epsilon E]`: print the EBPO prior saved in a verl checkpoint.
+
+PATH is an `ebpo_prior.json`, a `global_step_N` folder, or the checkpoint root (`trainer.default_local_dir`: the
+latest checkpoint, found by verl's tracker rule, mirrored so that inspect never imports verl). Prints mu_glob,
+sigma2, tau2, the weights and the shrinkage S for G = 1, 4, 8, 16, 32. Errors are one line on stderr, exit 1.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import math
+import os
+import sys
+
+from verl_ebpo.advantage.prior import EBPOPrior
+from verl_ebpo.checkpoint import (
+    PRIOR_FILENAME,
+    TRACKER_FILENAME,
+    EBPOCheckpointError,
+    not_a_regular_file,
+    check_tracker,
+    read_prior_file,
+)
+
+INSPECT_GROUP_SIZES = (1, 4, 8, 16, 32)
+
+
+
+
+def resolve_prior_path(target: str | os.PathLike) -> str:
+    """A prior file, a global_step_N folder, or a checkpoint root (-> its latest checkpoint, as verl's auto resume).
+
+    Nothing is opened here; a FIFO, a link loop or a dangling link is reported for what it is.
+    """
+    target = os.fspath(target)
+    why = not_a_regular_file(target)
+    if why is None:
+        return target
+    if not os.path.isdir(target):
+        raise EBPOCheckpointError(f"{target}: {why}; give a prior file, a global_step_N folder or a checkpoint root")
+    if os.path.lexists(os.path.join(target, PRIOR_FILENAME)):
+        return os.path.join(target, PRIOR_FILENAME)  # whatever it is, read_prior_file says what is wrong with it
+    if os.path.lexists(os.path.join(target, TRACKER_FILENAME)):
+        # verl's find_latest_ckpt_path, mirrored (tested equal) so that inspect never imports verl: tracker -> N
+        # -> <root>/global_step_N, which must exist
+        latest = os.path.join(target, f"global_step_{check_tracker(target)}")
+        if not os.path.exists(latest):
+            raise EBPOCheckpointError(
+                f"{target}: {TRACKER_FILENAME} names checkpoint folder {latest}, which does not exist"
+            )
+        path = os.path.join(latest, PRIOR_FILENAME)
+        if not os.path.lexists(path):
+            raise EBPOCheckpointError(f"the latest checkpoint {latest} holds no EBPO prior ({PRIOR_FILENAME})")
+        return path
+    raise EBPOCheckpointError(
+        f"{target} holds neither {PRIOR_FILENAME} nor {TRACKER_FILENAME}; give a global_step_N folder, "
+        "the prior file, or the checkpoint root (trainer.default_local_dir)"
+    )
+
+
+def _one_line(text: str) -> str:
+    return " ".join(text.split())
+
+
+def describe_prior(prior: EBPOPrior, global_step: int, group_sizes=INSPECT_GROUP_SIZES, epsilon: float = 1e-6) -> dict:
+    return {
+        "global_step": global_step,
+        "updates": prior.updates,
+        "shaping": dict(prior.shaping) if prior.shaping else None,
+        "mu_glob": prior.mu_glob,
+        "sigma2": prior.sigma2,
+        "tau2": prior.tau2,
+        "weight": prior.reward.weight,
+        "group_mean_weight": prior.group_mean.weight,
+        "shrinkage": {str(g): prior.shrinkage_for(g, epsilon) for g in group_sizes},
+    }
+
+
+def add_arguments(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument(
+        "path",
+        help=f"a global_step_N folder, its {PRIOR_FILENAME}, or the checkpoint root (trainer.default_local_dir: "
+        "the latest checkpoint, as verl's resume_mode=auto finds it)",
+    )
+    parser.add_argument("--json", action="store_true", help="print one JSON object instead of text")
+    parser.add_argument(
+        "--epsilon", default="1e-6", help="the run's algorithm.ebpo.epsilon, for S (default 1e-6)"
+    )
+
+
+def _epsilon(text) -> float:
+    try:
+        value = float(text)
+    except (TypeError, ValueError):
+        value = math.nan
+    if not (math.isfinite(value) and 0 < value <= 1):
+        raise EBPOCheckpointError(f"--epsilon must be a number in (0, 1], like algorithm.ebpo.epsilon; got {text!r}")
+    return value
+
+
+def run(args: argparse.Namespace) -> int:
+    try:
+        epsilon = _epsilon(args.epsilon)
+        path = resolve_prior_path(args.path)
+        prior, step = read_prior_file(path)
+    except (EBPOCheckpointError, OSError) as e:
+        print(f"verl-ebpo inspect: error: {_one_line(str(e))}", file=sys.stderr)
+        return 1
+    d = describe_prior(prior, step, epsilon=epsilon)
+    if args.json:
+        print(json.dumps({"path": os.path.abspath(path), **d}, sort_keys=True))
+        return 0
+    shaping = ", ".join(f"{k}={v}" for k, v in d["shaping"].items()) if d["shaping"] else "(never updated)"
+    lines = [
+        f"EBPO prior  {os.path.abspath(path)}",
+        f"global_step {step}   updates {prior.updates}   shaped by {shaping}",
+        f"mu_glob     {prior.mu_glob!r}",
+        f"sigma2      {prior.sigma2!r}",
+        f"tau2        {prior.tau2!r}",
+        f"weight      {prior.reward.weight!r}   (group means: {prior.group_mean.weight!r})",
+        f"S = (sigma2/G) / (sigma2/G + tau2), 1 when the denominator <= {epsilon:g}:",
+    ]
+    lines += [f"  G={g:<3d} S={d['shrinkage'][str(g)]:.6f}" for g in INSPECT_GROUP_SIZES]
+    print("\n".join(lines))
+    return 0

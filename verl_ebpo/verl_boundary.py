@@ -1,0 +1,193 @@
+"""Where verl_ebpo depends on verl: every touch, the one place it lives, and the test that notices a change.
+
+A verl upgrade is reviewed here first. `ADAPTERS` names the only modules of this package that import verl
+(tests/test_verl_boundary.py checks the import graph against it); `TOUCHES` lists what each one relies on,
+with the test that fails (with a message naming the touch) when verl changes it. Kinds, most fragile first:
+
+- `private`: a private name of verl's (underscore) that we read, set or override;
+- `copied rule`: logic of verl's that cannot be called, restated here and compared with verl's real code;
+- `format`: a file format verl writes that we read;
+- `class-wide wrap`: a public method replaced on its class in one process;
+- `public`: a documented extension point (registry, base class, callback): the normal way in.
+
+`markdown_table()` renders the list for docs/verl_boundary.md (tested equal). Nothing here imports verl.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+__all__ = ["ADAPTERS", "TOUCHES", "Touch", "markdown_table"]
+
+KINDS = ("private", "copied rule", "format", "class-wide wrap", "public")
+
+# The only modules that import verl, and what each adapts. Everything else (the math, the prior, the reward,
+# the orderings, the files, the specs, the statistics, the demo's report) is verl-free.
+ADAPTERS = {
+    "verl_ebpo.advantage.verl_glue": "the estimator registration and the metrics hook",
+    "verl_ebpo.checkpoint": "the checkpoint callback and verl's resume rules",
+    "verl_ebpo.samplers.dataset": "the ordered datasets (RLHFDataset subclasses)",
+    "verl_ebpo.cpu.platform": "the cpu platform",
+    "verl_ebpo.cpu.registration": "the hf rollout registration and the gloo process group",
+    "verl_ebpo.cpu.rollout": "the hf rollout server and replica",
+    "verl_ebpo.cpu.replay": "the fast-poll replay buffer (with DAPO filtering)",
+    "verl_ebpo.simulate.estimators": "the simulator calls verl's registered estimators",
+}
+
+
+@dataclass(frozen=True)
+class Touch:
+    name: str
+    kind: str
+    verl: str  # "module:attribute.path" of the verl object (resolved by the boundary test)
+    adapter: str  # "module:attribute" where our side of it lives (the one place)
+    canary: str  # "tests/file.py::test_name": fails when verl changes the touch
+    what: str
+
+
+TOUCHES: tuple[Touch, ...] = (
+    Touch(
+        "rollout registry",
+        "private",
+        "verl.workers.rollout.base:_ROLLOUT_REGISTRY",
+        "verl_ebpo.cpu.registration:register_rollout",
+        "tests/test_cpu_backend.py::test_verl_private_rollout_registry_still_exists_and_holds_hf",
+        'adds ("hf", "async") to the dict `get_rollout_class` reads (0.9.1 has no public rollout registry)',
+    ),
+    Touch(
+        "replica server handle",
+        "private",
+        "verl.workers.rollout.replica:RolloutReplica",
+        "verl_ebpo.cpu.rollout:HFReplica.launch_servers",
+        "tests/test_cpu_backend.py::test_verl_replica_server_handle_is_where_verl_reads_it",
+        "sets `_server_handle` / `_server_address`, where verl's agent loop looks for a replica's server",
+    ),
+    Touch(
+        "replay buffer group clearing",
+        "private",
+        "verl.trainer.ppo.v1.replay_buffer:ReplayBuffer._clear_groups",
+        "verl_ebpo.cpu.replay:CPUReplayBuffer._clear_groups",
+        "tests/test_cpu_backend.py::test_verl_replay_buffer_internals_we_override_still_exist",
+        "overridden to count the answers DAPO discards; trajectory keys `<uid>_<sample>_<output>`",
+    ),
+    Touch(
+        "dataset read hook",
+        "private",
+        "verl.utils.dataset.rl_dataset:RLHFDataset._read_files_and_tokenize",
+        "verl_ebpo.samplers.dataset:OrderedRLHFDataset",
+        "tests/test_samplers_verl.py::test_verl_read_hook_canary",
+        "overridden to put the rows in order right after verl reads and filters them",
+    ),
+    Touch(
+        "resume folder",
+        "copied rule",
+        "verl.trainer.ppo.v1.trainer_base:PPOTrainer._load_checkpoint",
+        "verl_ebpo.checkpoint:find_resume_checkpoint",
+        "tests/test_checkpoint.py::test_resume_folder_rules_match_verls_load_checkpoint",
+        "which `global_step_N` verl resumes from (disable / auto / resume_path); verl has no load hook",
+    ),
+    Touch(
+        "DAPO buffer arguments",
+        "copied rule",
+        "verl.trainer.ppo.v1.trainer_base:PPOTrainer._build_replay_buffer",
+        "verl_ebpo.cpu.replay:filter_arguments",
+        "tests/test_cpu_backend.py::test_cpu_replay_buffer_gets_the_dapo_arguments_verl_gives_its_own",
+        "verl passes a custom buffer only its base arguments: the group-filtering ones are re-derived",
+    ),
+    Touch(
+        "checkpoint tracker",
+        "format",
+        "verl.utils.checkpoint.checkpoint_manager:find_latest_ckpt_path",
+        "verl_ebpo.checkpoint:check_tracker",
+        "tests/test_hardening_checkpoint.py::test_inspects_tracker_rule_is_verls",
+        "`latest_checkpointed_iteration.txt` -> `global_step_N` (inspect reads it without importing verl)",
+    ),
+    Touch(
+        "metrics file",
+        "format",
+        "verl.utils.tracking:FileLogger",
+        "verl_ebpo.cpu.verl_logs:read_metrics",
+        "tests/test_cpu_demo.py::test_verl_logs_read_metrics_merges_a_steps_lines_and_names_a_bad_line",
+        "`metrics.jsonl`: one `{\"step\", \"data\"}` line per log call (the demo's only source of numbers)",
+    ),
+    Touch(
+        "rollout dump uids",
+        "format",
+        "verl.trainer.ppo.v1.trainer_base:PPOTrainer",
+        "verl_ebpo.cpu.verl_logs:dump_group",
+        "tests/test_cpu_demo.py::test_verl_logs_rollout_dump_uids_group_by_prompt",
+        "`rollout_data_dir/N.jsonl` rows and their `<uid>_<sample>_<output>` ids, grouped by prompt",
+    ),
+    Touch(
+        "metrics hook",
+        "class-wide wrap",
+        "verl.utils.tracking:Tracking.log",
+        "verl_ebpo.advantage.verl_glue:install_metrics_hook",
+        "tests/test_estimator_verl.py::test_wrapped_verl_api_still_exists",
+        "an estimator cannot return metrics: `ebpo/*` join the next log call (only in a process that ran ebpo)",
+    ),
+    Touch(
+        "process group backend",
+        "class-wide wrap",
+        "verl.utils.distributed:initialize_global_process_group_ray",
+        "verl_ebpo.cpu.registration:wrap_process_group_init",
+        "tests/test_cpu_backend.py::test_process_group_init_is_wrapped_where_verl_calls_it",
+        "gloo on the cpu platform; also rebound in `verl.workers.engine_workers`, which imported it by name",
+    ),
+    Touch(
+        "estimator registry",
+        "public",
+        "verl.trainer.ppo.core_algos:register_adv_est",
+        "verl_ebpo.advantage.verl_glue:register",
+        "tests/test_estimator_verl.py::test_registered_through_import_verl_alone_in_fresh_process",
+        "`adv_estimator=ebpo`, registered by the `verl.plugins` entry point on `import verl`",
+    ),
+    Touch(
+        "checkpoint callback",
+        "public",
+        "verl.trainer.ppo.checkpoint_callback:CheckpointCallback",
+        "verl_ebpo.checkpoint:EBPOCheckpointCallback",
+        "tests/test_checkpoint.py::test_build_checkpoint_callback_loads_our_class_by_its_documented_name",
+        "`trainer.checkpoint_callback_class`: the prior saved beside every checkpoint",
+    ),
+    Touch(
+        "dataset class",
+        "public",
+        "verl.utils.dataset.rl_dataset:RLHFDataset",
+        "verl_ebpo.samplers.dataset:TopicOrderedDataset",
+        "tests/test_samplers_verl.py::test_verl_read_hook_canary",
+        "`data.custom_cls`: the ordered datasets subclass verl's",
+    ),
+    Touch(
+        "platform",
+        "public",
+        "verl.plugin.platform:PlatformRegistry",
+        "verl_ebpo.cpu.platform:register_platform",
+        "tests/test_cpu_backend.py::test_cpu_platform_selected_by_env_runs_verls_device_helpers_and_gloo",
+        "the `cpu` platform, selected by `VERL_PLATFORM=cpu`",
+    ),
+    Touch(
+        "rollout replica",
+        "public",
+        "verl.workers.rollout.replica:RolloutReplicaRegistry",
+        "verl_ebpo.cpu.registration:register_rollout",
+        "tests/test_cpu_backend.py::test_hf_replica_is_registered_next_to_verls_own",
+        "the `hf` replica beside vllm/sglang (`BaseRollout`, `RolloutReplica`, `TokenOutput` subclassed)",
+    ),
+    Touch(
+        "estimator lookup",
+        "public",
+        "verl.trainer.ppo.core_algos:get_adv_estimator_fn",
+        "verl_ebpo.simulate.estimators:AdvantageCaller",
+        "tests/test_simulate.py::test_batch_local_advantages_equal_verls_reference_function_seed_by_seed",
+        "the simulator's advantages are verl's registered estimator functions",
+    ),
+)
+
+
+def markdown_table() -> str:
+    """| kind | verl | ours | canary | what | rows for docs/verl_boundary.md."""
+    rows = ["| kind | verl | ours | canary test | what |", "|---|---|---|---|---|"]
+    for t in TOUCHES:
+        rows.append(f"| {t.kind} | `{t.verl}` | `{t.adapter}` | `{t.canary.split('::')[-1]}` | {t.what} |")
+    return "\n".join(rows)
