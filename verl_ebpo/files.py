@@ -20,7 +20,16 @@ import stat
 import tempfile
 from typing import Iterable, Iterator
 
-__all__ = ["OutputPathError", "atomic_output", "atomic_write_bytes", "atomic_write_text", "check_output_path"]
+__all__ = [
+    "OutputPathError",
+    "atomic_output",
+    "atomic_write_bytes",
+    "atomic_write_text",
+    "check_output_path",
+    "current_umask",
+    "fsync_dir",
+    "pid_alive",
+]
 
 _TMP_TAG = ".tmp-"
 
@@ -88,13 +97,14 @@ def _remove_stale_temps(directory: str, name: str) -> None:
     """Temporary files of `name` whose writer process is gone (killed mid-write)."""
     for tmp in glob.glob(os.path.join(glob.escape(directory), f".{glob.escape(name)}{_TMP_TAG}*")):
         pid_part = os.path.basename(tmp)[len(name) + 1 + len(_TMP_TAG) :].split("-", 1)[0]
-        if pid_part.isdigit() and _alive(int(pid_part)):
+        if pid_part.isdigit() and pid_alive(int(pid_part)):
             continue
         with contextlib.suppress(OSError):
             os.unlink(tmp)
 
 
-def _alive(pid: int) -> bool:
+def pid_alive(pid: int) -> bool:
+    """Whether process `pid` exists (this process counts as alive)."""
     if pid == os.getpid():
         return True
     try:
@@ -106,7 +116,8 @@ def _alive(pid: int) -> bool:
     return True
 
 
-def _fsync_dir(directory: str) -> None:
+def fsync_dir(directory: "str | os.PathLike[str]") -> None:
+    """Make a rename in `directory` durable (best effort: some file systems refuse)."""
     try:
         fd = os.open(directory, os.O_RDONLY)
     except OSError:
@@ -144,7 +155,7 @@ def atomic_output(path: "str | os.PathLike[str]", inputs: Iterable["str | os.Pat
         with contextlib.suppress(OSError):
             os.unlink(tmp)
         raise
-    _fsync_dir(directory)
+    fsync_dir(directory)
 
 
 def atomic_write_bytes(path: "str | os.PathLike[str]", data: bytes, inputs: Iterable["str | os.PathLike[str]"] = ()) -> None:

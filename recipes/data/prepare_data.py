@@ -57,6 +57,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Iterable, Optional
 
+from verl_ebpo.files import check_output_path, current_umask, fsync_dir, pid_alive
+
 PROMPT_TEMPLATE = (
     "Solve the following math problem step by step. The last line of your response should be of the form "
     "Answer: $Answer (without quotes) where $Answer is the answer to the problem.\n\n"
@@ -366,27 +368,6 @@ def _fsync_and_hash(path: Path) -> str:
 # writing the set as one unit
 
 
-def _fsync_dir(path: Path) -> None:
-    with contextlib.suppress(OSError):
-        fd = os.open(path, os.O_RDONLY)
-        try:
-            os.fsync(fd)
-        finally:
-            os.close(fd)
-
-
-def _pid_alive(pid: int) -> bool:
-    if pid == os.getpid():
-        return True
-    try:
-        os.kill(pid, 0)
-    except ProcessLookupError:
-        return False
-    except OSError:
-        return True
-    return True
-
-
 def _apply(staging: Path, out_dir: Path, inputs) -> None:
     """Rename the staged files into place (manifest last), delete what COMMIT says, remove the staging folder.
 
@@ -398,13 +379,11 @@ def _apply(staging: Path, out_dir: Path, inputs) -> None:
         with contextlib.suppress(FileNotFoundError):
             (out_dir / name).unlink()
     _move_in(staging / MANIFEST_FILE, out_dir / MANIFEST_FILE, inputs)  # last: it describes the new set
-    _fsync_dir(out_dir)
+    fsync_dir(out_dir)
     shutil.rmtree(staging, ignore_errors=True)
 
 
 def _move_in(staged: Path, target: Path, inputs) -> None:
-    from verl_ebpo.files import check_output_path
-
     if staged.exists():  # absent: an interrupted earlier call already moved it
         check_output_path(target, inputs)  # still a regular file (or absent), still not an input
         os.replace(staged, target)
@@ -420,7 +399,7 @@ def recover_staging(out_dir: Path, inputs=()) -> list[str]:
         if not staging.is_dir() or staging.is_symlink():
             continue
         pid = staging.name[len(STAGING_PREFIX):].split("-", 1)[0]
-        if pid.isdigit() and int(pid) != os.getpid() and _pid_alive(int(pid)):
+        if pid.isdigit() and int(pid) != os.getpid() and pid_alive(int(pid)):
             raise DataError(f"another prepare_data.py (pid {pid}) is writing {out_dir}; wait for it to finish")
         if (staging / COMMIT_FILE).is_file():
             _apply(staging, out_dir, inputs)
@@ -456,7 +435,6 @@ def write_set(out_dir: Path, parts: dict[str, list[dict]], entries: dict[str, di
     """Write `parts` (file name -> rows) and the manifest (with `entries` and each file's sha256) as one unit.
 
     Returns file name -> sha256. See the module docstring for the protocol."""
-    from verl_ebpo.files import check_output_path, current_umask
 
     for name in list(parts) + [MANIFEST_FILE] + remove:
         check_output_path(out_dir / name, inputs)  # refuse FIFOs, folders, inputs before any work
@@ -481,7 +459,7 @@ def write_set(out_dir: Path, parts: dict[str, list[dict]], entries: dict[str, di
         commit = staging / COMMIT_FILE
         commit.write_text(json.dumps({"files": list(parts), "remove": remove}))
         _fsync_and_hash(commit)
-        _fsync_dir(staging)
+        fsync_dir(staging)
     except BaseException:
         shutil.rmtree(staging, ignore_errors=True)
         raise
