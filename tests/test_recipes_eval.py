@@ -4,6 +4,7 @@ markdown table with the paper's numbers beside ours, and generate.py's file hand
 from __future__ import annotations
 
 import json
+import os
 import subprocess
 import sys
 from pathlib import Path
@@ -90,6 +91,17 @@ def test_pass_at_1_and_table_from_generations(tmp_path):
     # the paper's own inconsistency is shown, not hidden
     assert any(line.startswith("| Dr.GRPO | paper [1] |") for line in lines)
     assert "[1] the five scores average 56.27; the paper states 56.67" in lines
+
+
+def test_score_never_writes_over_its_input_or_a_fifo(tmp_path):
+    gens = fake_generations(tmp_path / "gens.jsonl")
+    before = gens.read_bytes()
+    out = run_score("--model", "qwen3_8b", "--run", f"grpo={gens}", "--out-json", str(gens))
+    assert out.returncode == 2 and "it is the input file" in out.stderr and "Traceback" not in out.stderr
+    assert gens.read_bytes() == before
+    os.mkfifo(tmp_path / "pipe")
+    out = run_score("--model", "qwen3_8b", "--run", f"grpo={gens}", "--out-md", str(tmp_path / "pipe"))
+    assert out.returncode == 2 and "FIFO" in out.stderr
 
 
 def test_paper_rows_for_each_model():

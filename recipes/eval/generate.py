@@ -26,7 +26,6 @@ from __future__ import annotations
 
 import argparse
 import json
-import os
 import sys
 import time
 from dataclasses import dataclass
@@ -269,6 +268,9 @@ def main(argv: Optional[list[str]] = None) -> int:
         if not isinstance(chat_kwargs, dict):
             raise ValueError("--chat-template-kwargs must be a JSON object")
         requests = load_requests(files, shard, args.limit)
+        from verl_ebpo.files import check_output_path
+
+        check_output_path(args.out, inputs=list(files.values()))  # before the engine loads (an OutputPathError)
         if args.prompt_style == "authors":  # fail before the engine loads
             for reqs in requests.values():
                 render_prompts(None, reqs, chat_kwargs, args.prompt_style)
@@ -277,11 +279,11 @@ def main(argv: Optional[list[str]] = None) -> int:
         return 2
 
     tokenizer, generate = ENGINES[args.engine](args)
+    from verl_ebpo.files import atomic_output, atomic_write_text
+
     out = Path(args.out)
-    out.parent.mkdir(parents=True, exist_ok=True)
-    tmp = out.with_name(out.name + ".tmp")
     started = time.time()
-    with open(tmp, "w") as f:
+    with atomic_output(out, inputs=list(files.values())) as tmp, open(tmp, "w") as f:
         for name in benchmarks:
             reqs, k = requests[name], samples[name]
             t0 = time.time()
@@ -289,7 +291,6 @@ def main(argv: Optional[list[str]] = None) -> int:
             for row in generation_rows(reqs, outs, k):
                 f.write(json.dumps(row, ensure_ascii=False) + "\n")
             print(f"{name}: {len(reqs)} problems x {k} samples in {time.time() - t0:.0f}s", flush=True)
-    os.replace(tmp, out)
     meta = {
         "model": args.model, "engine": args.engine, "files": {k: str(v) for k, v in files.items()},
         "samples": {b: samples[b] for b in benchmarks}, "temperature": args.temperature, "top_p": args.top_p,
@@ -297,7 +298,7 @@ def main(argv: Optional[list[str]] = None) -> int:
         "chat_template_kwargs": chat_kwargs, "prompt_style": args.prompt_style,
         "seconds": round(time.time() - started, 1),
     }
-    Path(str(out) + ".meta.json").write_text(json.dumps(meta, indent=2) + "\n")
+    atomic_write_text(str(out) + ".meta.json", json.dumps(meta, indent=2) + "\n")
     return 0
 
 

@@ -34,6 +34,7 @@ from typing import Callable, Optional
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 from benchmarks import BENCHMARKS, METHOD_TITLES, METHODS, MODEL_TITLES, SAMPLES, TITLES, parse_mapping  # noqa: E402
 
+from verl_ebpo.files import OutputPathError, atomic_write_text  # noqa: E402
 from verl_ebpo.rewards.score import is_correct  # noqa: E402  (the verdict training uses; one definition)
 
 PAPER_RESULTS = Path(__file__).resolve().parent / "paper_results.json"
@@ -258,10 +259,16 @@ def main(argv: Optional[list[str]] = None) -> int:
 
     table = markdown_table(args.model, ours, args.protocol)
     print(table, end="")
-    if args.out_md:
-        Path(args.out_md).write_text(table)
-    if args.out_json:
-        Path(args.out_json).write_text(json.dumps({"model": args.model, "protocol": args.protocol, "runs": results}, indent=2) + "\n")
+    inputs = [item.partition("=")[2] for item in args.run]
+    try:
+        if args.out_md:
+            atomic_write_text(args.out_md, table, inputs=inputs)
+        if args.out_json:
+            doc = {"model": args.model, "protocol": args.protocol, "runs": results}
+            atomic_write_text(args.out_json, json.dumps(doc, indent=2) + "\n", inputs=inputs)
+    except OutputPathError as e:
+        print(f"score: error: {e}", file=sys.stderr)
+        return 2
     return 0
 
 

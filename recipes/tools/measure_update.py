@@ -86,8 +86,9 @@ def main(argv=None) -> int:
     result = measure(args.model, args.device, args.iters)
     print(json.dumps(result))
     if args.out:
-        with open(args.out, "w") as f:
-            json.dump(result, f, indent=2)
+        from verl_ebpo.files import atomic_write_text
+
+        atomic_write_text(args.out, json.dumps(result, indent=2) + "\n")
     return 0
 
 
