@@ -49,3 +49,11 @@ def test_interval_contains_the_mean(xs):
     ci = mean_ci(xs)
     assert ci.lo <= ci.mean <= ci.hi
     assert ci.mean == pytest.approx(float(np.mean(xs)), abs=1e-6)
+
+
+def test_a_tiny_resolved_difference_is_printed_with_its_size_not_as_zero():
+    """A resolved difference of 2e-5 must not read '-0.000 lower' (seen in the simulator's report)."""
+    text = verdict("a", "b", Interval(-2e-5, -3e-5, -1e-5, 10), "x")
+    assert "lower" in text and "-2.0e-05" in text and "[-3.0e-05, -1.0e-05]" in text
+    assert "-0.000" not in text
+    assert "+0.030, 95% CI [+0.025, +0.035]" in verdict("a", "b", Interval(0.03, 0.025, 0.035, 10), "x")

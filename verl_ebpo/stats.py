@@ -70,12 +70,17 @@ def paired_diff_ci(a: Sequence[float], b: Sequence[float], level: float = 0.95) 
     return mean_ci(a - b, level)
 
 
+def _signed(x: float) -> str:
+    """`x` with its sign: 3 decimals, or 2 significant digits when that would print as 0.000."""
+    return f"{x:+.3f}" if x == 0 or abs(x) >= 0.0005 else f"{x:+.1e}"
+
+
 def verdict(a: str, b: str, diff: Interval, what: str, level: float = 0.95) -> str:
     """One sentence on `a - b` of `what`, decided by the interval alone."""
     pct = f"{level * 100:g}%"
     if diff.n < 2:
         return f"{a} vs {b} ({what}): one seed, no interval; run more seeds to compare."
-    span = f"{diff.mean:+.3f}, {pct} CI [{diff.lo:+.3f}, {diff.hi:+.3f}], {diff.n} seeds"
+    span = f"{_signed(diff.mean)}, {pct} CI [{_signed(diff.lo)}, {_signed(diff.hi)}], {diff.n} seeds"
     if diff.lo > 0:
         return f"{a} is higher than {b} on {what} ({span})."
     if diff.hi < 0:
