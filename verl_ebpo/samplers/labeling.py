@@ -45,16 +45,14 @@ class LabelingError(ValueError):
 # files
 
 
-def _input_kind(path: str) -> int:
-    """stat mode of an input file; LabelingError naming it when it is missing or unreadable."""
-    try:
-        return os.stat(path).st_mode
-    except FileNotFoundError:
-        if os.path.islink(path):
-            raise LabelingError(f"input file {path} is a symlink to {os.readlink(path)!r}, which does not exist") from None
-        raise LabelingError(f"input file not found: {path}") from None
-    except OSError as e:
-        raise LabelingError(f"cannot read input file {path}: {e.strerror or e}") from None
+def _check_input(path: str, **kinds) -> None:
+    """LabelingError naming an input that cannot be read (`verl_ebpo.files.unreadable_reason`; nothing is opened,
+    so a FIFO cannot block)."""
+    from verl_ebpo.files import unreadable_reason
+
+    why = unreadable_reason(path, **kinds)
+    if why:
+        raise LabelingError(f"input file {path}: {why}")
 
 
 def read_table(path: str):
@@ -62,11 +60,7 @@ def read_table(path: str):
     (parquet needs to seek, and a FIFO would block)."""
     import pyarrow.parquet as pq
 
-    from verl_ebpo.files import _kind
-
-    mode = _input_kind(path)
-    if not (stat.S_ISREG(mode) or stat.S_ISDIR(mode)):
-        raise LabelingError(f"input file {path} is {_kind(mode)}, not a regular parquet file")
+    _check_input(path, allow_dir=True, expected="a regular parquet file or a folder of them")
     try:
         return pq.read_table(path)
     except (OSError, ValueError) as e:  # pyarrow's ArrowInvalid is a ValueError, ArrowIOError an OSError
@@ -79,18 +73,18 @@ def open_text_input(path: str):
     A FIFO is opened non-blocking and then switched back to blocking reads: with a writer attached it streams;
     without one the first read is end-of-file (nothing to wait for), so the tool never hangs.
     """
+    import fcntl
+
     from verl_ebpo.files import _kind
 
-    mode = _input_kind(path)
-    if stat.S_ISREG(mode):
-        return open(path, encoding="utf-8")
-    if stat.S_ISFIFO(mode):
-        import fcntl
-
-        fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK)
-        fcntl.fcntl(fd, fcntl.F_SETFL, fcntl.fcntl(fd, fcntl.F_GETFL) & ~os.O_NONBLOCK)
-        return os.fdopen(fd, encoding="utf-8")
-    raise LabelingError(f"input file {path} is {_kind(mode)}, not a regular file")
+    _check_input(path, allow_fifo=True, expected="a regular file or a pipe")
+    fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK)  # never waits, even if a FIFO/device was swapped in meanwhile
+    mode = os.fstat(fd).st_mode
+    if not (stat.S_ISREG(mode) or stat.S_ISFIFO(mode)):
+        os.close(fd)
+        raise LabelingError(f"input file {path}: it is {_kind(mode)}, not a regular file or a pipe")
+    fcntl.fcntl(fd, fcntl.F_SETFL, fcntl.fcntl(fd, fcntl.F_GETFL) & ~os.O_NONBLOCK)
+    return os.fdopen(fd, encoding="utf-8")
 
 
 def write_table(table, path: str, inputs=()) -> None:
