@@ -360,3 +360,43 @@ def test_a_folder_of_parquet_files_is_still_an_input(tmp_path, capsys):
         _refused(_cli(capsys, "label-topics", folder, out, "--from-field", "type", "--missing", "drop"),
                  "label-topics", "inside the input folder")
     assert _digest(folder / "part-0.parquet") == before and not (folder / "new.parquet").exists()
+
+
+# -- the output checks run once, before any reading or scoring ----------------------------------------------------------
+
+
+def test_outputs_are_checked_once_before_any_work(tmp_path, src, rollouts, capsys, scorers, monkeypatch):
+    events = []
+    real_check, real_read = lab.check_outputs, lab.read_table
+    monkeypatch.setattr(lab, "check_outputs", lambda *a, **k: events.append(("check", list(a[0]))) or real_check(*a, **k))
+    monkeypatch.setattr(lab, "read_table", lambda *a: events.append(("read",)) or real_read(*a))
+    out, summary = str(tmp_path / "o.parquet"), str(tmp_path / "s.json")
+    rc, _, err = _cli(capsys, "label-topics", src, out, "--from-field", "type", "--missing", "drop",
+                      "--summary-json", summary)
+    assert rc == 0, err
+    assert events == [("check", [out, summary]), ("read",)]
+    events.clear()
+    rc, _, err = _cli(capsys, "label-difficulty", src, rollouts, out, "--scorer", f"{scorers}:good", "--overwrite",
+                      "--no-progress")
+    assert rc == 0, err
+    assert events == [("check", [out]), ("read",)]
+
+
+def test_the_in_place_hint_is_given_only_for_output_over_input(tmp_path, src, capsys):
+    """With one check for all outputs, the "pass --in-place" way out still belongs to OUTPUT == INPUT only: it does
+    not allow a summary over the input."""
+    res = _cli(capsys, "label-topics", src, tmp_path / "o.parquet", "--from-field", "type", "--missing", "drop",
+               "--summary-json", src)
+    _refused(res, "label-topics", "it is the input file")
+    assert "--in-place" not in res[2]
+    # with --in-place OUTPUT is INPUT: a summary over the input (also by a hard link) is two outputs in one file
+    os.link(src, tmp_path / "hard.json")
+    for summary in (src, tmp_path / "hard.json"):
+        res = _cli(capsys, "label-topics", src, src, "--from-field", "type", "--missing", "fill", "--fill-value", "x",
+                   "--in-place", "--summary-json", summary)
+        _refused(res, "label-topics", "two outputs name one file")
+    assert pq.read_table(src).num_rows == 4 and not _field_exists(src)
+
+
+def _field_exists(path):
+    return lab._field_exists(pq.read_table(path), "extra_info.topic")

@@ -97,28 +97,21 @@ def write_table(table, path: str, inputs=()) -> None:
         pq.write_table(table, tmp)
 
 
-def check_outputs(outputs: Sequence[str | None], inputs: Sequence[str], hint: str = "") -> None:
-    """Refuse, before any slow work, outputs that would destroy something: an input file (also via a link), a
-    non-regular file (FIFO, device, folder), or two outputs naming one file. OutputPathError / LabelingError;
-    `hint` is appended to the input-file refusal."""
-    from verl_ebpo.files import OutputPathError, check_output_path
+def check_outputs(
+    outputs: Sequence[str | None], inputs: Sequence[str], hint: tuple[str, str, str] | None = None
+) -> None:
+    """Refuse, once and before any slow work, outputs that would destroy something: an input file (also via a
+    link), a path inside an input folder, a non-regular file (FIFO, device, folder), or two outputs naming one
+    file (`verl_ebpo.files.check_output_paths`; OutputPathError). `hint` = (output, input, text): `text` is
+    appended when that output would replace that input."""
+    from verl_ebpo.files import OutputPathError, check_output_paths
 
-    seen: dict[str, str] = {}
-    for out in outputs:
-        if out is None:
-            continue
-        try:
-            real = check_output_path(out, inputs)
-        except OutputPathError as e:
-            raise OutputPathError(f"{e}{hint}" if "is the input file" in str(e) else str(e)) from None
-        for inp in inputs:  # a folder input (a parquet dataset): every file inside it is an input
-            folder = os.path.realpath(inp)
-            if os.path.isdir(folder) and real.startswith(folder.rstrip(os.sep) + os.sep):
-                raise OutputPathError(f"refusing to write {out}: it is inside the input folder {inp}; "
-                                      "choose another output path")
-        if real in seen:
-            raise LabelingError(f"two outputs name one file ({seen[real]} and {out}); give each output its own path")
-        seen[real] = out
+    try:
+        check_output_paths(outputs, inputs)
+    except OutputPathError as e:
+        if hint is None or (e.path, e.input_file) != hint[:2]:
+            raise
+        raise OutputPathError(f"{e}{hint[2]}", path=e.path, input_file=e.input_file) from None
 
 
 def resolve_in_place(args: argparse.Namespace, protected: Sequence[str]) -> list[str]:
@@ -144,6 +137,11 @@ def _add_in_place(p: argparse.ArgumentParser) -> None:
     p.add_argument("--in-place", action="store_true",
                    help="allow OUTPUT to be INPUT: the labelled file replaces the input atomically once complete "
                         "(without this flag OUTPUT == INPUT is refused)")
+
+
+def _in_place_hint(args: argparse.Namespace) -> tuple[str, str] | None:
+    """The way out named when OUTPUT would replace INPUT (none with --in-place: there it is the point)."""
+    return None if args.in_place else (args.output, args.input, IN_PLACE_HINT)
 
 
 def _one_line(text: str) -> str:
@@ -431,10 +429,8 @@ def run_label_topics(args: argparse.Namespace) -> int:
 
     try:
         inputs = resolve_in_place(args, [])
-        check_outputs([args.output], inputs, IN_PLACE_HINT if not args.in_place else "")
-        check_outputs([args.output, args.summary_json], inputs)
-        if args.summary_json:
-            check_outputs([args.summary_json], [args.input])
+        # with --in-place OUTPUT is INPUT, so "two outputs name one file" keeps the summary off the input too
+        check_outputs([args.output, args.summary_json], inputs, _in_place_hint(args))
         _positive("--k", args.k)
         _positive("--batch-size", args.batch_size)
         _positive("--top-words", args.top_words, 0)
@@ -682,8 +678,7 @@ def run_label_difficulty(args: argparse.Namespace) -> int:
 
     try:
         inputs = resolve_in_place(args, [args.rollouts])
-        check_outputs([args.output], [args.rollouts])
-        check_outputs([args.output], inputs, IN_PLACE_HINT if not args.in_place else "")
+        check_outputs([args.output], inputs, _in_place_hint(args))
         _positive("--workers", args.workers)
         _positive("--max-scorer-errors", args.max_scorer_errors, 0)
         table = read_table(args.input)
