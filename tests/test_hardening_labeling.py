@@ -8,6 +8,7 @@ from __future__ import annotations
 import hashlib
 import json
 import os
+import re
 import stat
 import sys
 import threading
@@ -362,6 +363,47 @@ def test_a_folder_of_parquet_files_is_still_an_input(tmp_path, capsys):
     assert _digest(folder / "part-0.parquet") == before and not (folder / "new.parquet").exists()
 
 
+# -- --index-field values that cannot be matched (lists, dicts) -----------------------------------------------------
+
+
+def _write_nested(path):
+    rows = [
+        {
+            "data_source": "toy",
+            "prompt": [{"role": "user", "content": f"Question {i}?"}],
+            "reward_model": {"style": "rule", "ground_truth": str(i)},
+            "extra_info": {"index": i, "tags": [f"t{i}", "x"], "meta": {"id": i}},
+        }
+        for i in range(3)
+    ]
+    pq.write_table(pa.Table.from_pylist(rows), path)
+    return path
+
+
+@pytest.mark.parametrize("field, kind", [("extra_info.tags", "list"), ("extra_info.meta", "dict")])
+def test_an_index_field_of_lists_or_dicts_is_one_line_naming_the_field_and_row(tmp_path, capsys, scorers, field,
+                                                                               kind):
+    src = _write_nested(tmp_path / "in.parquet")
+    roll = _rollouts(tmp_path / "r.jsonl", [{"index": i, "response": str(i)} for i in range(3)])
+    out = tmp_path / "o.parquet"
+    res = _cli(capsys, "label-difficulty", src, roll, out, "--scorer", f"{scorers}:good", "--index-field", field,
+               "--no-progress")
+    _refused(res, "label-difficulty", f"--index-field {field!r}: row 0 holds a {kind}", "numbers or strings")
+    assert not out.exists()
+    with pytest.raises(lab.LabelingError, match=f"row 0 holds a {kind}"):
+        lab.label_difficulty(pq.read_table(src), str(roll), scorer=good_scorer, index_field=field, progress=False)
+
+
+@pytest.mark.parametrize("key", [[1], {"i": 1}])
+def test_a_rollout_index_that_is_a_list_or_object_is_one_line_naming_the_line_and_field(tmp_path, capsys, scorers,
+                                                                                         key):
+    src = _write_nested(tmp_path / "in.parquet")
+    roll = _rollouts(tmp_path / "r.jsonl", [{"index": 0, "response": "0"}, {"index": key, "response": "1"}])
+    res = _cli(capsys, "label-difficulty", src, roll, tmp_path / "o.parquet", "--scorer", f"{scorers}:good",
+               "--index-field", "extra_info.index", "--no-progress")
+    _refused(res, "label-difficulty", f"{roll}:2: index is a {type(key).__name__}", "--index-field 'extra_info.index'")
+
+
 # -- the output checks run once, before any reading or scoring ----------------------------------------------------------
 
 
@@ -400,3 +442,31 @@ def test_the_in_place_hint_is_given_only_for_output_over_input(tmp_path, src, ca
 
 def _field_exists(path):
     return lab._field_exists(pq.read_table(path), "extra_info.topic")
+
+
+# -- the one scorer loader -------------------------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    "spec, words",
+    [
+        ("no_such_module_xyz:score", "importing 'no_such_module_xyz' failed (ModuleNotFoundError"),
+        ("json:no_such_function", "module 'json' has no attribute 'no_such_function'"),
+        ("json", "--scorer must look like module:function"),
+        (":score", "--scorer must look like module:function"),
+        ("json:", "--scorer must look like module:function"),
+        ("json:__name__", "is not callable (it is a str)"),
+        ("broken_at_import_mod:score", "importing 'broken_at_import_mod' failed (RuntimeError: no verifier here)"),
+        ("syntax_error_mod:score", "importing 'syntax_error_mod' failed (SyntaxError"),
+    ],
+)
+def test_a_bad_scorer_is_one_line(tmp_path, src, rollouts, capsys, monkeypatch, spec, words):
+    (tmp_path / "broken_at_import_mod.py").write_text("raise RuntimeError('no verifier\\nhere')\n")
+    (tmp_path / "syntax_error_mod.py").write_text("def score(:\n")
+    monkeypatch.syspath_prepend(str(tmp_path))
+    for name in ("broken_at_import_mod", "syntax_error_mod"):
+        monkeypatch.delitem(sys.modules, name, raising=False)
+    with pytest.raises(lab.LabelingError, match=re.escape(words)):
+        lab.load_scorer(spec)
+    _refused(_cli(capsys, "label-difficulty", src, rollouts, tmp_path / "o.parquet", "--scorer", spec,
+                  "--no-progress"), "label-difficulty", words)

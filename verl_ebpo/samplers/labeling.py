@@ -471,22 +471,44 @@ def run_label_topics(args: argparse.Namespace) -> int:
 
 
 def load_scorer(spec: str | None) -> Callable[..., Any]:
-    """`module:function` (default verl_ebpo.rewards:compute_score), imported now."""
+    """`module:function` (default verl_ebpo.rewards:compute_score), imported now: the one scorer loader of the
+    labelling tools and recipes/eval/score.py. Any failure (a malformed spec, a module that is missing or raises
+    while importing, a missing or non-callable attribute) is a one-line LabelingError naming the spec."""
     spec = spec or "verl_ebpo.rewards:compute_score"
-    if ":" not in spec:
+    mod, sep, name = spec.partition(":")
+    if not sep or not mod.strip() or not name.strip():
         raise LabelingError(f"--scorer must look like module:function, got {spec!r}")
-    mod, name = spec.split(":", 1)
     try:
-        fn = getattr(importlib.import_module(mod), name)
-    except (ImportError, AttributeError) as e:
-        raise LabelingError(f"cannot load scorer {spec!r}: {e}") from e
+        module = importlib.import_module(mod)
+    except Exception as e:  # noqa: BLE001 - a scorer module that fails to import is a set-up error, said in one line
+        raise LabelingError(f"cannot load scorer {spec!r}: importing {mod!r} failed "
+                            f"({type(e).__name__}: {_one_line(e)[:200]})") from None
+    fn = getattr(module, name, None)
+    if fn is None:
+        raise LabelingError(f"cannot load scorer {spec!r}: module {mod!r} has no attribute {name!r}")
     if not callable(fn):
-        raise LabelingError(f"scorer {spec!r} is not callable")
+        raise LabelingError(f"scorer {spec!r} is not callable (it is a {type(fn).__name__})")
     return fn
 
 
-def read_rollouts(path: str, num_rows: int, index_of: dict | None = None) -> dict[int, list[str]]:
-    """{row: [response, ...]} from a JSONL file of {"index": ..., "response": ...} lines."""
+def _is_index_value(key: Any) -> bool:
+    """A value an index can be matched on: hashable (not a list/dict/array from a nested field)."""
+    try:
+        hash(key)
+    except TypeError:
+        return False
+    return True
+
+
+def _describe(value: Any) -> str:
+    return f"a {type(value).__name__} ({_one_line(repr(value))[:80]})"
+
+
+def read_rollouts(
+    path: str, num_rows: int, index_of: dict | None = None, index_field: str | None = None
+) -> dict[int, list[str]]:
+    """{row: [response, ...]} from a JSONL file of {"index": ..., "response": ...} lines; `index_of` maps an
+    --index-field value (named `index_field` in errors) to its row, else the index is the row number."""
     if not os.path.lexists(path):
         raise LabelingError(f"rollouts file not found: {path}")
     out: dict[int, list[str]] = {}
@@ -504,8 +526,12 @@ def read_rollouts(path: str, num_rows: int, index_of: dict | None = None) -> dic
             if key is None or "response" not in rec:
                 raise LabelingError(f"{path}:{lineno}: a line needs 'index' and 'response' (has {sorted(rec)})")
             if index_of is not None:
+                field = f"--index-field {index_field!r}" if index_field else "the index field"
+                if not _is_index_value(key):
+                    raise LabelingError(f"{path}:{lineno}: index is {_describe(key)}, which cannot match a value "
+                                        f"of {field}; write the row's {field} value (a number or a string)")
                 if key not in index_of:
-                    raise LabelingError(f"{path}:{lineno}: index {key!r} matches no row's index field")
+                    raise LabelingError(f"{path}:{lineno}: index {key!r} matches no row's value of {field}")
                 row = index_of[key]
             else:
                 if isinstance(key, bool) or not isinstance(key, int) or not 0 <= key < num_rows:
@@ -551,12 +577,18 @@ def label_difficulty(
         index_of = {}
         dup = []
         for i, key in enumerate(keys):
+            if not _is_index_value(key):
+                raise LabelingError(
+                    f"--index-field {index_field!r}: row {i} holds {_describe(key)}, which cannot match a rollout's "
+                    "'index'; choose a field of numbers or strings (e.g. extra_info.index), or omit --index-field "
+                    "to match row numbers"
+                )
             if key in index_of:
                 dup.append(i)
             index_of[key] = i
         if dup:
             raise _rows_error(f"repeat a value of {index_field!r}", dup, n, "the index field must be unique")
-    answers = read_rollouts(rollouts_path, n, index_of)
+    answers = read_rollouts(rollouts_path, n, index_of, index_field)
     truths = read_field(table, ground_truth_field)
     sources = read_field(table, data_source_field)
     extras = _read_or_none(table, "extra_info")
