@@ -139,7 +139,7 @@ def _add_in_place(p: argparse.ArgumentParser) -> None:
                         "(without this flag OUTPUT == INPUT is refused)")
 
 
-def _in_place_hint(args: argparse.Namespace) -> tuple[str, str] | None:
+def _in_place_hint(args: argparse.Namespace) -> tuple[str, str, str] | None:
     """The way out named when OUTPUT would replace INPUT (none with --in-place: there it is the point)."""
     return None if args.in_place else (args.output, args.input, IN_PLACE_HINT)
 
@@ -483,9 +483,9 @@ def load_scorer(spec: str | None) -> Callable[..., Any]:
     except Exception as e:  # noqa: BLE001 - a scorer module that fails to import is a set-up error, said in one line
         raise LabelingError(f"cannot load scorer {spec!r}: importing {mod!r} failed "
                             f"({type(e).__name__}: {_one_line(e)[:200]})") from None
-    fn = getattr(module, name, None)
-    if fn is None:
+    if not hasattr(module, name):
         raise LabelingError(f"cannot load scorer {spec!r}: module {mod!r} has no attribute {name!r}")
+    fn = getattr(module, name)
     if not callable(fn):
         raise LabelingError(f"scorer {spec!r} is not callable (it is a {type(fn).__name__})")
     return fn
