@@ -3,11 +3,20 @@
 from __future__ import annotations
 
 import os
+import socket
 import stat
+import tempfile
 
 import pytest
 
-from verl_ebpo.files import OutputPathError, atomic_output, atomic_write_text, check_output_path
+from verl_ebpo.files import (
+    OutputPathError,
+    atomic_output,
+    atomic_write_text,
+    check_output_path,
+    check_output_paths,
+    unreadable_reason,
+)
 
 
 def test_writes_and_replaces(tmp_path):
@@ -92,3 +101,155 @@ def test_stale_temporary_of_a_dead_writer_is_removed(tmp_path):
     live.write_text("in progress")
     atomic_write_text(p, "x")
     assert not stale.exists() and live.exists()
+
+
+# -- unreadable_reason: the one "can this input be read as a file, and if not why" ------------------------------
+
+
+@pytest.fixture
+def short_tmp():
+    """A short folder (an AF_UNIX socket path must stay under ~108 bytes)."""
+    with tempfile.TemporaryDirectory(prefix="uf-", dir="/tmp") as d:
+        yield d
+
+
+def _make_inputs(d: str) -> dict[str, str]:
+    """One path of every kind a reader may be handed."""
+    j = os.path.join
+    open(j(d, "file"), "w").write("{}")
+    os.mkdir(j(d, "folder"))
+    os.mkfifo(j(d, "fifo"))
+    sock = socket.socket(socket.AF_UNIX)
+    sock.bind(j(d, "sock"))
+    sock.close()  # the socket file stays
+    os.symlink(j(d, "nowhere"), j(d, "dangling"))
+    os.symlink(j(d, "loop_b"), j(d, "loop_a"))
+    os.symlink(j(d, "loop_a"), j(d, "loop_b"))
+    os.symlink(j(d, "file"), j(d, "good_link"))
+    return {
+        "file": j(d, "file"),
+        "good link": j(d, "good_link"),
+        "missing": j(d, "missing"),
+        "dangling link": j(d, "dangling"),
+        "link loop": j(d, "loop_a"),
+        "under a file": j(d, "file", "x"),
+        "folder": j(d, "folder"),
+        "fifo": j(d, "fifo"),
+        "socket": j(d, "sock"),
+        "device": "/dev/null",
+    }
+
+
+# the reason each reader must give (hand-written, not computed by the function under test)
+REASONS = {
+    "file": None,
+    "good link": None,
+    "missing": "it does not exist",
+    "dangling link": "which does not exist",
+    "link loop": "it is a symlink loop",
+    "under a file": "it does not exist (a folder on its path is a file)",
+    "folder": "it is a directory, not",
+    "fifo": "it is a FIFO, not",
+    "socket": "it is a socket, not",
+    "device": "it is a character device, not",
+}
+
+
+def test_unreadable_reason_names_every_kind_of_path(short_tmp):
+    paths = _make_inputs(short_tmp)
+    for kind, words in REASONS.items():
+        why = unreadable_reason(paths[kind])
+        if words is None:
+            assert why is None, kind
+        else:
+            assert words in why, (kind, why)
+    assert unreadable_reason(paths["dangling link"]) == (
+        f"it is a symlink to {os.path.join(short_tmp, 'nowhere')!r}, which does not exist"
+    )
+    assert "does not exist" not in unreadable_reason(paths["link loop"])
+    assert unreadable_reason(paths["fifo"]) == "it is a FIFO, not a regular file"
+    # what a caller accepts besides a regular file, and what it says it wanted
+    assert unreadable_reason(paths["folder"], allow_dir=True) is None
+    assert unreadable_reason(paths["fifo"], allow_fifo=True) is None
+    assert unreadable_reason(paths["fifo"], allow_dir=True) == "it is a FIFO, not a regular file"
+    assert unreadable_reason(paths["socket"], expected="a parquet file") == "it is a socket, not a parquet file"
+
+
+@pytest.mark.skipif(os.geteuid() == 0, reason="root reads any file")
+def test_unreadable_reason_names_a_file_without_read_permission(tmp_path):
+    p = tmp_path / "secret"
+    p.write_text("x")
+    p.chmod(0)
+    assert unreadable_reason(p) == "it is not readable (permission denied)"
+
+
+@pytest.mark.parametrize("kind", [k for k, v in REASONS.items() if v is not None])
+def test_every_reader_gives_the_same_reason(short_tmp, kind):
+    """The prior file reader, the checkpoint tracker check and the labelling tools' input readers all say what is
+    wrong with an input through files.unreadable_reason: a link loop or a path under a file is never reported
+    as a bare OS error, and a FIFO never blocks."""
+    from verl_ebpo import checkpoint as ckpt
+    from verl_ebpo.advantage.prior import UnreadableStateFile, read_state_file
+    from verl_ebpo.samplers import labeling as lab
+
+    path = _make_inputs(short_tmp)[kind]
+    words = REASONS[kind]
+    with pytest.raises(UnreadableStateFile) as e:
+        read_state_file(path)
+    assert words in str(e.value), ("prior", str(e.value))
+    with pytest.raises(ckpt.EBPOCheckpointError) as e:
+        ckpt.read_prior_file(path)
+    assert words in str(e.value) and path in str(e.value), ("read_prior_file", str(e.value))
+    if kind not in ("missing", "under a file"):  # an absent tracker means "start fresh", not an error
+        root = os.path.join(short_tmp, "ckpt")
+        os.mkdir(root)
+        tracker = os.path.join(root, ckpt.TRACKER_FILENAME)
+        os.symlink(path, tracker)  # a link to it: followed like the path itself
+        with pytest.raises(ckpt.EBPOCheckpointError) as e:
+            ckpt.check_tracker(root)
+        assert words in str(e.value) and tracker in str(e.value), ("tracker", str(e.value))
+    if kind != "folder":  # a folder is a parquet dataset
+        with pytest.raises(lab.LabelingError) as e:
+            lab.read_table(path)
+        assert words in str(e.value) and path in str(e.value), ("read_table", str(e.value))
+    if kind != "fifo":  # a FIFO is a streamed JSONL input
+        with pytest.raises(lab.LabelingError) as e:
+            lab.open_text_input(path)
+        assert words in str(e.value) and path in str(e.value), ("open_text_input", str(e.value))
+
+
+# -- outputs inside an input folder; outputs that are one file -------------------------------------------------
+
+
+def test_an_output_inside_an_input_folder_is_refused_also_through_links(tmp_path):
+    data = tmp_path / "data"
+    (data / "sub").mkdir(parents=True)
+    (data / "part-0.parquet").write_text("rows")
+    (tmp_path / "data_link").symlink_to(data)
+    for out in (data / "new.parquet", data / "sub" / "deep" / "x.json", data / "part-0.parquet",
+                tmp_path / "data_link" / "new.parquet", data):
+        for inputs in ([data], [tmp_path / "data_link"]):
+            with pytest.raises(OutputPathError, match="inside the input folder"):
+                check_output_path(out, inputs)
+    with pytest.raises(OutputPathError, match="inside the input folder"):
+        atomic_write_text(data / "new.parquet", "x", inputs=[data])
+    assert sorted(os.listdir(data)) == ["part-0.parquet", "sub"]
+    # beside the folder (even with the folder's name as a prefix) is fine
+    assert check_output_path(tmp_path / "data2" / "x", [data]) == str(tmp_path / "data2" / "x")
+    assert check_output_path(tmp_path / "data.parquet", [data]) == str(tmp_path / "data.parquet")
+
+
+def test_two_outputs_that_are_one_file_are_refused(tmp_path):
+    a = tmp_path / "a.md"
+    a.write_text("x")
+    (tmp_path / "sym").symlink_to(a)
+    os.link(a, tmp_path / "hard")
+    for second in (a, tmp_path / "sym", tmp_path / "hard", tmp_path / "." / "a.md"):
+        with pytest.raises(OutputPathError, match="two outputs name one file"):
+            check_output_paths([a, None, second])
+    with pytest.raises(OutputPathError, match="two outputs name one file"):
+        check_output_paths([tmp_path / "new", tmp_path / "." / "new"])  # not there yet: by path
+    assert check_output_paths([a, None, tmp_path / "b"]) == [str(a), str(tmp_path / "b")]
+    with pytest.raises(OutputPathError, match="input file") as e:
+        check_output_paths([tmp_path / "b", tmp_path / "hard"], inputs=[a])
+    assert e.value.path == str(tmp_path / "hard") and e.value.input_file == str(a)

@@ -8,6 +8,7 @@ from __future__ import annotations
 import hashlib
 import json
 import os
+import re
 import stat
 import sys
 import threading
@@ -360,3 +361,112 @@ def test_a_folder_of_parquet_files_is_still_an_input(tmp_path, capsys):
         _refused(_cli(capsys, "label-topics", folder, out, "--from-field", "type", "--missing", "drop"),
                  "label-topics", "inside the input folder")
     assert _digest(folder / "part-0.parquet") == before and not (folder / "new.parquet").exists()
+
+
+# -- --index-field values that cannot be matched (lists, dicts) -----------------------------------------------------
+
+
+def _write_nested(path):
+    rows = [
+        {
+            "data_source": "toy",
+            "prompt": [{"role": "user", "content": f"Question {i}?"}],
+            "reward_model": {"style": "rule", "ground_truth": str(i)},
+            "extra_info": {"index": i, "tags": [f"t{i}", "x"], "meta": {"id": i}},
+        }
+        for i in range(3)
+    ]
+    pq.write_table(pa.Table.from_pylist(rows), path)
+    return path
+
+
+@pytest.mark.parametrize("field, kind", [("extra_info.tags", "list"), ("extra_info.meta", "dict")])
+def test_an_index_field_of_lists_or_dicts_is_one_line_naming_the_field_and_row(tmp_path, capsys, scorers, field,
+                                                                               kind):
+    src = _write_nested(tmp_path / "in.parquet")
+    roll = _rollouts(tmp_path / "r.jsonl", [{"index": i, "response": str(i)} for i in range(3)])
+    out = tmp_path / "o.parquet"
+    res = _cli(capsys, "label-difficulty", src, roll, out, "--scorer", f"{scorers}:good", "--index-field", field,
+               "--no-progress")
+    _refused(res, "label-difficulty", f"--index-field {field!r}: row 0 holds a {kind}", "numbers or strings")
+    assert not out.exists()
+    with pytest.raises(lab.LabelingError, match=f"row 0 holds a {kind}"):
+        lab.label_difficulty(pq.read_table(src), str(roll), scorer=good_scorer, index_field=field, progress=False)
+
+
+@pytest.mark.parametrize("key", [[1], {"i": 1}])
+def test_a_rollout_index_that_is_a_list_or_object_is_one_line_naming_the_line_and_field(tmp_path, capsys, scorers,
+                                                                                         key):
+    src = _write_nested(tmp_path / "in.parquet")
+    roll = _rollouts(tmp_path / "r.jsonl", [{"index": 0, "response": "0"}, {"index": key, "response": "1"}])
+    res = _cli(capsys, "label-difficulty", src, roll, tmp_path / "o.parquet", "--scorer", f"{scorers}:good",
+               "--index-field", "extra_info.index", "--no-progress")
+    _refused(res, "label-difficulty", f"{roll}:2: index is a {type(key).__name__}", "--index-field 'extra_info.index'")
+
+
+# -- the output checks run once, before any reading or scoring ----------------------------------------------------------
+
+
+def test_outputs_are_checked_once_before_any_work(tmp_path, src, rollouts, capsys, scorers, monkeypatch):
+    events = []
+    real_check, real_read = lab.check_outputs, lab.read_table
+    monkeypatch.setattr(lab, "check_outputs", lambda *a, **k: events.append(("check", list(a[0]))) or real_check(*a, **k))
+    monkeypatch.setattr(lab, "read_table", lambda *a: events.append(("read",)) or real_read(*a))
+    out, summary = str(tmp_path / "o.parquet"), str(tmp_path / "s.json")
+    rc, _, err = _cli(capsys, "label-topics", src, out, "--from-field", "type", "--missing", "drop",
+                      "--summary-json", summary)
+    assert rc == 0, err
+    assert events == [("check", [out, summary]), ("read",)]
+    events.clear()
+    rc, _, err = _cli(capsys, "label-difficulty", src, rollouts, out, "--scorer", f"{scorers}:good", "--overwrite",
+                      "--no-progress")
+    assert rc == 0, err
+    assert events == [("check", [out]), ("read",)]
+
+
+def test_the_in_place_hint_is_given_only_for_output_over_input(tmp_path, src, capsys):
+    """With one check for all outputs, the "pass --in-place" way out still belongs to OUTPUT == INPUT only: it does
+    not allow a summary over the input."""
+    res = _cli(capsys, "label-topics", src, tmp_path / "o.parquet", "--from-field", "type", "--missing", "drop",
+               "--summary-json", src)
+    _refused(res, "label-topics", "it is the input file")
+    assert "--in-place" not in res[2]
+    # with --in-place OUTPUT is INPUT: a summary over the input (also by a hard link) is two outputs in one file
+    os.link(src, tmp_path / "hard.json")
+    for summary in (src, tmp_path / "hard.json"):
+        res = _cli(capsys, "label-topics", src, src, "--from-field", "type", "--missing", "fill", "--fill-value", "x",
+                   "--in-place", "--summary-json", summary)
+        _refused(res, "label-topics", "two outputs name one file")
+    assert pq.read_table(src).num_rows == 4 and not _field_exists(src)
+
+
+def _field_exists(path):
+    return lab._field_exists(pq.read_table(path), "extra_info.topic")
+
+
+# -- the one scorer loader -------------------------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    "spec, words",
+    [
+        ("no_such_module_xyz:score", "importing 'no_such_module_xyz' failed (ModuleNotFoundError"),
+        ("json:no_such_function", "module 'json' has no attribute 'no_such_function'"),
+        ("json", "--scorer must look like module:function"),
+        (":score", "--scorer must look like module:function"),
+        ("json:", "--scorer must look like module:function"),
+        ("json:__name__", "is not callable (it is a str)"),
+        ("broken_at_import_mod:score", "importing 'broken_at_import_mod' failed (RuntimeError: no verifier here)"),
+        ("syntax_error_mod:score", "importing 'syntax_error_mod' failed (SyntaxError"),
+    ],
+)
+def test_a_bad_scorer_is_one_line(tmp_path, src, rollouts, capsys, monkeypatch, spec, words):
+    (tmp_path / "broken_at_import_mod.py").write_text("raise RuntimeError('no verifier\\nhere')\n")
+    (tmp_path / "syntax_error_mod.py").write_text("def score(:\n")
+    monkeypatch.syspath_prepend(str(tmp_path))
+    for name in ("broken_at_import_mod", "syntax_error_mod"):
+        monkeypatch.delitem(sys.modules, name, raising=False)
+    with pytest.raises(lab.LabelingError, match=re.escape(words)):
+        lab.load_scorer(spec)
+    _refused(_cli(capsys, "label-difficulty", src, rollouts, tmp_path / "o.parquet", "--scorer", spec,
+                  "--no-progress"), "label-difficulty", words)

@@ -227,3 +227,23 @@ def test_files_honour_the_umask(tmp_path):
     assert res.returncode == 0, res.stderr
     for name in ("math500.parquet", "manifest.json"):
         assert os.stat(tmp_path / "out" / name).st_mode & 0o777 == 0o640, name
+
+
+@pytest.mark.parametrize("where", ["inside", "the folder itself", "inside, through a link", "source is a link"])
+def test_out_dir_inside_a_source_folder_is_refused_before_anything_is_written(tmp_path, where):
+    """The rule "an output is never inside an input folder" (verl_ebpo.files.check_output_path): the parquet
+    files and manifest would land among the source's files, and a rerun would read them as the source."""
+    src = tmp_path / "raw"
+    src.mkdir()
+    pd.DataFrame(GOOD).to_parquet(src / "part-0.parquet")
+    (tmp_path / "raw_link").symlink_to(src)
+    source, out = {
+        "inside": (src, src / "prepared"),
+        "the folder itself": (src, src),
+        "inside, through a link": (src, tmp_path / "raw_link" / "prepared"),
+        "source is a link": (tmp_path / "raw_link", src / "prepared"),
+    }[where]
+    before = _files(src)
+    res = run_prepare(out, {"math500": source}, "--only", "math500", tmp=tmp_path)
+    _refused(res, f"--out-dir {out}", "inside the input folder", str(source))
+    assert _files(src) == before  # nothing written: no output, no staging folder, no --out-dir created

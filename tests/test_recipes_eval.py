@@ -418,3 +418,75 @@ def test_run_eval_passes_the_eval_protocol_to_generate_and_score(tmp_path, proto
     assert "score.py" in score_call and f"--protocol {protocol}" in score_call
     out_dir = model / ("eval" if protocol == "paper" else "eval_authors")
     assert f"--out-json {out_dir}/scores.json" in score_call
+
+
+def _run_score_with(tmp_path, *args):
+    """score.py with tmp_path on the module path (for test scorers)."""
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(tmp_path), os.environ.get("PYTHONPATH", "")])}
+    return subprocess.run([sys.executable, str(EVAL / "score.py"), *args], capture_output=True, text=True,
+                          timeout=300, env=env)
+
+
+def _one_line_refusal(out, *words):
+    assert out.returncode == 2, (out.stdout, out.stderr)
+    assert "Traceback" not in out.stderr and out.stderr.count("\n") == 1, out.stderr
+    assert out.stderr.startswith("score: error: "), out.stderr
+    for w in words:
+        assert w in out.stderr, (w, out.stderr)
+
+
+@pytest.mark.parametrize(
+    "spec, words",
+    [
+        ("no_such_module_xyz:score", "cannot load scorer 'no_such_module_xyz:score'"),
+        ("json:no_such_function", "has no attribute 'no_such_function'"),
+        ("json", "--scorer must look like module:function"),
+        ("json:__name__", "is not callable"),
+        ("raising_scorer_mod:score", "importing 'raising_scorer_mod' failed (RuntimeError: broken verifier"),
+    ],
+)
+def test_a_bad_scorer_is_one_line_and_exit_code_2(tmp_path, spec, words):
+    (tmp_path / "raising_scorer_mod.py").write_text("raise RuntimeError('broken verifier\\nsecond line')\n")
+    gens = fake_generations(tmp_path / "gens.jsonl")
+    _one_line_refusal(_run_score_with(tmp_path, "--model", "qwen3_8b", "--run", f"grpo={gens}", "--scorer", spec),
+                      words)
+
+
+def _marking_scorer(tmp_path):
+    """A scorer that leaves a file behind when it is called (to see whether scoring started)."""
+    mark = tmp_path / "scored"
+    (tmp_path / "marking_scorer.py").write_text(
+        f"def score(**kw):\n    open({str(mark)!r}, 'w').write('x')\n    return 1.0\n")
+    return mark, "marking_scorer:score"
+
+
+@pytest.mark.parametrize("case", ["same path", "symlink", "hard link", "fifo", "input", "benchmark file"])
+def test_outputs_are_checked_before_scoring(tmp_path, case):
+    gens = fake_generations(tmp_path / "gens.jsonl")
+    md = tmp_path / "t.md"
+    js = {"same path": md, "symlink": tmp_path / "link.json", "hard link": tmp_path / "hard.json",
+          "fifo": tmp_path / "pipe", "input": gens, "benchmark file": tmp_path / "data" / "math500.parquet"}[case]
+    if case in ("symlink", "hard link"):
+        md.write_text("old table\n")
+        js.symlink_to(md) if case == "symlink" else os.link(md, js)
+    if case == "fifo":
+        os.mkfifo(js)
+    args = ["--model", "qwen3_8b", "--run", f"grpo={gens}", "--out-md", str(md), "--out-json", str(js)]
+    if case == "benchmark file":  # --data-dir's parquet files are inputs too
+        import pyarrow as pa
+        import pyarrow.parquet as pq
+
+        (tmp_path / "data").mkdir()
+        pq.write_table(pa.table({"x": [1, 2, 3, 4]}), js)
+        args += ["--data-dir", str(tmp_path / "data")]
+    mark, spec = _marking_scorer(tmp_path)
+    before = sorted(os.listdir(tmp_path))
+    out = _run_score_with(tmp_path, *args, "--scorer", spec)
+    words = {"same path": "two outputs name one file", "symlink": "two outputs name one file",
+             "hard link": "two outputs name one file", "fifo": "it is a FIFO", "input": "it is the input file",
+             "benchmark file": "it is the input file"}[case]
+    _one_line_refusal(out, words)
+    assert not mark.exists()  # refused before the scorer ran
+    assert sorted(os.listdir(tmp_path)) == before and out.stdout == ""
+    if case in ("symlink", "hard link"):
+        assert md.read_text() == "old table\n"

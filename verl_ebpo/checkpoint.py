@@ -27,7 +27,6 @@ malformed fields are "corrupt" errors naming the file, never a traceback.
 from __future__ import annotations
 
 import contextlib
-import errno
 import glob
 import logging
 import os
@@ -39,6 +38,7 @@ from typing import Any
 from verl_ebpo import __version__
 from verl_ebpo.advantage.options import EBPOOptions
 from verl_ebpo.advantage.prior import EBPOPrior, UnreadableStateFile, get_prior, read_state_file
+from verl_ebpo.files import unreadable_reason
 
 logger = logging.getLogger(__name__)
 
@@ -149,7 +149,7 @@ def check_tracker(root: str) -> int | None:
     tracker = os.path.join(root, TRACKER_FILENAME)
     if not os.path.lexists(tracker):
         return None
-    why = not_a_regular_file(tracker)
+    why = unreadable_reason(tracker)
     if why:
         raise EBPOCheckpointError(f"checkpoint tracker {tracker}: {why}; verl reads the latest step from it")
     fd = os.open(tracker, os.O_RDONLY | os.O_NONBLOCK)  # never waits, even if a FIFO was swapped in meanwhile
@@ -162,26 +162,6 @@ def check_tracker(root: str) -> int | None:
             f"checkpoint tracker {tracker} holds {raw[:40]!r}, not a step number (verl would fail on it too); "
             "write the step to resume from into it, or use trainer.resume_mode=resume_path"
         ) from None
-
-
-def not_a_regular_file(path: str) -> str | None:
-    """Why `path` cannot be read as a regular file (None when it can): said plainly, never "does not exist"
-    for a link loop. Nothing is opened, so a FIFO cannot block."""
-    try:
-        st = os.stat(path)
-    except FileNotFoundError:
-        if os.path.islink(path):
-            return f"it is a symlink to {os.readlink(path)!r}, which does not exist"
-        return "it does not exist"
-    except OSError as e:
-        if e.errno == errno.ELOOP:
-            return "it is a symlink loop (following its links never reaches a file)"
-        return e.strerror or str(e)
-    if not stat.S_ISREG(st.st_mode):
-        from verl_ebpo.files import _kind
-
-        return f"it is {_kind(st.st_mode)}, not a regular file"
-    return None
 
 
 # -- the prior file ----------------------------------------------------------------------------------

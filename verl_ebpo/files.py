@@ -8,12 +8,18 @@ one, never half a file; a temporary file left by a killed writer is removed by t
 They refuse, with `OutputPathError` naming the path and the way out:
 - a target that exists and is not a regular file (a FIFO, a device, a folder, a socket): writing would replace it;
 - a target that is the same file as one of `inputs` (also through a symlink or a hard link): the input would be lost.
+- a target inside an input that is a folder (a parquet dataset, a data source folder), links resolved;
+- (`check_output_paths`) two outputs of one run that are one file.
 A symlink to a regular file is followed: the file it points to is replaced and the link kept.
+
+Reading: `unreadable_reason(path)` says why a path cannot be read as an input file (missing, a dangling link, a
+link loop, a folder, a FIFO/device/socket, no read permission), without opening it, so a FIFO never blocks.
 """
 
 from __future__ import annotations
 
 import contextlib
+import errno
 import glob
 import os
 import stat
@@ -26,16 +32,25 @@ __all__ = [
     "atomic_write_bytes",
     "atomic_write_text",
     "check_output_path",
+    "check_output_paths",
     "current_umask",
     "fsync_dir",
     "pid_alive",
+    "unreadable_reason",
 ]
 
 _TMP_TAG = ".tmp-"
 
 
 class OutputPathError(ValueError):
-    """An output path that must not be written (not a regular file, or the same file as an input)."""
+    """An output path that must not be written (not a regular file, or the same file as an input).
+
+    `path` is the refused output and `input_file` the input it would have replaced (None for other refusals)."""
+
+    def __init__(self, message: str, path: "str | None" = None, input_file: "str | None" = None):
+        super().__init__(message)
+        self.path = path
+        self.input_file = input_file
 
 
 def current_umask() -> int:
@@ -52,13 +67,62 @@ def current_umask() -> int:
     return mask
 
 
+def unreadable_reason(
+    path: "str | os.PathLike[str]", *, allow_dir: bool = False, allow_fifo: bool = False,
+    expected: str = "a regular file",
+) -> "str | None":
+    """Why `path` cannot be read as an input file, or None when it can. Nothing is opened (a FIFO cannot block).
+
+    The reason is a phrase to put after the path ("{path}: {reason}"): "it does not exist", "it is a symlink to
+    'x', which does not exist", "it is a symlink loop (...)", "it is a FIFO, not a regular file", "it is not
+    readable (permission denied)", ... A link is followed; a loop is never reported as "does not exist".
+    `allow_dir` accepts a folder (a parquet dataset), `allow_fifo` a FIFO/pipe (a stream read to its end);
+    `expected` names what was wanted in the "not ..." part of the reason.
+    """
+    path = os.fspath(path)
+    try:
+        st = os.stat(path)
+    except FileNotFoundError:
+        if os.path.islink(path):
+            return f"it is a symlink to {os.readlink(path)!r}, which does not exist"
+        return "it does not exist"
+    except OSError as e:
+        if e.errno == errno.ELOOP:
+            return "it is a symlink loop (following its links never reaches a file)"
+        if e.errno == errno.ENOTDIR:
+            return "it does not exist (a folder on its path is a file)"
+        return f"it cannot be reached ({e.strerror or e})"
+    mode = st.st_mode
+    ok = stat.S_ISREG(mode) or (allow_dir and stat.S_ISDIR(mode)) or (allow_fifo and stat.S_ISFIFO(mode))
+    if not ok:
+        return f"it is {_kind(mode)}, not {expected}"
+    if not os.access(path, os.R_OK):
+        return "it is not readable (permission denied)"
+    return None
+
+
+def _inside(real: str, folder: str) -> bool:
+    """Whether the resolved path `real` is `folder` itself or below it (`folder` resolved too)."""
+    folder = os.path.realpath(folder)
+    return real == folder or real.startswith(folder.rstrip(os.sep) + os.sep)
+
+
 def check_output_path(path: "str | os.PathLike[str]", inputs: Iterable["str | os.PathLike[str]"] = ()) -> str:
     """The real path to write `path` to, or `OutputPathError` if writing there would destroy something.
 
-    A symlink is resolved (a loop is an error naming it); the result may not exist yet.
+    A symlink is resolved (a loop is an error naming it); the result may not exist yet. `inputs` are the paths
+    the writer reads: a file may not be the output (also through a symlink or a hard link); a folder (a parquet
+    dataset, a data source folder; links resolved) may not hold the output anywhere inside it, since its files
+    are what a later run reads as input.
     """
     path = os.fspath(path)
     real = os.path.realpath(path)
+    inputs = [os.fspath(i) for i in inputs]
+    for folder in inputs:
+        if os.path.isdir(folder) and _inside(real, folder):
+            raise OutputPathError(
+                f"refusing to write {path}: it is inside the input folder {folder}; choose another output path"
+            )
     try:
         st = os.stat(real)
     except FileNotFoundError:
@@ -70,14 +134,40 @@ def check_output_path(path: "str | os.PathLike[str]", inputs: Iterable["str | os
             f"refusing to write {path}: it is {_kind(st.st_mode)}, not a regular file; choose another output path"
         )
     for inp in inputs:
-        inp = os.fspath(inp)
         try:
             same = os.path.samefile(real, inp)
         except OSError:
             same = False
         if same:
-            raise OutputPathError(f"refusing to write {path}: it is the input file {inp}; choose another output path")
+            raise OutputPathError(f"refusing to write {path}: it is the input file {inp}; choose another output path",
+                                  path=path, input_file=inp)
     return real
+
+
+def check_output_paths(
+    outputs: Iterable["str | os.PathLike[str] | None"], inputs: Iterable["str | os.PathLike[str]"] = ()
+) -> list[str]:
+    """`check_output_path` for each of `outputs` (None: an output not asked for, skipped), and refuse two outputs
+    that are one file (the same path, a symlink to the other, or hard links of one existing file): the second
+    write would replace the first. Call it once, before any slow work. Returns the real paths."""
+    inputs = [os.fspath(i) for i in inputs]
+    seen: dict[object, str] = {}
+    reals = []
+    for out in outputs:
+        if out is None:
+            continue
+        out = os.fspath(out)
+        real = check_output_path(out, inputs)
+        try:
+            st = os.stat(real)
+            key: object = (st.st_dev, st.st_ino)
+        except OSError:
+            key = real
+        if key in seen:
+            raise OutputPathError(f"two outputs name one file ({seen[key]} and {out}); give each output its own path")
+        seen[key] = out
+        reals.append(real)
+    return reals
 
 
 def _kind(mode: int) -> str:

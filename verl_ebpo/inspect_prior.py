@@ -18,10 +18,10 @@ from verl_ebpo.checkpoint import (
     PRIOR_FILENAME,
     TRACKER_FILENAME,
     EBPOCheckpointError,
-    not_a_regular_file,
     check_tracker,
     read_prior_file,
 )
+from verl_ebpo.files import unreadable_reason
 
 INSPECT_GROUP_SIZES = (1, 4, 8, 16, 32)
 
@@ -34,7 +34,7 @@ def resolve_prior_path(target: str | os.PathLike) -> str:
     Nothing is opened here; a FIFO, a link loop or a dangling link is reported for what it is.
     """
     target = os.fspath(target)
-    why = not_a_regular_file(target)
+    why = unreadable_reason(target)
     if why is None:
         return target
     if not os.path.isdir(target):

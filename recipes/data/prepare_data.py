@@ -36,7 +36,8 @@ parquet files and the new manifest are written into a staging folder inside --ou
 then the files are renamed into place, manifest last. Any failure before COMMIT (a bad row, an unreadable
 or empty source, no network, a full disk) leaves the previous files and manifest exactly as they were; a run
 killed during the renames is completed by the next run (it finds the COMMIT record). Outputs are never written
-over a --source input or over a non-regular file. Every error is one line on stderr, exit code 2.
+over a --source input, inside a --source folder (--out-dir may not be one, or lie inside one: refused before
+anything is created) or over a non-regular file. Every error is one line on stderr, exit code 2.
 """
 
 from __future__ import annotations
@@ -57,7 +58,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Iterable, Optional
 
-from verl_ebpo.files import check_output_path, current_umask, fsync_dir, pid_alive
+from verl_ebpo.files import OutputPathError, check_output_path, current_umask, fsync_dir, pid_alive
 
 PROMPT_TEMPLATE = (
     "Solve the following math problem step by step. The last line of your response should be of the form "
@@ -507,10 +508,15 @@ def main(argv: Optional[list[str]] = None) -> int:
         if args.holdout and "dapo_math" not in names:
             raise DataError("--holdout needs dapo_math in --only")
         local = parse_sources(args.source)
-        inputs = [local[n] for n in names if n in local]
+        inputs = [os.path.expanduser(local[n]) for n in names if n in local]
         out_dir = Path(args.out_dir).expanduser()
         if os.path.lexists(out_dir) and not out_dir.is_dir():
             raise DataError(f"--out-dir {out_dir} exists and is not a folder")
+        # before anything is created: --out-dir may not be (inside) a --source folder (verl_ebpo.files' rule)
+        try:
+            check_output_path(out_dir / MANIFEST_FILE, inputs)
+        except OutputPathError as e:
+            raise DataError(f"--out-dir {out_dir}: {e}") from None
         out_dir.mkdir(parents=True, exist_ok=True)
         for note in recover_staging(out_dir, inputs):
             print(f"prepare_data: {note}", file=sys.stderr)

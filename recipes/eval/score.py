@@ -18,12 +18,15 @@
   ours, in the paper's column order (MATH-500 / AIME24 / AIME25 / AMC23 / OlympiadBench / average).
   --run KEY=FILE with KEY a run script's method (grpo, drgrpo, dapo, ebpo, ebpo_topic, ebpo_diff) puts
   our row under the paper's; any other KEY is listed after them.
+- Files: --out-md and --out-json are checked before anything is scored (verl_ebpo.files.check_output_paths):
+  neither may be a --run file or a --data-dir benchmark file (also through links), a FIFO/device/folder, or the
+  same file as the other. Writes are atomic. A bad --scorer (labeling.load_scorer, the one loader) and every
+  other error: one line on stderr, exit code 2.
 """
 
 from __future__ import annotations
 
 import argparse
-import importlib
 import json
 import sys
 from collections import defaultdict
@@ -34,8 +37,9 @@ from typing import Callable, Optional
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 from benchmarks import BENCHMARKS, METHOD_TITLES, METHODS, MODEL_TITLES, SAMPLES, TITLES, parse_mapping  # noqa: E402
 
-from verl_ebpo.files import OutputPathError, atomic_write_text  # noqa: E402
+from verl_ebpo.files import atomic_write_text, check_output_paths  # noqa: E402
 from verl_ebpo.rewards.score import is_correct  # noqa: E402  (the verdict training uses; one definition)
+from verl_ebpo.samplers.labeling import load_scorer  # noqa: E402  (the one scorer loader: one-line errors)
 
 PAPER_RESULTS = Path(__file__).resolve().parent / "paper_results.json"
 DEFAULT_SCORER = "verl_ebpo.rewards:compute_score"
@@ -46,13 +50,6 @@ REQUIRED_FIELDS = ("benchmark", "problem_index", "sample_index", "ground_truth",
 
 class ScoreError(ValueError):
     pass
-
-
-def load_scorer(spec: str) -> Callable:
-    module, sep, name = spec.partition(":")
-    if not sep or not module or not name:
-        raise ScoreError(f"--scorer takes module:function, got {spec!r}")
-    return getattr(importlib.import_module(module), name)
 
 
 def read_generations(path: str) -> list[dict]:
@@ -196,6 +193,17 @@ def markdown_table(model: str, ours: dict, protocol: str = "paper") -> str:
     return "\n".join(lines) + "\n"
 
 
+def _one_line(text) -> str:
+    return " ".join(str(text).split())
+
+
+def benchmark_inputs(data_dir: Optional[str]) -> list[Path]:
+    """The benchmark parquet files problem_counts reads (outputs may not replace them)."""
+    if not data_dir:
+        return []
+    return [Path(data_dir).expanduser() / f"{b}.parquet" for b in BENCHMARKS]
+
+
 def problem_counts(data_dir: Optional[str]) -> Optional[dict]:
     if not data_dir:
         return None
@@ -239,6 +247,10 @@ def main(argv: Optional[list[str]] = None) -> int:
             if key in runs:
                 raise ScoreError(f"--run {key} given twice")
             runs[key] = path
+        # every output is checked before any work (scoring takes minutes): not an input, not a FIFO/device/folder,
+        # not inside an input folder, and --out-md and --out-json not one file (also through links)
+        inputs = [*runs.values(), *benchmark_inputs(args.data_dir)]
+        check_output_paths([args.out_md, args.out_json], inputs)
         problems = problem_counts(args.data_dir)
         scorer = load_scorer(args.scorer or (AUTHORS_SCORER if args.protocol == "authors" else DEFAULT_SCORER))
         results, ours = {}, {}
@@ -249,8 +261,8 @@ def main(argv: Optional[list[str]] = None) -> int:
             results[key] = {"file": path, "benchmarks": per,
                             "average": average({b: v["pass@1"] for b, v in per.items()})}
             ours[key] = {b: v["pass@1"] for b, v in per.items()}
-    except (ScoreError, ValueError, OSError) as e:
-        print(f"score: error: {e}", file=sys.stderr)
+    except (ScoreError, ValueError, OSError) as e:  # OutputPathError and LabelingError are ValueErrors
+        print(f"score: error: {_one_line(e)}", file=sys.stderr)
         return 2
     finally:
         shutdown = getattr(sys.modules.get("verl_ebpo.rewards"), "shutdown", None)
@@ -259,15 +271,15 @@ def main(argv: Optional[list[str]] = None) -> int:
 
     table = markdown_table(args.model, ours, args.protocol)
     print(table, end="")
-    inputs = [item.partition("=")[2] for item in args.run]
-    try:
+    try:  # checked before scoring; the writes check again (nothing swapped in meanwhile)
         if args.out_md:
             atomic_write_text(args.out_md, table, inputs=inputs)
         if args.out_json:
             doc = {"model": args.model, "protocol": args.protocol, "runs": results}
-            atomic_write_text(args.out_json, json.dumps(doc, indent=2) + "\n", inputs=inputs)
-    except OutputPathError as e:
-        print(f"score: error: {e}", file=sys.stderr)
+            atomic_write_text(args.out_json, json.dumps(doc, indent=2) + "\n",
+                              inputs=[*inputs, *([args.out_md] if args.out_md else [])])
+    except (ValueError, OSError) as e:
+        print(f"score: error: {_one_line(e)}", file=sys.stderr)
         return 2
     return 0
 

@@ -9,7 +9,6 @@ The advantage runs in one process (verl's TaskRunner / driver), so there is one 
 
 from __future__ import annotations
 
-import errno
 import json
 import math
 import os
@@ -19,7 +18,7 @@ from dataclasses import dataclass, field
 import torch
 
 from verl_ebpo.advantage.math import Moments, merge_moments, shrinkage
-from verl_ebpo.files import _kind, atomic_write_text
+from verl_ebpo.files import _kind, atomic_write_text, unreadable_reason
 
 SCHEMA = "verl_ebpo.prior"
 SCHEMA_VERSION = 1
@@ -33,23 +32,14 @@ class UnreadableStateFile(ValueError):
 def read_state_file(path: str | os.PathLike) -> dict:
     """The JSON value in `path`, read without ever blocking or recursing without bound.
 
-    Raises ValueError with the reason (the caller names the file): it does not exist, is a dangling symlink or
-    a symlink loop, is not a regular file (a FIFO is refused before it is opened, so nothing waits for a
-    writer), is larger than MAX_STATE_BYTES, is not UTF-8 JSON, or is nested too deeply to parse.
+    Raises ValueError with the reason (the caller names the file): `verl_ebpo.files.unreadable_reason` (it does
+    not exist, is a dangling symlink or a symlink loop, is not a regular file: a FIFO is refused before it is
+    opened, so nothing waits for a writer), or it is larger than MAX_STATE_BYTES, is not UTF-8 JSON, or is nested too deeply to parse.
     """
     path = os.fspath(path)
-    try:
-        st = os.stat(path)
-    except FileNotFoundError:
-        if os.path.islink(path):
-            raise UnreadableStateFile(f"it is a symlink to {os.readlink(path)!r}, which does not exist") from None
-        raise UnreadableStateFile("it does not exist") from None
-    except OSError as e:
-        if e.errno == errno.ELOOP:
-            raise UnreadableStateFile("it is a symlink loop (following its links never reaches a file)") from None
-        raise UnreadableStateFile(e.strerror or str(e)) from None
-    if not stat.S_ISREG(st.st_mode):
-        raise UnreadableStateFile(f"it is {_kind(st.st_mode)}, not a regular file")
+    why = unreadable_reason(path)
+    if why:
+        raise UnreadableStateFile(why)
     try:  # O_NONBLOCK: if a FIFO was swapped in since the stat, opening it still returns at once
         fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK | getattr(os, "O_NOCTTY", 0))
     except OSError as e:

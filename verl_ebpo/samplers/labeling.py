@@ -45,16 +45,14 @@ class LabelingError(ValueError):
 # files
 
 
-def _input_kind(path: str) -> int:
-    """stat mode of an input file; LabelingError naming it when it is missing or unreadable."""
-    try:
-        return os.stat(path).st_mode
-    except FileNotFoundError:
-        if os.path.islink(path):
-            raise LabelingError(f"input file {path} is a symlink to {os.readlink(path)!r}, which does not exist") from None
-        raise LabelingError(f"input file not found: {path}") from None
-    except OSError as e:
-        raise LabelingError(f"cannot read input file {path}: {e.strerror or e}") from None
+def _check_input(path: str, **kinds) -> None:
+    """LabelingError naming an input that cannot be read (`verl_ebpo.files.unreadable_reason`; nothing is opened,
+    so a FIFO cannot block)."""
+    from verl_ebpo.files import unreadable_reason
+
+    why = unreadable_reason(path, **kinds)
+    if why:
+        raise LabelingError(f"input file {path}: {why}")
 
 
 def read_table(path: str):
@@ -62,11 +60,7 @@ def read_table(path: str):
     (parquet needs to seek, and a FIFO would block)."""
     import pyarrow.parquet as pq
 
-    from verl_ebpo.files import _kind
-
-    mode = _input_kind(path)
-    if not (stat.S_ISREG(mode) or stat.S_ISDIR(mode)):
-        raise LabelingError(f"input file {path} is {_kind(mode)}, not a regular parquet file")
+    _check_input(path, allow_dir=True, expected="a regular parquet file or a folder of them")
     try:
         return pq.read_table(path)
     except (OSError, ValueError) as e:  # pyarrow's ArrowInvalid is a ValueError, ArrowIOError an OSError
@@ -79,18 +73,18 @@ def open_text_input(path: str):
     A FIFO is opened non-blocking and then switched back to blocking reads: with a writer attached it streams;
     without one the first read is end-of-file (nothing to wait for), so the tool never hangs.
     """
+    import fcntl
+
     from verl_ebpo.files import _kind
 
-    mode = _input_kind(path)
-    if stat.S_ISREG(mode):
-        return open(path, encoding="utf-8")
-    if stat.S_ISFIFO(mode):
-        import fcntl
-
-        fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK)
-        fcntl.fcntl(fd, fcntl.F_SETFL, fcntl.fcntl(fd, fcntl.F_GETFL) & ~os.O_NONBLOCK)
-        return os.fdopen(fd, encoding="utf-8")
-    raise LabelingError(f"input file {path} is {_kind(mode)}, not a regular file")
+    _check_input(path, allow_fifo=True, expected="a regular file or a pipe")
+    fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK)  # never waits, even if a FIFO/device was swapped in meanwhile
+    mode = os.fstat(fd).st_mode
+    if not (stat.S_ISREG(mode) or stat.S_ISFIFO(mode)):
+        os.close(fd)
+        raise LabelingError(f"input file {path}: it is {_kind(mode)}, not a regular file or a pipe")
+    fcntl.fcntl(fd, fcntl.F_SETFL, fcntl.fcntl(fd, fcntl.F_GETFL) & ~os.O_NONBLOCK)
+    return os.fdopen(fd, encoding="utf-8")
 
 
 def write_table(table, path: str, inputs=()) -> None:
@@ -103,28 +97,21 @@ def write_table(table, path: str, inputs=()) -> None:
         pq.write_table(table, tmp)
 
 
-def check_outputs(outputs: Sequence[str | None], inputs: Sequence[str], hint: str = "") -> None:
-    """Refuse, before any slow work, outputs that would destroy something: an input file (also via a link), a
-    non-regular file (FIFO, device, folder), or two outputs naming one file. OutputPathError / LabelingError;
-    `hint` is appended to the input-file refusal."""
-    from verl_ebpo.files import OutputPathError, check_output_path
+def check_outputs(
+    outputs: Sequence[str | None], inputs: Sequence[str], hint: tuple[str, str, str] | None = None
+) -> None:
+    """Refuse, once and before any slow work, outputs that would destroy something: an input file (also via a
+    link), a path inside an input folder, a non-regular file (FIFO, device, folder), or two outputs naming one
+    file (`verl_ebpo.files.check_output_paths`; OutputPathError). `hint` = (output, input, text): `text` is
+    appended when that output would replace that input."""
+    from verl_ebpo.files import OutputPathError, check_output_paths
 
-    seen: dict[str, str] = {}
-    for out in outputs:
-        if out is None:
-            continue
-        try:
-            real = check_output_path(out, inputs)
-        except OutputPathError as e:
-            raise OutputPathError(f"{e}{hint}" if "is the input file" in str(e) else str(e)) from None
-        for inp in inputs:  # a folder input (a parquet dataset): every file inside it is an input
-            folder = os.path.realpath(inp)
-            if os.path.isdir(folder) and real.startswith(folder.rstrip(os.sep) + os.sep):
-                raise OutputPathError(f"refusing to write {out}: it is inside the input folder {inp}; "
-                                      "choose another output path")
-        if real in seen:
-            raise LabelingError(f"two outputs name one file ({seen[real]} and {out}); give each output its own path")
-        seen[real] = out
+    try:
+        check_output_paths(outputs, inputs)
+    except OutputPathError as e:
+        if hint is None or (e.path, e.input_file) != hint[:2]:
+            raise
+        raise OutputPathError(f"{e}{hint[2]}", path=e.path, input_file=e.input_file) from None
 
 
 def resolve_in_place(args: argparse.Namespace, protected: Sequence[str]) -> list[str]:
@@ -150,6 +137,11 @@ def _add_in_place(p: argparse.ArgumentParser) -> None:
     p.add_argument("--in-place", action="store_true",
                    help="allow OUTPUT to be INPUT: the labelled file replaces the input atomically once complete "
                         "(without this flag OUTPUT == INPUT is refused)")
+
+
+def _in_place_hint(args: argparse.Namespace) -> tuple[str, str, str] | None:
+    """The way out named when OUTPUT would replace INPUT (none with --in-place: there it is the point)."""
+    return None if args.in_place else (args.output, args.input, IN_PLACE_HINT)
 
 
 def _one_line(text: str) -> str:
@@ -437,10 +429,8 @@ def run_label_topics(args: argparse.Namespace) -> int:
 
     try:
         inputs = resolve_in_place(args, [])
-        check_outputs([args.output], inputs, IN_PLACE_HINT if not args.in_place else "")
-        check_outputs([args.output, args.summary_json], inputs)
-        if args.summary_json:
-            check_outputs([args.summary_json], [args.input])
+        # with --in-place OUTPUT is INPUT, so "two outputs name one file" keeps the summary off the input too
+        check_outputs([args.output, args.summary_json], inputs, _in_place_hint(args))
         _positive("--k", args.k)
         _positive("--batch-size", args.batch_size)
         _positive("--top-words", args.top_words, 0)
@@ -481,22 +471,44 @@ def run_label_topics(args: argparse.Namespace) -> int:
 
 
 def load_scorer(spec: str | None) -> Callable[..., Any]:
-    """`module:function` (default verl_ebpo.rewards:compute_score), imported now."""
+    """`module:function` (default verl_ebpo.rewards:compute_score), imported now: the one scorer loader of the
+    labelling tools and recipes/eval/score.py. Any failure (a malformed spec, a module that is missing or raises
+    while importing, a missing or non-callable attribute) is a one-line LabelingError naming the spec."""
     spec = spec or "verl_ebpo.rewards:compute_score"
-    if ":" not in spec:
+    mod, sep, name = spec.partition(":")
+    if not sep or not mod.strip() or not name.strip():
         raise LabelingError(f"--scorer must look like module:function, got {spec!r}")
-    mod, name = spec.split(":", 1)
     try:
-        fn = getattr(importlib.import_module(mod), name)
-    except (ImportError, AttributeError) as e:
-        raise LabelingError(f"cannot load scorer {spec!r}: {e}") from e
+        module = importlib.import_module(mod)
+    except Exception as e:  # noqa: BLE001 - a scorer module that fails to import is a set-up error, said in one line
+        raise LabelingError(f"cannot load scorer {spec!r}: importing {mod!r} failed "
+                            f"({type(e).__name__}: {_one_line(e)[:200]})") from None
+    if not hasattr(module, name):
+        raise LabelingError(f"cannot load scorer {spec!r}: module {mod!r} has no attribute {name!r}")
+    fn = getattr(module, name)
     if not callable(fn):
-        raise LabelingError(f"scorer {spec!r} is not callable")
+        raise LabelingError(f"scorer {spec!r} is not callable (it is a {type(fn).__name__})")
     return fn
 
 
-def read_rollouts(path: str, num_rows: int, index_of: dict | None = None) -> dict[int, list[str]]:
-    """{row: [response, ...]} from a JSONL file of {"index": ..., "response": ...} lines."""
+def _is_index_value(key: Any) -> bool:
+    """A value an index can be matched on: hashable (not a list/dict/array from a nested field)."""
+    try:
+        hash(key)
+    except TypeError:
+        return False
+    return True
+
+
+def _describe(value: Any) -> str:
+    return f"a {type(value).__name__} ({_one_line(repr(value))[:80]})"
+
+
+def read_rollouts(
+    path: str, num_rows: int, index_of: dict | None = None, index_field: str | None = None
+) -> dict[int, list[str]]:
+    """{row: [response, ...]} from a JSONL file of {"index": ..., "response": ...} lines; `index_of` maps an
+    --index-field value (named `index_field` in errors) to its row, else the index is the row number."""
     if not os.path.lexists(path):
         raise LabelingError(f"rollouts file not found: {path}")
     out: dict[int, list[str]] = {}
@@ -514,8 +526,12 @@ def read_rollouts(path: str, num_rows: int, index_of: dict | None = None) -> dic
             if key is None or "response" not in rec:
                 raise LabelingError(f"{path}:{lineno}: a line needs 'index' and 'response' (has {sorted(rec)})")
             if index_of is not None:
+                field = f"--index-field {index_field!r}" if index_field else "the index field"
+                if not _is_index_value(key):
+                    raise LabelingError(f"{path}:{lineno}: index is {_describe(key)}, which cannot match a value "
+                                        f"of {field}; write the row's {field} value (a number or a string)")
                 if key not in index_of:
-                    raise LabelingError(f"{path}:{lineno}: index {key!r} matches no row's index field")
+                    raise LabelingError(f"{path}:{lineno}: index {key!r} matches no row's value of {field}")
                 row = index_of[key]
             else:
                 if isinstance(key, bool) or not isinstance(key, int) or not 0 <= key < num_rows:
@@ -561,12 +577,18 @@ def label_difficulty(
         index_of = {}
         dup = []
         for i, key in enumerate(keys):
+            if not _is_index_value(key):
+                raise LabelingError(
+                    f"--index-field {index_field!r}: row {i} holds {_describe(key)}, which cannot match a rollout's "
+                    "'index'; choose a field of numbers or strings (e.g. extra_info.index), or omit --index-field "
+                    "to match row numbers"
+                )
             if key in index_of:
                 dup.append(i)
             index_of[key] = i
         if dup:
             raise _rows_error(f"repeat a value of {index_field!r}", dup, n, "the index field must be unique")
-    answers = read_rollouts(rollouts_path, n, index_of)
+    answers = read_rollouts(rollouts_path, n, index_of, index_field)
     truths = read_field(table, ground_truth_field)
     sources = read_field(table, data_source_field)
     extras = _read_or_none(table, "extra_info")
@@ -688,8 +710,7 @@ def run_label_difficulty(args: argparse.Namespace) -> int:
 
     try:
         inputs = resolve_in_place(args, [args.rollouts])
-        check_outputs([args.output], [args.rollouts])
-        check_outputs([args.output], inputs, IN_PLACE_HINT if not args.in_place else "")
+        check_outputs([args.output], inputs, _in_place_hint(args))
         _positive("--workers", args.workers)
         _positive("--max-scorer-errors", args.max_scorer_errors, 0)
         table = read_table(args.input)
