@@ -490,3 +490,16 @@ def test_outputs_are_checked_before_scoring(tmp_path, case):
     assert sorted(os.listdir(tmp_path)) == before and out.stdout == ""
     if case in ("symlink", "hard link"):
         assert md.read_text() == "old table\n"
+
+
+def test_every_run_file_is_checked_before_the_first_is_scored(tmp_path):
+    """A missing or folder --run given second is refused before the first run is scored (scoring takes minutes)."""
+    gens = fake_generations(tmp_path / "gens.jsonl")
+    (tmp_path / "folder").mkdir()
+    mark, spec = _marking_scorer(tmp_path)
+    for bad, words in ((tmp_path / "missing.jsonl", "it does not exist"), (tmp_path / "folder", "folder")):
+        out = _run_score_with(tmp_path, "--model", "qwen3_8b", "--run", f"grpo={gens}", "--run", f"ebpo={bad}",
+                              "--scorer", spec)
+        _one_line_refusal(out, words)
+        assert f"--run ebpo={bad}" in out.stderr
+        assert not mark.exists()

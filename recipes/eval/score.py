@@ -37,7 +37,7 @@ from typing import Callable, Optional
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 from benchmarks import BENCHMARKS, METHOD_TITLES, METHODS, MODEL_TITLES, SAMPLES, TITLES, parse_mapping  # noqa: E402
 
-from verl_ebpo.files import atomic_write_text, check_output_paths  # noqa: E402
+from verl_ebpo.files import atomic_write_text, check_output_paths, unreadable_reason  # noqa: E402
 from verl_ebpo.rewards.score import is_correct  # noqa: E402  (the verdict training uses; one definition)
 from verl_ebpo.samplers.labeling import load_scorer  # noqa: E402  (the one scorer loader: one-line errors)
 
@@ -246,6 +246,9 @@ def main(argv: Optional[list[str]] = None) -> int:
                 raise ScoreError(f"--run takes KEY=FILE, got {item!r}")
             if key in runs:
                 raise ScoreError(f"--run {key} given twice")
+            reason = unreadable_reason(path, allow_fifo=True)  # every run checked before the first is scored
+            if reason:
+                raise ScoreError(f"--run {key}={path}: {reason}")
             runs[key] = path
         # every output is checked before any work (scoring takes minutes): not an input, not a FIFO/device/folder,
         # not inside an input folder, and --out-md and --out-json not one file (also through links)
