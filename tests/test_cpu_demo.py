@@ -11,7 +11,8 @@ import numpy as np
 import pytest
 
 from verl_ebpo import cli
-from verl_ebpo.cpu import task, verl_logs
+from verl_ebpo import verl_logs
+from verl_ebpo.tiny import task
 from verl_ebpo.demo import DemoOptions, add_arguments, options_from_args, report
 from verl_ebpo.demo.options import ALGORITHMS, algorithms_table
 from verl_ebpo.stats import mean_ci, paired_diff_ci, verdict

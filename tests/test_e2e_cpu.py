@@ -24,7 +24,8 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from verl_ebpo.cpu import assets, verl_logs
+from verl_ebpo import verl_logs
+from verl_ebpo.tiny import assets
 from verl_ebpo.cpu.launch import CPURun, run_main_ppo
 
 pytestmark = pytest.mark.e2e

@@ -1,6 +1,6 @@
 """From verl's metrics files to the demo's results: per-run series, statistics over seeds, plot, report.
 
-Everything here is computed from what verl wrote (read by `verl_ebpo.cpu.verl_logs`), per run:
+Everything here is computed from what verl wrote (read by `verl_ebpo.verl_logs`), per run:
 - answers generated at step t: the answers trained on (`batch x G`, from the rollout dump) plus, for DAPO, the
   answers of the groups verl's dynamic sampling dropped or did not need (`training/filter_groups/*`, counted
   in groups, times G);
@@ -25,7 +25,7 @@ from typing import Optional, Sequence
 
 import numpy as np
 
-from verl_ebpo.cpu import verl_logs
+from verl_ebpo import verl_logs
 from verl_ebpo.stats import mean_ci, paired_diff_ci, verdict
 
 TAIL = 10  # "final" = mean over the last TAIL steps
