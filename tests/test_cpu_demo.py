@@ -279,6 +279,17 @@ def test_docs_show_the_option_and_algorithm_tables():
     assert algorithms_table() in doc
 
 
+def test_plot_band_is_mean_ci_per_step_over_seeds_with_gaps_where_unknown():
+    curves = np.array([[0.1, 0.2, 0.5, np.nan], [0.3, 0.2, 0.9, 0.4], [0.2, 0.5, 0.4, 0.4]])  # (seeds, steps)
+    mean, lo, hi = report._band(curves)
+    for k in range(3):
+        ci = mean_ci(curves[:, k])
+        assert (mean[k], lo[k], hi[k]) == pytest.approx((ci.mean, ci.lo, ci.hi), rel=1e-12)
+    assert np.isnan([mean[3], lo[3], hi[3]]).all()  # a share verl did not log for one seed: a gap, not a guess
+    mean, lo, hi = report._band(curves[:1, :3])
+    assert mean.tolist() == [0.1, 0.2, 0.5] and np.isnan(lo).all() and np.isnan(hi).all()  # one seed: no band
+
+
 # -- the output folder: the demo deletes only what it provably made ---------------------------------------------
 
 

@@ -246,6 +246,20 @@ def test_summary_shape_and_verdicts_come_from_intervals(tmp_path):
     assert (tmp_path / "curves.csv").read_text().count("\n") == 1 + 3 * 2 * (TINY["steps"] + 1)
 
 
+def test_curves_csv_band_is_mean_ci_per_point_over_seeds():
+    from verl_ebpo.stats import mean_ci
+
+    sweep = engine.run_sweep(SimOptions(**{**TINY, "estimators": ("grpo",), "G": (2,)}))
+    curve = sweep.runs[("grpo", 2)].curve  # (seeds, points)
+    rows = report.curves_csv(sweep).splitlines()[1:]
+    assert len(rows) == curve.shape[1]
+    for k, row in enumerate(rows):
+        ci = mean_ci(curve[:, k])
+        label, G, answers, mean, lo, hi = row.split(",")
+        assert (label, int(G), int(answers)) == ("grpo", 2, k * TINY["answers_per_step"])
+        assert [float(mean), float(lo), float(hi)] == pytest.approx([ci.mean, ci.lo, ci.hi], abs=1e-6)
+
+
 def test_cli_smoke(tmp_path, capsys):
     out = tmp_path / "sim"
     rc = cli.main(["simulate", "--out", str(out), "--G", "2", "4", "--seeds", "2", "--steps", "3", "--prompts", "16",
