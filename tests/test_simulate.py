@@ -104,6 +104,16 @@ def test_zero_advantage_share_known_answers():
     assert zero_advantage(AdvantageCaller(parse_estimator("grpo"), 1)(mixed, seeds, 4)).double().mean() == 0.5
 
 
+def test_zero_advantage_is_the_estimators_own_tolerance():
+    from verl_ebpo.advantage import estimator
+    from verl_ebpo.simulate import estimators as sim
+
+    assert sim.ZERO_ADVANTAGE_TOL is estimator.ZERO_ADVANTAGE_TOL and not hasattr(sim, "ZERO_ADV_TOL")
+    tol = estimator.ZERO_ADVANTAGE_TOL
+    adv = torch.tensor([0.0, 0.5 * tol, -0.99 * tol, tol, -2 * tol, 1.0], dtype=torch.float64)
+    assert zero_advantage(adv).tolist() == [True, True, True, False, False, False]
+
+
 def test_dapo_select_keeps_the_first_b_informative_groups_and_counts_batches():
     # seed 0: batches of B=2 groups, G=2: [00, 01] [11, 00] [10, 01] -> informative at 1, 4, 5
     # seed 1: may generate one batch only: [01, 11] -> one informative group, short
