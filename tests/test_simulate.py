@@ -306,6 +306,29 @@ def test_cli_refuses_an_output_that_is_a_file(tmp_path, capsys):
     assert "not a folder" in capsys.readouterr().err and target.read_text() == "keep me"
 
 
+@pytest.mark.parametrize("make", ["folder", "fifo", "under_a_file"])
+def test_cli_refuses_a_bad_output_before_any_work(tmp_path, capsys, monkeypatch, make):
+    def no_work(*args, **kwargs):
+        raise AssertionError("the sweep ran before the output files were checked")
+
+    monkeypatch.setattr(engine, "run_sweep", no_work)
+    out = tmp_path / "sim"
+    out.mkdir()
+    if make == "folder":
+        (out / "summary.json").mkdir()
+        expected = "summary.json: it is a directory, not a regular file"
+    elif make == "fifo":
+        os.mkfifo(out / "curves.csv")
+        expected = "curves.csv: it is a FIFO"
+    else:
+        (tmp_path / "file").write_text("keep me")
+        out = tmp_path / "file" / "sim"
+        expected = "is not a folder"
+    rc = cli.main(["simulate", "--out", str(out), "--steps", "1", "--quiet"])
+    err = capsys.readouterr().err
+    assert rc == 2 and expected in err and err.count("\n") == 1 and "Traceback" not in err, err
+
+
 def test_docs_options_table_is_the_spec():
     text = open(os.path.join(os.path.dirname(__file__), "..", "docs", "simulator.md"), encoding="utf-8").read()
     assert SimOptions.markdown_table(key_header="option") in text
