@@ -79,7 +79,7 @@ def options_from_args(args: argparse.Namespace):
     return SimOptions.from_mapping({k: (" ".join(v) if isinstance(v, list) else v) for k, v in given.items()})
 
 
-def check_out_folder(out: str) -> None:
+def check_out_folder(out: str, figure: bool = True) -> None:
     """Refuse, before any work, an `--out` the results could not be written to: a path that is not a folder (or
     lies under a file), a folder (or the nearest existing one above it) this process cannot write, and any of
     the output files that exists as something other than a regular file (`verl_ebpo.files.check_output_path`).
@@ -99,7 +99,8 @@ def check_out_folder(out: str) -> None:
     if not os.access(existing, os.W_OK | os.X_OK):
         raise ValueError(f"--out {out}: {existing} is not writable; choose another folder")
     for name in FILES:
-        check_output_path(os.path.join(out, name))
+        if figure or not name.endswith(".png"):
+            check_output_path(os.path.join(out, name))
 
 
 def run(args: argparse.Namespace) -> int:
@@ -109,7 +110,7 @@ def run(args: argparse.Namespace) -> int:
 
     try:
         options = options_from_args(args)
-        check_out_folder(args.out)  # before the sweep: a bad output is refused before any work
+        check_out_folder(args.out, figure=not args.no_figure)  # before the sweep: a bad output is refused before any work
     except ValueError as e:  # OutputPathError included
         print(f"verl-ebpo simulate: error: {e}", file=sys.stderr)
         return 2
