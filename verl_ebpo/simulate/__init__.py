@@ -110,7 +110,7 @@ def run(args: argparse.Namespace) -> int:
 
     try:
         options = options_from_args(args)
-        check_out_folder(args.out, figure=not args.no_figure)  # before the sweep: a bad output is refused before any work
+        check_out_folder(args.out, figure=not args.no_figure)  # refused before the sweep, not after it
     except ValueError as e:  # OutputPathError included
         print(f"verl-ebpo simulate: error: {e}", file=sys.stderr)
         return 2
