@@ -11,7 +11,7 @@ import pytest
 import torch
 
 import verl_ebpo.cpu  # noqa: F401  (registers the backend in this process)
-from verl_ebpo.cpu import assets
+from verl_ebpo.tiny import assets
 from verl_ebpo.cpu.launch import CPURun, cpu_env
 from verl_ebpo.cpu.platform import CPU_DEVICE_MODULE, PlatformCPU
 
@@ -351,7 +351,7 @@ def test_verl_replay_buffer_internals_we_override_still_exist():
 def test_cpu_replay_buffer_tallies_the_answers_it_clears(monkeypatch):
     """Dropped groups' answers and rewards are counted before verl clears them; validation is not counted."""
     from verl_ebpo.cpu import replay
-    from verl_ebpo.cpu.verl_logs import DISCARDED_ANSWERS, DISCARDED_REWARD_SUM
+    from verl_ebpo.verl_logs import DISCARDED_ANSWERS, DISCARDED_REWARD_SUM
 
     scores = {"a_0_0": [0.0, 1.0], "a_1_0": [0.0, 0.0], "b_0_0": [1.0], "b_1_0": [0.0], "c_0_0": [1.0]}
     cleared = []

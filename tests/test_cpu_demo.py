@@ -11,7 +11,8 @@ import numpy as np
 import pytest
 
 from verl_ebpo import cli
-from verl_ebpo.cpu import task, verl_logs
+from verl_ebpo import verl_logs
+from verl_ebpo.tiny import task
 from verl_ebpo.demo import DemoOptions, add_arguments, options_from_args, report
 from verl_ebpo.demo.options import ALGORITHMS, algorithms_table
 from verl_ebpo.stats import mean_ci, paired_diff_ci, verdict
@@ -276,3 +277,109 @@ def test_docs_show_the_option_and_algorithm_tables():
     doc = (REPO / "docs" / "demo.md").read_text()
     assert DemoOptions.markdown_table(key_header="option") in doc
     assert algorithms_table() in doc
+
+
+def test_plot_band_is_mean_ci_per_step_over_seeds_with_gaps_where_unknown():
+    curves = np.array([[0.1, 0.2, 0.5, np.nan], [0.3, 0.2, 0.9, 0.4], [0.2, 0.5, 0.4, 0.4]])  # (seeds, steps)
+    mean, lo, hi = report._band(curves)
+    for k in range(3):
+        ci = mean_ci(curves[:, k])
+        assert (mean[k], lo[k], hi[k]) == pytest.approx((ci.mean, ci.lo, ci.hi), rel=1e-12)
+    assert np.isnan([mean[3], lo[3], hi[3]]).all()  # a share verl did not log for one seed: a gap, not a guess
+    mean, lo, hi = report._band(curves[:1, :3])
+    assert mean.tolist() == [0.1, 0.2, 0.5] and np.isnan(lo).all() and np.isnan(hi).all()  # one seed: no band
+
+
+# -- the output folder: the demo deletes only what it provably made ---------------------------------------------
+
+
+def test_owned_folders_of_a_new_empty_or_unrelated_folder_are_none(tmp_path):
+    from verl_ebpo.demo.runner import owned_folders
+
+    assert owned_folders(tmp_path / "new") == []
+    assert owned_folders(tmp_path) == []
+    (tmp_path / "notes.txt").write_text("mine")
+    (tmp_path / "data").mkdir()
+    assert owned_folders(tmp_path) == []
+
+
+@pytest.mark.parametrize("present", [("runs",), ("assets",), ("runs", "assets")])
+def test_demo_refuses_runs_or_assets_it_did_not_make_and_touches_nothing(tmp_path, present):
+    from verl_ebpo.demo.runner import MARKER, FolderNotOurs, claim_out_folder, owned_folders
+
+    for name in present:
+        (tmp_path / name / "sub").mkdir(parents=True)
+        (tmp_path / name / "sub" / "precious.txt").write_text("keep")
+    for check in (owned_folders, claim_out_folder):
+        with pytest.raises(FolderNotOurs) as info:
+            check(tmp_path)
+        message = str(info.value)
+        assert len(message.splitlines()) == 1 and MARKER in message and "choose a new or empty folder" in message
+        assert all(f"{name}/" in message for name in present)
+    for name in present:
+        assert (tmp_path / name / "sub" / "precious.txt").read_text() == "keep"
+    assert not (tmp_path / MARKER).exists()
+
+
+def test_claim_writes_the_marker_and_a_rerun_replaces_only_the_demos_own_folders(tmp_path):
+    from verl_ebpo import __version__
+    from verl_ebpo.demo.runner import MARKER, claim_out_folder, owned_folders
+
+    out = tmp_path / "demo"
+    claim_out_folder(out)
+    assert json.loads((out / MARKER).read_text()) == {"tool": "verl-ebpo demo", "version": __version__,
+                                                      "owns": ["runs", "assets"]}
+    (out / "runs" / "grpo" / "seed0").mkdir(parents=True)
+    (out / "runs" / "grpo" / "seed0" / "metrics.jsonl").write_text("{}\n")
+    (out / "assets" / "seed0").mkdir(parents=True)
+    (out / "notes.txt").write_text("mine")
+    assert owned_folders(out) == [out / "runs", out / "assets"]
+    claim_out_folder(out)
+    assert sorted(p.name for p in out.iterdir()) == sorted([MARKER, "notes.txt"])
+    assert (out / "notes.txt").read_text() == "mine"
+
+
+def test_only_the_demos_own_plain_marker_proves_ownership(tmp_path):
+    from verl_ebpo.demo.runner import MARKER, FolderNotOurs, claim_out_folder, owned_folders
+
+    claim_out_folder(tmp_path / "ours")
+    good = (tmp_path / "ours" / MARKER).read_text()
+    for i, make in enumerate([
+        lambda m: m.write_text(json.dumps({"tool": "someone else", "version": "1"})),
+        lambda m: m.write_text("not json"),
+        lambda m: m.write_text("[1, 2]"),
+        lambda m: m.mkdir(),
+        lambda m: m.symlink_to(tmp_path / "ours" / MARKER),  # a link to a real marker: not this folder's
+    ]):
+        out = tmp_path / f"case{i}"
+        (out / "runs").mkdir(parents=True)
+        make(out / MARKER)
+        with pytest.raises(FolderNotOurs):
+            owned_folders(out)
+        assert (out / "runs").is_dir()
+    out = tmp_path / "linked_runs"  # the marker is ours, but runs/ is a link to somewhere else: left alone
+    (tmp_path / "elsewhere").mkdir()
+    (tmp_path / "elsewhere" / "precious.txt").write_text("keep")
+    out.mkdir()
+    (out / MARKER).write_text(good)
+    (out / "runs").symlink_to(tmp_path / "elsewhere")
+    with pytest.raises(FolderNotOurs, match="not a plain folder"):
+        claim_out_folder(out)
+    assert (tmp_path / "elsewhere" / "precious.txt").read_text() == "keep"
+
+
+def test_cli_demo_into_a_folder_it_did_not_make_stops_in_one_line_before_any_work(tmp_path, capsys, monkeypatch):
+    from verl_ebpo.demo import runner
+
+    def no_work(*args, **kwargs):
+        raise AssertionError("the demo started working in a folder it does not own")
+
+    monkeypatch.setattr(runner, "build_assets", no_work)
+    (tmp_path / "runs").mkdir()
+    (tmp_path / "runs" / "precious.txt").write_text("keep")
+    assert cli.main(["demo", "--out", str(tmp_path), "--quick", "--steps", "1", "--quiet"]) == 1
+    err = capsys.readouterr().err
+    assert err.startswith("verl-ebpo demo: --out ") and "did not make" in err and len(err.strip().splitlines()) == 1
+    assert "Traceback" not in err
+    assert (tmp_path / "runs" / "precious.txt").read_text() == "keep"
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["runs"]

@@ -1,4 +1,4 @@
-"""verl_ebpo.cpu.launch (overrides, environment, subprocess handling) and verl_ebpo.cpu.assets."""
+"""verl_ebpo.cpu.launch (overrides, environment, subprocess handling) and verl_ebpo.tiny.assets."""
 
 import os
 import sys
@@ -9,7 +9,7 @@ import pytest
 from hypothesis import assume, given, settings
 from hypothesis import strategies as st
 
-from verl_ebpo.cpu import assets
+from verl_ebpo.tiny import assets
 from verl_ebpo.cpu import launch
 from verl_ebpo.cpu.launch import CPURun, TrainerFailed, cpu_env, merge_overrides, run_main_ppo
 

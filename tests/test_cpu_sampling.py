@@ -7,7 +7,7 @@ import torch
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from verl_ebpo.cpu import assets
+from verl_ebpo.tiny import assets
 from verl_ebpo.cpu.sampling import SamplingParams, filter_logits, generate_batch
 
 

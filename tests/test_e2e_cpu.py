@@ -24,7 +24,8 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from verl_ebpo.cpu import assets, verl_logs
+from verl_ebpo import verl_logs
+from verl_ebpo.tiny import assets
 from verl_ebpo.cpu.launch import CPURun, run_main_ppo
 
 pytestmark = pytest.mark.e2e
@@ -309,6 +310,7 @@ def demo(tmp_path_factory):
 
 def test_demo_runs_verls_trainer_six_times_on_one_cluster_and_writes_the_summary(demo):
     out, summary = demo["out"], demo["summary"]
+    assert json.loads((out / ".verl-ebpo-demo").read_text())["tool"] == "verl-ebpo demo"  # a re-run may replace runs/
     assert set(summary["algos"]) == {"grpo", "dapo", "ebpo"} and set(summary["comparisons"]) == {"ebpo-grpo", "ebpo-dapo"}
     for algo, a in summary["algos"].items():
         assert a["seeds"] == [0, 1]

@@ -226,7 +226,37 @@ def test_inspects_tracker_rule_is_verls(tmp_path, capsys, tracker, folder_exists
 def test_inspect_epsilon_must_be_in_0_1(tmp_path, capsys, eps):
     path = ckpt.save_prior(tmp_path, 3, PRIOR)
     rc, out, err = _inspect(capsys, path, "--epsilon", eps)
-    _refused(rc, out, err, "--epsilon must be a number in (0, 1]")
+    _refused(rc, out, err, "--epsilon must be a", "(as algorithm.ebpo.epsilon)")
+    if eps != "abc":
+        assert "--epsilon must be a finite number in (0, 1]" in err
+
+
+@pytest.mark.parametrize("eps", ["0", "2", "nan", "abc", "1e-9", "1"])
+def test_inspect_epsilon_is_checked_by_ebpo_options_own_rule(tmp_path, capsys, eps):
+    """inspect's --epsilon stands for algorithm.ebpo.epsilon: accepted, refused and worded exactly as the option."""
+    from verl_ebpo.advantage.options import EBPOOptions
+
+    path = ckpt.save_prior(tmp_path, 3, PRIOR)
+    rc, out, err = _inspect(capsys, path, "--json", "--epsilon", eps)
+    try:
+        epsilon = EBPOOptions(epsilon=eps).epsilon
+    except ValueError as e:
+        _refused(rc, out, err)
+        assert err.strip() == f"verl-ebpo inspect: error: {str(e).replace('algorithm.ebpo.epsilon', '--epsilon')} " \
+                              "(as algorithm.ebpo.epsilon)"
+    else:
+        assert rc == 0 and json.loads(out)["shrinkage"]["8"] == PRIOR.shrinkage_for(8, epsilon)
+
+
+def test_inspect_default_epsilon_is_ebpos(tmp_path, capsys):
+    from verl_ebpo.advantage.options import EBPOOptions
+    from verl_ebpo.inspect_prior import describe_prior
+
+    path = ckpt.save_prior(tmp_path, 3, PRIOR)
+    rc, out, _ = _inspect(capsys, path, "--json")
+    eps = EBPOOptions().epsilon
+    assert rc == 0 and json.loads(out)["shrinkage"] == {str(g): PRIOR.shrinkage_for(g, eps) for g in (1, 4, 8, 16, 32)}
+    assert describe_prior(PRIOR, 3)["shrinkage"] == json.loads(out)["shrinkage"]
 
 
 # -- writes -------------------------------------------------------------------------------------------------------

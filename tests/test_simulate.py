@@ -104,6 +104,16 @@ def test_zero_advantage_share_known_answers():
     assert zero_advantage(AdvantageCaller(parse_estimator("grpo"), 1)(mixed, seeds, 4)).double().mean() == 0.5
 
 
+def test_zero_advantage_is_the_estimators_own_tolerance():
+    from verl_ebpo.advantage import estimator
+    from verl_ebpo.simulate import estimators as sim
+
+    assert sim.ZERO_ADVANTAGE_TOL is estimator.ZERO_ADVANTAGE_TOL and not hasattr(sim, "ZERO_ADV_TOL")
+    tol = estimator.ZERO_ADVANTAGE_TOL
+    adv = torch.tensor([0.0, 0.5 * tol, -0.99 * tol, tol, -2 * tol, 1.0], dtype=torch.float64)
+    assert zero_advantage(adv).tolist() == [True, True, True, False, False, False]
+
+
 def test_dapo_select_keeps_the_first_b_informative_groups_and_counts_batches():
     # seed 0: batches of B=2 groups, G=2: [00, 01] [11, 00] [10, 01] -> informative at 1, 4, 5
     # seed 1: may generate one batch only: [01, 11] -> one informative group, short
@@ -246,6 +256,20 @@ def test_summary_shape_and_verdicts_come_from_intervals(tmp_path):
     assert (tmp_path / "curves.csv").read_text().count("\n") == 1 + 3 * 2 * (TINY["steps"] + 1)
 
 
+def test_curves_csv_band_is_mean_ci_per_point_over_seeds():
+    from verl_ebpo.stats import mean_ci
+
+    sweep = engine.run_sweep(SimOptions(**{**TINY, "estimators": ("grpo",), "G": (2,)}))
+    curve = sweep.runs[("grpo", 2)].curve  # (seeds, points)
+    rows = report.curves_csv(sweep).splitlines()[1:]
+    assert len(rows) == curve.shape[1]
+    for k, row in enumerate(rows):
+        ci = mean_ci(curve[:, k])
+        label, G, answers, mean, lo, hi = row.split(",")
+        assert (label, int(G), int(answers)) == ("grpo", 2, k * TINY["answers_per_step"])
+        assert [float(mean), float(lo), float(hi)] == pytest.approx([ci.mean, ci.lo, ci.hi], abs=1e-6)
+
+
 def test_cli_smoke(tmp_path, capsys):
     out = tmp_path / "sim"
     rc = cli.main(["simulate", "--out", str(out), "--G", "2", "4", "--seeds", "2", "--steps", "3", "--prompts", "16",
@@ -280,6 +304,29 @@ def test_cli_refuses_an_output_that_is_a_file(tmp_path, capsys):
     target.write_text("keep me")
     assert cli.main(["simulate", "--out", str(target), "--steps", "1"]) == 2
     assert "not a folder" in capsys.readouterr().err and target.read_text() == "keep me"
+
+
+@pytest.mark.parametrize("make", ["folder", "fifo", "under_a_file"])
+def test_cli_refuses_a_bad_output_before_any_work(tmp_path, capsys, monkeypatch, make):
+    def no_work(*args, **kwargs):
+        raise AssertionError("the sweep ran before the output files were checked")
+
+    monkeypatch.setattr(engine, "run_sweep", no_work)
+    out = tmp_path / "sim"
+    out.mkdir()
+    if make == "folder":
+        (out / "summary.json").mkdir()
+        expected = "summary.json: it is a directory, not a regular file"
+    elif make == "fifo":
+        os.mkfifo(out / "curves.csv")
+        expected = "curves.csv: it is a FIFO"
+    else:
+        (tmp_path / "file").write_text("keep me")
+        out = tmp_path / "file" / "sim"
+        expected = "is not a folder"
+    rc = cli.main(["simulate", "--out", str(out), "--steps", "1", "--quiet"])
+    err = capsys.readouterr().err
+    assert rc == 2 and expected in err and err.count("\n") == 1 and "Traceback" not in err, err
 
 
 def test_docs_options_table_is_the_spec():

@@ -9,7 +9,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from verl_ebpo.stats import Interval, mean_ci, paired_diff_ci, verdict
+from verl_ebpo.stats import Interval, mean_ci, mean_ci_rows, paired_diff_ci, verdict
 
 
 def test_known_interval():
@@ -57,3 +57,43 @@ def test_a_tiny_resolved_difference_is_printed_with_its_size_not_as_zero():
     assert "lower" in text and "-2.0e-05" in text and "[-3.0e-05, -1.0e-05]" in text
     assert "-0.000" not in text
     assert "+0.030, 95% CI [+0.025, +0.035]" in verdict("a", "b", Interval(0.03, 0.025, 0.035, 10), "x")
+
+
+def test_mean_ci_rows_known_answer_and_each_row_is_mean_ci():
+    # row 0: 1, 2, 3 (the hand-computed interval above); row 1: constant (zero width); row 2: any numbers
+    half = 0.95 * math.sqrt(2 / (4 * 0.975 * 0.025)) / math.sqrt(3)
+    values = np.array([[1.0, 2.0, 3.0], [0.5, 0.5, 0.5], [0.1, -0.7, 2.9]])
+    mean, lo, hi = mean_ci_rows(values)
+    assert mean.shape == lo.shape == hi.shape == (3,) and mean.dtype == np.float64
+    assert mean[0] == 2.0 and lo[0] == pytest.approx(2 - half, rel=1e-12) and hi[0] == pytest.approx(2 + half, rel=1e-12)
+    assert lo[1] == hi[1] == 0.5
+    for i, row in enumerate(values):
+        ci = mean_ci(row)
+        assert (mean[i], lo[i], hi[i]) == pytest.approx((ci.mean, ci.lo, ci.hi), rel=1e-12, abs=1e-15)
+    m99, lo99, hi99 = mean_ci_rows(values, level=0.99)
+    assert lo99[0] == pytest.approx(mean_ci(values[0], level=0.99).lo, rel=1e-12) and lo99[0] < lo[0]
+
+
+def test_mean_ci_rows_one_seed_non_finite_and_bad_shapes():
+    mean, lo, hi = mean_ci_rows(np.array([[0.4], [0.6]]))
+    assert mean.tolist() == [0.4, 0.6] and np.isnan(lo).all() and np.isnan(hi).all()  # as mean_ci: no interval
+    gappy = np.array([[1.0, 2.0, 3.0], [1.0, np.nan, 3.0], [np.inf, 0.0, 0.0]])
+    with pytest.raises(ValueError, match=r"non-finite values in rows \[1, 2\]"):
+        mean_ci_rows(gappy)
+    mean, lo, hi = mean_ci_rows(gappy, nonfinite="nan")
+    assert mean[0] == 2.0 and np.isfinite(lo[0]) and np.isnan([mean[1:], lo[1:], hi[1:]]).all()
+    for bad in (np.zeros(3), np.zeros((2, 0)), np.zeros((2, 2, 2))):
+        with pytest.raises(ValueError, match="points, seeds"):
+            mean_ci_rows(bad)
+    with pytest.raises(ValueError, match="nonfinite"):
+        mean_ci_rows(np.zeros((2, 2)), nonfinite="skip")
+
+
+@settings(max_examples=40, deadline=None)
+@given(st.integers(1, 6), st.integers(1, 8), st.integers(0, 2**31 - 1))
+def test_mean_ci_rows_equals_mean_ci_on_every_row(points, seeds, seed):
+    values = np.random.default_rng(seed).normal(size=(points, seeds)) * 10
+    mean, lo, hi = mean_ci_rows(values)
+    for i in range(points):
+        ci = mean_ci(values[i])
+        np.testing.assert_allclose([mean[i], lo[i], hi[i]], [ci.mean, ci.lo, ci.hi], rtol=1e-12, atol=1e-12)

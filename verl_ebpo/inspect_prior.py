@@ -9,10 +9,10 @@ from __future__ import annotations
 
 import argparse
 import json
-import math
 import os
 import sys
 
+from verl_ebpo.advantage.options import EBPOOptions
 from verl_ebpo.advantage.prior import EBPOPrior
 from verl_ebpo.checkpoint import (
     PRIOR_FILENAME,
@@ -63,7 +63,10 @@ def _one_line(text: str) -> str:
     return " ".join(text.split())
 
 
-def describe_prior(prior: EBPOPrior, global_step: int, group_sizes=INSPECT_GROUP_SIZES, epsilon: float = 1e-6) -> dict:
+def describe_prior(prior: EBPOPrior, global_step: int, group_sizes=INSPECT_GROUP_SIZES,
+                   epsilon: float | None = None) -> dict:
+    """The prior's numbers and S for each G (epsilon: the run's `algorithm.ebpo.epsilon`, default EBPO's)."""
+    epsilon = EBPOOptions().epsilon if epsilon is None else epsilon
     return {
         "global_step": global_step,
         "updates": prior.updates,
@@ -84,19 +87,19 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         "the latest checkpoint, as verl's resume_mode=auto finds it)",
     )
     parser.add_argument("--json", action="store_true", help="print one JSON object instead of text")
+    default = EBPOOptions().epsilon
     parser.add_argument(
-        "--epsilon", default="1e-6", help="the run's algorithm.ebpo.epsilon, for S (default 1e-6)"
+        "--epsilon", default=str(default), help=f"the run's algorithm.ebpo.epsilon, for S (default {default:g})"
     )
 
 
 def _epsilon(text) -> float:
+    """--epsilon, checked by the rule of the option it stands for (`EBPOOptions.epsilon`)."""
+    key = EBPOOptions.key_name("epsilon")
     try:
-        value = float(text)
-    except (TypeError, ValueError):
-        value = math.nan
-    if not (math.isfinite(value) and 0 < value <= 1):
-        raise EBPOCheckpointError(f"--epsilon must be a number in (0, 1], like algorithm.ebpo.epsilon; got {text!r}")
-    return value
+        return EBPOOptions(epsilon=text).epsilon
+    except ValueError as e:
+        raise EBPOCheckpointError(f"{str(e).replace(key, '--epsilon', 1)} (as {key})") from None
 
 
 def run(args: argparse.Namespace) -> int:

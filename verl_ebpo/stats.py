@@ -3,6 +3,7 @@
 Shared by `verl-ebpo demo` and `verl-ebpo simulate`, so both state results the same way:
 
 - `mean_ci(x)`: the mean of per-seed values and its Student-t interval (the seeds are the replicates).
+- `mean_ci_rows(x)`: the same for every row of a (points, seeds) array at once (a curve and its band).
 - `paired_diff_ci(a, b)`: the mean of a[i] - b[i] over seeds run in pairs (same seed: same data, same
   initial model), with its t interval; pairing removes the seed-to-seed variation both runs share.
 - `verdict(...)`: the sentence, computed from the interval: "no difference resolved" when it covers 0.
@@ -18,7 +19,7 @@ from typing import Sequence
 
 import numpy as np
 
-__all__ = ["Interval", "mean_ci", "paired_diff_ci", "verdict"]
+__all__ = ["Interval", "mean_ci", "mean_ci_rows", "paired_diff_ci", "verdict"]
 
 
 @dataclass(frozen=True)
@@ -59,6 +60,33 @@ def mean_ci(values: Sequence[float], level: float = 0.95) -> Interval:
         return Interval(m, math.nan, math.nan, int(x.size))
     half = _t_quantile(level, x.size - 1) * float(x.std(ddof=1)) / math.sqrt(x.size)
     return Interval(m, m - half, m + half, int(x.size))
+
+
+def mean_ci_rows(values, level: float = 0.95, nonfinite: str = "raise") -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """`mean_ci` of every row at once: `values` has shape (n_points, n_seeds) (one row per point of a curve, one
+    column per seed); returns (mean, lo, hi), each of shape (n_points,), float64, row i equal to
+    `mean_ci(values[i])`. With one seed lo and hi are NaN (no interval), as in `mean_ci`.
+
+    nonfinite: "raise" (a NaN or inf is a ValueError naming the rows, as in `mean_ci`) or "nan" (a row holding
+    one gives NaN mean and bounds: a documented gap in a curve, e.g. a share that verl did not log).
+    """
+    if nonfinite not in ("raise", "nan"):
+        raise ValueError(f"nonfinite must be 'raise' or 'nan', got {nonfinite!r}")
+    x = np.asarray(values, dtype=np.float64)
+    if x.ndim != 2 or x.shape[1] == 0:
+        raise ValueError(f"mean_ci_rows needs a (points, seeds) array with at least one seed, got shape {x.shape}")
+    finite = np.isfinite(x).all(axis=1)  # (n_points,)
+    if nonfinite == "raise" and not finite.all():
+        raise ValueError(f"mean_ci_rows got non-finite values in rows {np.flatnonzero(~finite)[:10].tolist()}")
+    n = x.shape[1]
+    clean = np.where(finite[:, None], x, 0.0)  # no warnings from the rows that become NaN anyway
+    mean = np.where(finite, clean.mean(axis=1), np.nan)
+    if n < 2:
+        nan = np.full_like(mean, np.nan)
+        return mean, nan, nan.copy()
+    half = _t_quantile(level, n - 1) * clean.std(axis=1, ddof=1) / math.sqrt(n)
+    half = np.where(finite, half, np.nan)
+    return mean, mean - half, mean + half
 
 
 def paired_diff_ci(a: Sequence[float], b: Sequence[float], level: float = 0.95) -> Interval:

@@ -1,8 +1,13 @@
 """Where verl_ebpo depends on verl: every touch, the one place it lives, and the test that notices a change.
 
-A verl upgrade is reviewed here first. `ADAPTERS` names the only modules of this package that import verl
-(tests/test_verl_boundary.py checks the import graph against it); `TOUCHES` lists what each one relies on,
-with the test that fails (with a message naming the touch) when verl changes it. Kinds, most fragile first:
+A verl upgrade is reviewed here first. `ADAPTERS` names the only modules of this package that import verl,
+in their code or when they are imported; a module under an adapter package (`verl_ebpo.cpu`, whose `__init__`
+registers the CPU backend) loads verl through that package. Every other module is verl-free when imported (a
+function may still import verl when called, e.g. the demo's runner, which starts verl's trainer): the verl-free
+helpers that the demo, the simulator and the tests share live outside `verl_ebpo.cpu` for that reason
+(`verl_ebpo.verl_logs`, `verl_ebpo.tiny`). tests/test_verl_boundary.py checks the import graph against it and
+imports every other module in a fresh process. `TOUCHES` lists what each adapter relies on, with the test that
+fails (with a message naming the touch) when verl changes it. Kinds, most fragile first:
 
 - `private`: a private name of verl's (underscore) that we read, set or override;
 - `copied rule`: logic of verl's that cannot be called, restated here and compared with verl's real code;
@@ -10,23 +15,28 @@ with the test that fails (with a message naming the touch) when verl changes it.
 - `class-wide wrap`: a public method replaced on its class in one process;
 - `public`: a documented extension point (registry, base class, callback): the normal way in.
 
-`markdown_table()` renders the list for docs/verl_boundary.md (tested equal). Nothing here imports verl.
+`markdown_table()` and `markdown_adapters()` render both lists for docs/verl_boundary.md (tested equal).
+Nothing here imports verl.
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass
 
-__all__ = ["ADAPTERS", "TOUCHES", "Touch", "markdown_table"]
+__all__ = ["ADAPTERS", "TOUCHES", "Touch", "markdown_adapters", "markdown_table"]
 
 KINDS = ("private", "copied rule", "format", "class-wide wrap", "public")
 
 # The only modules that import verl, and what each adapts. Everything else (the math, the prior, the reward,
-# the orderings, the files, the specs, the statistics, the demo's report) is verl-free.
+# the orderings, the files, the specs, the statistics, verl's log formats, the tiny assets and task, the demo,
+# the simulator's engine and report) is verl-free when imported.
 ADAPTERS = {
+    "verl_ebpo.plugin": "the `verl.plugins` entry point: importing it registers `ebpo` (through verl_glue)",
     "verl_ebpo.advantage.verl_glue": "the estimator registration and the metrics hook",
     "verl_ebpo.checkpoint": "the checkpoint callback and verl's resume rules",
     "verl_ebpo.samplers.dataset": "the ordered datasets (RLHFDataset subclasses)",
+    "verl_ebpo.cpu": "the CPU backend package: importing it, or any module under it, registers the backend "
+    "(`VERL_USE_EXTERNAL_MODULES=verl_ebpo.cpu`)",
     "verl_ebpo.cpu.platform": "the cpu platform",
     "verl_ebpo.cpu.registration": "the hf rollout registration and the gloo process group",
     "verl_ebpo.cpu.rollout": "the hf rollout server and replica",
@@ -106,7 +116,7 @@ TOUCHES: tuple[Touch, ...] = (
         "metrics file",
         "format",
         "verl.utils.tracking:FileLogger",
-        "verl_ebpo.cpu.verl_logs:read_metrics",
+        "verl_ebpo.verl_logs:read_metrics",
         "tests/test_cpu_demo.py::test_verl_logs_read_metrics_merges_a_steps_lines_and_names_a_bad_line",
         "`metrics.jsonl`: one `{\"step\", \"data\"}` line per log call (the demo's only source of numbers)",
     ),
@@ -114,7 +124,7 @@ TOUCHES: tuple[Touch, ...] = (
         "rollout dump uids",
         "format",
         "verl.trainer.ppo.v1.trainer_base:PPOTrainer",
-        "verl_ebpo.cpu.verl_logs:dump_group",
+        "verl_ebpo.verl_logs:dump_group",
         "tests/test_cpu_demo.py::test_verl_logs_rollout_dump_uids_group_by_prompt",
         "`rollout_data_dir/N.jsonl` rows and their `<uid>_<sample>_<output>` ids, grouped by prompt",
     ),
@@ -191,3 +201,8 @@ def markdown_table() -> str:
     for t in TOUCHES:
         rows.append(f"| {t.kind} | `{t.verl}` | `{t.adapter}` | `{t.canary.split('::')[-1]}` | {t.what} |")
     return "\n".join(rows)
+
+
+def markdown_adapters() -> str:
+    """`- module: what it adapts` lines for docs/verl_boundary.md."""
+    return "\n".join(f"- `{module}`: {what}" for module, what in ADAPTERS.items())

@@ -29,7 +29,7 @@ import transfer_queue as tq
 from verl.trainer.ppo.v1.replay_buffer import ReplayBuffer
 
 from verl_ebpo.cpu.launch import VERL_CONFIG_LINKS
-from verl_ebpo.cpu.verl_logs import DISCARDED_ANSWERS, DISCARDED_REWARD_SUM
+from verl_ebpo.verl_logs import DISCARDED_ANSWERS, DISCARDED_REWARD_SUM
 
 DEFAULT_POLL_INTERVAL_S = 0.2
 

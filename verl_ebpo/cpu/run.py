@@ -1,6 +1,6 @@
 """`python -m verl_ebpo.cpu.run [--out DIR] [--steps N] [HYDRA_OVERRIDE ...]`: a short CPU job of verl.
 
-Builds the tiny model and the successor task (`verl_ebpo.cpu.task`) in `DIR/assets` (offline), then runs verl's real
+Builds the tiny model and the successor task (`verl_ebpo.tiny.task`) in `DIR/assets` (offline), then runs verl's real
 trainer (`python -m verl.trainer.main_ppo`) on the CPU backend for N steps (default 2, GRPO, G=4) and
 prints each step's reward and time. Extra arguments are Hydra overrides for verl and replace ours of
 the same key, e.g. `algorithm.adv_estimator=ebpo` or `trainer.save_freq=1`.
@@ -29,7 +29,8 @@ def main(argv=None) -> int:
     parser.add_argument("overrides", nargs="*", help="Hydra overrides for verl (key=value)")
     args = parser.parse_args(argv)
 
-    from verl_ebpo.cpu import assets, task, verl_logs
+    from verl_ebpo import verl_logs
+    from verl_ebpo.tiny import assets, task
     from verl_ebpo.cpu.launch import CPURun, TrainerFailed, run_main_ppo
 
     out = Path(args.out).resolve()
@@ -44,7 +45,7 @@ def main(argv=None) -> int:
         out_dir=str(out / "run"),
         steps=args.steps,
         seed=args.seed,
-        reward_function=("pkg://verl_ebpo.cpu.task", "compute_score"),
+        reward_function=("pkg://verl_ebpo.tiny.task", "compute_score"),
         extra=list(args.overrides),
     )
     shutil.rmtree(run.out_dir, ignore_errors=True)  # a stale checkpoint would be resumed (resume_mode=auto)

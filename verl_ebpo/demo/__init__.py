@@ -1,7 +1,7 @@
 """`verl-ebpo demo`: EBPO against verl's GRPO / DAPO (/ Dr.GRPO) on CPU, several seeds, verl's real trainer.
 
 For each seed it builds offline a random tiny Llama, a character tokenizer and the successor task
-(`verl_ebpo.cpu.task`), then trains it with `python -m verl.trainer.main_ppo` once per algorithm on the
+(`verl_ebpo.tiny.task`), then trains it with `python -m verl.trainer.main_ppo` once per algorithm on the
 CPU backend (`verl_ebpo.cpu`), all runs joining one Ray cluster. It reads verl's metrics files back and
 writes to the output folder (default `runs/demo/`): `summary.json`, `report.md`, `reward_curves.png`,
 `steps.csv`, and per run verl's own logs under `runs/<algo>/seed<k>/`. See docs/demo.md.

@@ -1,6 +1,6 @@
 """From verl's metrics files to the demo's results: per-run series, statistics over seeds, plot, report.
 
-Everything here is computed from what verl wrote (read by `verl_ebpo.cpu.verl_logs`), per run:
+Everything here is computed from what verl wrote (read by `verl_ebpo.verl_logs`), per run:
 - answers generated at step t: the answers trained on (`batch x G`, from the rollout dump) plus, for DAPO, the
   answers of the groups verl's dynamic sampling dropped or did not need (`training/filter_groups/*`, counted
   in groups, times G);
@@ -25,8 +25,8 @@ from typing import Optional, Sequence
 
 import numpy as np
 
-from verl_ebpo.cpu import verl_logs
-from verl_ebpo.stats import mean_ci, paired_diff_ci, verdict
+from verl_ebpo import verl_logs
+from verl_ebpo.stats import mean_ci, mean_ci_rows, paired_diff_ci, verdict
 
 TAIL = 10  # "final" = mean over the last TAIL steps
 PHASES = ("gen", "old_log_prob", "adv", "update_actor", "update_weights", "testing")
@@ -265,14 +265,9 @@ def smooth(values: np.ndarray, window: int = 5) -> np.ndarray:
 
 
 def _band(curves: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-    """Mean over seeds (axis 0) and its 95% t band (the mean itself when there is one seed)."""
-    mean = curves.mean(axis=0)
-    if curves.shape[0] < 2:
-        return mean, mean, mean
-    from scipy.stats import t
-
-    half = t.ppf(0.975, curves.shape[0] - 1) * curves.std(axis=0, ddof=1) / math.sqrt(curves.shape[0])
-    return mean, mean - half, mean + half
+    """Mean over seeds (curves: (seeds, points)) and its 95% t band (`stats.mean_ci_rows`; NaN band with one
+    seed, and a gap where a seed's value is unknown)."""
+    return mean_ci_rows(np.asarray(curves).T, nonfinite="nan")
 
 
 def plot(runs: dict[str, list[RunSeries]], path: str | Path, title: str = "", window: int = 5) -> None:

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import os
 import shutil
 import sys
 import threading
@@ -58,6 +59,64 @@ class PeakMemory:
         self._thread.join(timeout=10)
 
 
+MARKER = ".verl-ebpo-demo"  # in `--out`: this folder's runs/ and assets/ were made by the demo
+OWNED = ("runs", "assets")  # the sub-folders a re-run replaces (a stale checkpoint in runs/ would be resumed)
+MARKER_TOOL = "verl-ebpo demo"
+
+
+class FolderNotOurs(ValueError):
+    """`--out` holds a runs/ or assets/ folder the demo cannot prove it made: it is left alone."""
+
+
+def _marker_is_ours(marker: Path) -> bool:
+    """The marker is a regular file (not a link) holding the demo's JSON."""
+    try:
+        if not marker.is_file() or marker.is_symlink():
+            return False
+        return json.loads(marker.read_text()).get("tool") == MARKER_TOOL
+    except (OSError, ValueError, AttributeError):
+        return False
+
+
+def owned_folders(out: Path) -> list[Path]:
+    """The sub-folders of `out` a re-run of the demo may delete: `runs/` and `assets/` where they exist, only
+    when `out/.verl-ebpo-demo` (written by an earlier demo) says the demo made them. A new or empty folder, or
+    one without those sub-folders, gives []. Raises `FolderNotOurs` (one line: what and the way out) when
+    either exists without the marker, or is not a plain folder (a link, a file); nothing is touched."""
+    out = Path(out)
+    present = [out / name for name in OWNED if os.path.lexists(out / name)]
+    if not present:
+        return []
+    names = " and ".join(f"{p.name}/" for p in present)
+    if not _marker_is_ours(out / MARKER):
+        raise FolderNotOurs(
+            f"--out {out} already holds {names} that verl-ebpo demo did not make (no {MARKER} marker from an "
+            f"earlier demo): choose a new or empty folder for --out, or move {names} away first"
+        )
+    for p in present:
+        if p.is_symlink() or not p.is_dir():
+            raise FolderNotOurs(f"--out {out}: {p.name} is not a plain folder (a link or a file), so the demo will "
+                                f"not replace it: remove it or choose another folder for --out")
+    return present
+
+
+def claim_out_folder(out: Path) -> None:
+    """Make `out` the demo's: check what a re-run would delete (`owned_folders`, raises before any change),
+    create the folder, write the marker (atomically, through verl_ebpo.files), delete the owned sub-folders."""
+    from verl_ebpo import __version__
+    from verl_ebpo.files import atomic_write_text
+
+    stale = owned_folders(out)
+    marker = {"tool": MARKER_TOOL, "version": __version__, "owns": list(OWNED)}
+    try:
+        out.mkdir(parents=True, exist_ok=True)
+        atomic_write_text(out / MARKER, json.dumps(marker, sort_keys=True) + "\n")
+        for folder in stale:
+            shutil.rmtree(folder)
+    except OSError as exc:  # not writable: say so in one line (a stale runs/ left behind would be resumed)
+        raise ValueError(f"cannot prepare --out {out}: {exc.strerror or exc} ({exc.filename or out})") from exc
+
+
 @dataclass
 class Job:
     algo: str
@@ -73,7 +132,7 @@ def _say(options: DemoOptions, message: str) -> None:
 
 def build_assets(options: DemoOptions, seed: int, folder: Path) -> dict:
     """Tiny model, tokenizer, train/val parquet for one seed (offline, deterministic given the seed)."""
-    from verl_ebpo.cpu import assets, task
+    from verl_ebpo.tiny import assets, task
 
     model = assets.build_model(folder / "model", seed=seed)
     train = assets.write_rl_parquet(task.make_rows(options.train_rows, seed), folder / "train.parquet")
@@ -99,7 +158,7 @@ def make_run(options: DemoOptions, job: Job, assets_info: dict, ray_address: str
         val_before_train=True,
         test_freq=options.steps,
         experiment_name=f"demo_{job.algo}_seed{job.seed}",
-        reward_function=("pkg://verl_ebpo.cpu.task", "compute_score"),
+        reward_function=("pkg://verl_ebpo.tiny.task", "compute_score"),
         ray_address=ray_address,
         extra=[*options.overrides(job.algo), f"trainer.rollout_data_dir={job.run_dir / 'rollouts'}"],
     )
@@ -116,7 +175,7 @@ class _Progress(threading.Thread):
         self.stop = threading.Event()
 
     def run(self):
-        from verl_ebpo.cpu import verl_logs
+        from verl_ebpo import verl_logs
 
         while not self.stop.wait(3.0):
             for job in self.jobs:
@@ -142,7 +201,7 @@ class _Progress(threading.Thread):
 
 def run_demo(options: DemoOptions) -> dict:
     """Run the whole demo; returns the summary (also written to `<out>/summary.json`)."""
-    from verl_ebpo.cpu import verl_logs
+    from verl_ebpo import verl_logs
     from verl_ebpo.cpu.launch import run_main_ppo, shared_ray_cluster
     from verl_ebpo.demo import report
     from verl_ebpo.files import atomic_write_text, check_output_path
@@ -151,11 +210,10 @@ def run_demo(options: DemoOptions) -> dict:
     out = Path(options.out).resolve()
     if out.exists() and not out.is_dir():
         raise ValueError(f"--out {out} exists and is not a folder")
+    owned_folders(out)  # refuses a folder whose runs/ or assets/ the demo did not make, before any change
     for name in ("summary.json", "report.md", "reward_curves.png", "steps.csv"):
         check_output_path(out / name)
-    for owned in ("runs", "assets"):  # this demo's own sub-folders: a stale checkpoint would be resumed
-        shutil.rmtree(out / owned, ignore_errors=True)
-    out.mkdir(parents=True, exist_ok=True)
+    claim_out_folder(out)  # marker, then this demo's own runs/ and assets/ of an earlier run removed
     seeds = options.seed_list
     jobs = [Job(algo, seed, out / "runs" / algo / f"seed{seed}") for seed in seeds for algo in options.algos]
     _say(options, f"verl-ebpo demo -> {out}: {', '.join(options.algos)} x seeds {seeds} x {options.steps} steps "

@@ -79,6 +79,30 @@ def options_from_args(args: argparse.Namespace):
     return SimOptions.from_mapping({k: (" ".join(v) if isinstance(v, list) else v) for k, v in given.items()})
 
 
+def check_out_folder(out: str, figure: bool = True) -> None:
+    """Refuse, before any work, an `--out` the results could not be written to: a path that is not a folder (or
+    lies under a file), a folder (or the nearest existing one above it) this process cannot write, and any of
+    the output files that exists as something other than a regular file (`verl_ebpo.files.check_output_path`).
+    Nothing is created. Raises ValueError (OutputPathError for a file) with one line naming the path."""
+    import os
+
+    from verl_ebpo.files import check_output_path
+    from verl_ebpo.simulate.report import FILES
+
+    if os.path.exists(out) and not os.path.isdir(out):
+        raise ValueError(f"--out {out} exists and is not a folder; give a folder path")
+    existing = os.path.abspath(out)
+    while not os.path.exists(existing):
+        existing = os.path.dirname(existing)
+    if not os.path.isdir(existing):
+        raise ValueError(f"--out {out}: {existing} is not a folder, so the output folder cannot be made there")
+    if not os.access(existing, os.W_OK | os.X_OK):
+        raise ValueError(f"--out {out}: {existing} is not writable; choose another folder")
+    for name in FILES:
+        if figure or not name.endswith(".png"):
+            check_output_path(os.path.join(out, name))
+
+
 def run(args: argparse.Namespace) -> int:
     import os
 
@@ -86,9 +110,8 @@ def run(args: argparse.Namespace) -> int:
 
     try:
         options = options_from_args(args)
-        if os.path.exists(args.out) and not os.path.isdir(args.out):
-            raise ValueError(f"--out {args.out} exists and is not a folder; give a folder path")
-    except ValueError as e:
+        check_out_folder(args.out, figure=not args.no_figure)  # refused before the sweep, not after it
+    except ValueError as e:  # OutputPathError included
         print(f"verl-ebpo simulate: error: {e}", file=sys.stderr)
         return 2
 
@@ -119,4 +142,4 @@ def run(args: argparse.Namespace) -> int:
     return 0
 
 
-__all__ = ["HELP", "add_arguments", "options_from_args", "run"]
+__all__ = ["HELP", "add_arguments", "check_out_folder", "options_from_args", "run"]

@@ -34,7 +34,7 @@ from dataclasses import dataclass, field
 import numpy as np
 import torch
 
-ZERO_ADV_TOL = 1e-6  # |A| below this counts as a zero advantage (as EBPO's `ebpo/zero_adv_frac`)
+from verl_ebpo.advantage.estimator import ZERO_ADVANTAGE_TOL  # |A| below it: a zero advantage (`ebpo/zero_adv_frac`)
 
 # name -> (verl registry name, per-seed calls?, GRPO-style call?, dynamic sampling?, default options)
 _TABLE = {
@@ -220,6 +220,6 @@ def process_prior_preserved():
 
 def zero_advantage(adv: torch.Tensor) -> torch.Tensor:
     """(n,) bool: the answers that carry no gradient."""
-    return adv.abs() < ZERO_ADV_TOL
+    return adv.abs() < ZERO_ADVANTAGE_TOL
 
 

@@ -16,7 +16,7 @@ import numpy as np
 from verl_ebpo.files import atomic_output, atomic_write_text
 from verl_ebpo.simulate.engine import Sweep
 from verl_ebpo.simulate.estimators import parse_estimator
-from verl_ebpo.stats import mean_ci, paired_diff_ci, verdict
+from verl_ebpo.stats import mean_ci, mean_ci_rows, paired_diff_ci, verdict
 
 FILES = ("summary.json", "results.md", "curves.csv", "simulate.png")
 
@@ -150,10 +150,10 @@ def curves_csv(sweep: Sweep) -> str:
     out.write("estimator,G,answers,mean,ci95_lo,ci95_hi\n")
     n = sweep.options.answers_per_step
     for (label, G), run in sweep.runs.items():
-        for k in range(run.curve.shape[1]):
-            ci = mean_ci(run.curve[:, k])
-            lo, hi = ("" if not math.isfinite(x) else f"{x:.6f}" for x in (ci.lo, ci.hi))
-            out.write(f"{label},{G},{k * n},{ci.mean:.6f},{lo},{hi}\n")
+        means, los, his = mean_ci_rows(run.curve.T)  # curve: (seeds, points)
+        for k, (mean, *bounds) in enumerate(zip(means, los, his)):
+            lo, hi = ("" if not math.isfinite(x) else f"{x:.6f}" for x in bounds)
+            out.write(f"{label},{G},{k * n},{mean:.6f},{lo},{hi}\n")
     return out.getvalue()
 
 
@@ -193,11 +193,10 @@ def plot(sweep: Sweep, summary: dict, path: str) -> None:
             if run is None:
                 continue
             x = np.arange(run.curve.shape[1]) * n
-            m = run.curve.mean(0)
+            m, lo, hi = mean_ci_rows(run.curve.T)  # curve: (seeds, points)
             ax.plot(x, m, color=colors[label], lw=1.2, ls=styles[label], label=label)
             if run.curve.shape[0] > 1:
-                cis = [mean_ci(run.curve[:, k]) for k in range(run.curve.shape[1])]
-                ax.fill_between(x, [c.lo for c in cis], [c.hi for c in cis], color=colors[label], alpha=0.2, lw=0)
+                ax.fill_between(x, lo, hi, color=colors[label], alpha=0.2, lw=0)
         ax.set_title(f"G = {G}", fontsize=9)
         ax.set_xlabel("answers generated")
         if j == 1:

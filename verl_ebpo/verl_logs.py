@@ -8,7 +8,7 @@
   answer of step N in `N.jsonl`, whose `uid` is `<prompt uid>_<sample>_<output>` (the V1 replay buffer's
   trajectory key: the answers of one prompt share the `<prompt uid>` part).
 - The metric names the CPU backend and the demo read (`SCORE`, `STEP_TIME`, DAPO's eviction counts, ...).
-A verl upgrade that changes any of these formats is caught by `tests/test_cpu_verl_logs.py` (known lines)
+A verl upgrade that changes any of these formats is caught by `tests/test_cpu_demo.py::test_verl_logs_*` (known lines)
 and the end-to-end tests (lines verl really wrote).
 """
 
