@@ -310,7 +310,7 @@ def demo(tmp_path_factory):
 
 def test_demo_runs_verls_trainer_six_times_on_one_cluster_and_writes_the_summary(demo):
     out, summary = demo["out"], demo["summary"]
-    assert json.loads((out / ".verl-ebpo-demo").read_text())["tool"] == "verl-ebpo demo"  # a re-run may replace runs/
+    assert json.loads((out / ".verl-ebpo-owner").read_text())["tool"] == "verl-ebpo demo"  # a re-run may replace runs/
     assert set(summary["algos"]) == {"grpo", "dapo", "ebpo"} and set(summary["comparisons"]) == {"ebpo-grpo", "ebpo-dapo"}
     for algo, a in summary["algos"].items():
         assert a["seeds"] == [0, 1]

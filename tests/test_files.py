@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import os
 import socket
 import stat
@@ -253,3 +254,31 @@ def test_two_outputs_that_are_one_file_are_refused(tmp_path):
     with pytest.raises(OutputPathError, match="input file") as e:
         check_output_paths([tmp_path / "b", tmp_path / "hard"], inputs=[a])
     assert e.value.path == str(tmp_path / "hard") and e.value.input_file == str(a)
+
+
+def test_claim_folder_deletes_only_sub_folders_its_own_tool_marked(tmp_path):
+    """One tool's marker does not let another tool delete (the demo's runs/ are not cpu.run's, and vice versa)."""
+    from verl_ebpo.files import MARKER, FolderNotOurs, claim_folder, owned_subfolders
+
+    out = tmp_path / "out"
+    claim_folder(out, ("run",), "tool a")
+    (out / "run").mkdir()
+    (out / "run" / "ckpt").write_text("x")
+    assert owned_subfolders(out, ("run",), "tool a") == [out / "run"]
+    with pytest.raises(FolderNotOurs, match="tool b did not make"):
+        claim_folder(out, ("run",), "tool b")
+    assert (out / "run" / "ckpt").exists() and json.loads((out / MARKER).read_text())["tool"] == "tool a"
+    claim_folder(out, ("run",), "tool a")  # the same tool re-runs: its stale run/ is gone, the marker stays
+    assert not (out / "run").exists() and (out / MARKER).exists()
+
+
+def test_cpu_run_refuses_a_run_folder_it_did_not_make_before_building_anything(tmp_path, capsys):
+    from verl_ebpo.cpu import run
+
+    (tmp_path / "run").mkdir()
+    (tmp_path / "run" / "precious.txt").write_text("keep me")
+    assert run.main(["--out", str(tmp_path)]) == 2
+    err = capsys.readouterr().err.strip()
+    assert len(err.splitlines()) == 1 and "did not make" in err and "run/" in err
+    assert (tmp_path / "run" / "precious.txt").read_text() == "keep me"
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["run"]  # no assets built, no marker

@@ -9,7 +9,6 @@ the same key, e.g. `algorithm.adv_estimator=ebpo` or `trainer.save_freq=1`.
 from __future__ import annotations
 
 import argparse
-import shutil
 import sys
 import time
 from pathlib import Path
@@ -33,7 +32,14 @@ def main(argv=None) -> int:
     from verl_ebpo.tiny import assets, task
     from verl_ebpo.cpu.launch import CPURun, TrainerFailed, run_main_ppo
 
+    from verl_ebpo.files import FolderNotOurs, claim_folder
+
     out = Path(args.out).resolve()
+    try:  # run/ is replaced (a stale checkpoint would be resumed), but only if an earlier cpu.run made it
+        claim_folder(out, ("run", "assets"), "python -m verl_ebpo.cpu.run")
+    except (FolderNotOurs, ValueError) as exc:
+        print(f"verl_ebpo.cpu.run: error: {exc}", file=sys.stderr)
+        return 2
     model = assets.build_model(out / "assets" / "model", seed=args.seed)
     rows = task.make_rows(max(64, 8 * args.steps), args.seed)
     train = assets.write_rl_parquet(rows, out / "assets" / "train.parquet")
@@ -48,7 +54,6 @@ def main(argv=None) -> int:
         reward_function=("pkg://verl_ebpo.tiny.task", "compute_score"),
         extra=list(args.overrides),
     )
-    shutil.rmtree(run.out_dir, ignore_errors=True)  # a stale checkpoint would be resumed (resume_mode=auto)
     print("$ " + " ".join(run.command()), flush=True)
     started = time.time()
     try:

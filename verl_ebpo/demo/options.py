@@ -53,7 +53,7 @@ class DemoOptions(Spec):
     timeout: float = option(3600.0, number=(1.0, 86400.0),
                             doc="seconds allowed per run before it is stopped as hung (DAPO runs take longest)")
     out: str = option("runs/demo", doc="output folder (new, empty or an earlier demo's: a re-run replaces its `runs/` "
-                      "and `assets/` only when the demo's `.verl-ebpo-demo` marker is there)")
+                      "and `assets/` only when the demo's `.verl-ebpo-owner` marker is there)")
     quiet: bool = option(False, doc="print only the result")
 
     @property

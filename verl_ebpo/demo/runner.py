@@ -3,8 +3,6 @@
 from __future__ import annotations
 
 import json
-import os
-import shutil
 import sys
 import threading
 import time
@@ -13,6 +11,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from verl_ebpo.demo.options import DemoOptions
+from verl_ebpo.files import MARKER, FolderNotOurs, claim_folder, owned_subfolders  # noqa: F401  (MARKER, FolderNotOurs: the demo's API)
 
 
 class PeakMemory:
@@ -59,62 +58,19 @@ class PeakMemory:
         self._thread.join(timeout=10)
 
 
-MARKER = ".verl-ebpo-demo"  # in `--out`: this folder's runs/ and assets/ were made by the demo
 OWNED = ("runs", "assets")  # the sub-folders a re-run replaces (a stale checkpoint in runs/ would be resumed)
 MARKER_TOOL = "verl-ebpo demo"
 
 
-class FolderNotOurs(ValueError):
-    """`--out` holds a runs/ or assets/ folder the demo cannot prove it made: it is left alone."""
-
-
-def _marker_is_ours(marker: Path) -> bool:
-    """The marker is a regular file (not a link) holding the demo's JSON."""
-    try:
-        if not marker.is_file() or marker.is_symlink():
-            return False
-        return json.loads(marker.read_text()).get("tool") == MARKER_TOOL
-    except (OSError, ValueError, AttributeError):
-        return False
-
-
 def owned_folders(out: Path) -> list[Path]:
-    """The sub-folders of `out` a re-run of the demo may delete: `runs/` and `assets/` where they exist, only
-    when `out/.verl-ebpo-demo` (written by an earlier demo) says the demo made them. A new or empty folder, or
-    one without those sub-folders, gives []. Raises `FolderNotOurs` (one line: what and the way out) when
-    either exists without the marker, or is not a plain folder (a link, a file); nothing is touched."""
-    out = Path(out)
-    present = [out / name for name in OWNED if os.path.lexists(out / name)]
-    if not present:
-        return []
-    names = " and ".join(f"{p.name}/" for p in present)
-    if not _marker_is_ours(out / MARKER):
-        raise FolderNotOurs(
-            f"--out {out} already holds {names} that verl-ebpo demo did not make (no {MARKER} marker from an "
-            f"earlier demo): choose a new or empty folder for --out, or move {names} away first"
-        )
-    for p in present:
-        if p.is_symlink() or not p.is_dir():
-            raise FolderNotOurs(f"--out {out}: {p.name} is not a plain folder (a link or a file), so the demo will "
-                                f"not replace it: remove it or choose another folder for --out")
-    return present
+    """The demo's `runs/` and `assets/` in `out` that a re-run may delete (`verl_ebpo.files.owned_subfolders`:
+    only under the marker an earlier demo wrote; otherwise `FolderNotOurs`, nothing touched)."""
+    return owned_subfolders(out, OWNED, MARKER_TOOL)
 
 
 def claim_out_folder(out: Path) -> None:
-    """Make `out` the demo's: check what a re-run would delete (`owned_folders`, raises before any change),
-    create the folder, write the marker (atomically, through verl_ebpo.files), delete the owned sub-folders."""
-    from verl_ebpo import __version__
-    from verl_ebpo.files import atomic_write_text
-
-    stale = owned_folders(out)
-    marker = {"tool": MARKER_TOOL, "version": __version__, "owns": list(OWNED)}
-    try:
-        out.mkdir(parents=True, exist_ok=True)
-        atomic_write_text(out / MARKER, json.dumps(marker, sort_keys=True) + "\n")
-        for folder in stale:
-            shutil.rmtree(folder)
-    except OSError as exc:  # not writable: say so in one line (a stale runs/ left behind would be resumed)
-        raise ValueError(f"cannot prepare --out {out}: {exc.strerror or exc} ({exc.filename or out})") from exc
+    """Make `out` the demo's (`verl_ebpo.files.claim_folder`): checked, marked, its stale runs/ and assets/ gone."""
+    claim_folder(out, OWNED, MARKER_TOOL)
 
 
 @dataclass
