@@ -132,6 +132,11 @@ CASES += [
     ("many-box-openers", (B + "{") * 20_000, "1", False),
     ("answer-then-120k-spaces", "Answer:" + " " * 120_000, "1", False),
     ("deep-nesting-too-long", B + "{" + "{" * 3000 + "1" + "}" * 3000 + "}", "1", False),
+    # thousands of nested boxes or unclosed braces: one linear scan (tests/test_rewards_extract.py counts it)
+    ("nested-4000-boxes", (B + "{") * 4000 + "7" + "}" * 4000, "7", True),
+    ("nested-4000-boxes-wrong", (B + "{") * 4000 + "8" + "}" * 4000, "7", False),
+    ("nested-4000-boxes-unclosed", (B + "{") * 4000 + "7", "7", False),
+    ("box-of-4000-open-braces", B + "{" * 4001 + "7", "7", False),
 ]
 # Adversarial answers: each must come back wrong within about timeout + grace, never raise, never hang.
 ADVERSARIAL = [
@@ -182,6 +187,10 @@ def test_table_verdicts_and_pred(table_results):
     assert results["answer-line-latex"][0]["pred"] == "$\\frac{3}{6}$"
     assert results["nul-bytes"][0]["pred"] == "4"
     assert results["wrong-integer"][0]["verdict"] == "wrong"
+    assert results["nested-4000-boxes"][0]["verdict"] == "correct" and results["nested-4000-boxes"][0]["pred"] == "7"
+    assert results["nested-4000-boxes-wrong"][0]["verdict"] == "wrong"
+    assert results["nested-4000-boxes-unclosed"][0]["verdict"] == "no_answer"
+    assert results["box-of-4000-open-braces"][0]["verdict"] == "no_answer"
     assert table_results[1] < 120  # the whole table, 16 threads, loose
 
 

@@ -1,5 +1,6 @@
 """Answer extraction and ground-truth reading: pure string code, known cases and properties."""
 
+import sys
 import time
 from fractions import Fraction
 
@@ -8,7 +9,8 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from verl_ebpo.rewards.extract import extract_answer, ground_truth_texts, last_answer_line, last_boxed
+from verl_ebpo.rewards.boxes import scan_boxes
+from verl_ebpo.rewards.extract import extract_answer, final_boxes, ground_truth_texts
 
 
 @pytest.mark.parametrize(
@@ -99,10 +101,105 @@ noise = st.text(alphabet=st.characters(blacklist_characters="\\{}"), max_size=20
 @given(before=noise, content=balanced, after=noise)
 def test_last_box_content_round_trips(before, content, after):
     text = before + "\\boxed{" + content + "}" + after
-    assert last_boxed(text) == content
+    end = len(before) + len("\\boxed{") + len(content)  # the box's own closing brace, not an inner one
+    assert final_boxes(text) == (end, [content.strip()] if content.strip() else [])
     got = extract_answer(text)
     if content.strip():
         assert tuple(got) == ("boxed", content.strip())
+
+
+def _reference_boxes(s):
+    """Each box read on its own, the slow and obvious way: every `boxed`/`fbox` + spacing + `{`, and the
+    first `}` after it that brings its depth back to zero, counting from its `{` (an escaped character does
+    not count). Quadratic; for checking `scan_boxes` on short texts."""
+    import re
+
+    out = []
+    for m in re.finditer(r"(?=((?:boxed|fbox)\s*\{))", s):
+        name, brace = m.start(), m.start() + len(m.group(1)) - 1
+        depth, k, end = 0, brace, None
+        while k < len(s):
+            if s[k] == "\\":
+                k += 2
+                continue
+            depth += {"{": 1, "}": -1}.get(s[k], 0)
+            if depth == 0:
+                end = k
+                break
+            k += 1
+        backslash = name > 0 and s[name - 1] == "\\"
+        out.append((name - 1 if backslash else name, brace + 1, end, backslash))
+    parents = []
+    for i, (start, _, _, _) in enumerate(out):  # the innermost earlier box whose braces are open at `start`
+        enclosing = [j for j in range(i) if out[j][1] <= start and (out[j][2] is None or start < out[j][2])]
+        parents.append(enclosing[-1] if enclosing else -1)
+    return [(a, c, e, p, b) for (a, c, e, b), p in zip(out, parents)]
+
+
+box_text = st.lists(
+    st.sampled_from(["\\boxed{", "\\fbox {", "boxed{", "\\\\boxed{", "fboxed{", "{", "}", "}", "\\{", "\\}", "\\\\",
+                     "\\", "x", " ", ", ", "\\frac{1}{2}", "\\boxed", "\n"]),
+    max_size=40,
+).map("".join)
+
+
+@settings(max_examples=500, deadline=None)
+@given(box_text)
+def test_scan_boxes_matches_each_box_read_on_its_own(text):
+    assert [tuple(b) for b in scan_boxes(text)] == _reference_boxes(text)
+
+
+def _python_lines(fn, arg):
+    """How many lines of Python `fn(arg)` runs: a measure of work that does not depend on the load of the
+    machine (the brace scan and the walk over the boxes are Python loops; a scan per box shows up here)."""
+    count = 0
+
+    def local(frame, event, _):
+        nonlocal count
+        count += event == "line"
+        return local
+
+    sys.settrace(lambda frame, event, _: local)
+    try:
+        fn(arg)
+    finally:
+        sys.settrace(None)
+    return count
+
+
+# (name, text for n, what extract_answer gives for n)
+ADVERSARIAL_NESTING = [
+    ("nested boxes", lambda n: "\\boxed{" * n + "7" + "}" * n, lambda n: ("boxed", "7")),
+    ("nested boxes, the outermost unclosed", lambda n: "\\boxed{" * n + "7" + "}" * (n - 1), lambda n: ("boxed", "7")),
+    ("nested boxes, none closed", lambda n: "\\boxed{" * n + "7", lambda n: None),
+    ("a box of unclosed braces", lambda n: "\\boxed{" + "{" * n + "7", lambda n: None),
+    ("unclosed braces between two boxes", lambda n: "\\boxed{1} " + "{" * n + " \\boxed{7}", lambda n: ("boxed", "7")),
+    (
+        "a list ending in nested boxes",
+        lambda n: "\\boxed{7} and " + "\\fbox{" * n + "8" + "}" * n,
+        lambda n: ("boxes", "7, 8"),
+    ),
+    (
+        "nested braces and boxes",
+        lambda n: "\\boxed{" + "{\\fbox{" * n + "7" + "}}" * n + "}",
+        lambda n: ("boxed", "{\\fbox{" * n + "7" + "}}" * n),
+    ),
+]
+
+
+@pytest.mark.parametrize("name, make, expected", ADVERSARIAL_NESTING, ids=[c[0] for c in ADVERSARIAL_NESTING])
+def test_nested_and_unbalanced_boxes_take_linear_work(name, make, expected):
+    """Model output is adversarial: thousands of nested `\\boxed{` or of `{` that never close must cost work
+    proportional to their length (finding the final boxes once took 2.5 s on 2000 nested boxes). Work is
+    counted, not timed: 4 times the input may take at most 4.5 times the work (a rescan per box: ~16)."""
+    work = {}
+    for n in (1000, 2000, 4000):
+        text = make(n)
+        got = extract_answer(text)
+        assert (None if got is None else tuple(got)) == expected(n)
+        work[n] = _python_lines(extract_answer, text)
+    assert work[2000] <= 2.25 * work[1000], work
+    assert work[4000] <= 4.5 * work[1000], work
 
 
 @settings(max_examples=300, deadline=None)
@@ -122,7 +219,7 @@ def test_extraction_never_raises_and_returns_part_of_the_text(text):
 @given(st.integers(min_value=-(10**12), max_value=10**12), noise)
 def test_answer_line_takes_the_last_one(n, filler):
     text = f"Answer: {n + 1}\n{filler}\nAnswer: {n}\n"
-    assert last_answer_line(text) == str(n)
+    assert tuple(extract_answer(text)) == ("answer_line", str(n))
 
 
 @pytest.mark.parametrize(

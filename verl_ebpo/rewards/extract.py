@@ -15,17 +15,14 @@ if any, is used. What math-verify then reads is `verl_ebpo.rewards.normalize.ver
 
 from __future__ import annotations
 
-import re
 from decimal import Decimal
 from fractions import Fraction
 from numbers import Integral, Real
-from typing import Any, Iterator, NamedTuple, Optional
+from typing import Any, NamedTuple, Optional
 
+from verl_ebpo.rewards.boxes import scan_boxes
 from verl_ebpo.rewards.normalize import is_connector
 
-_BOX_RE = re.compile(r"\\?(?:boxed|fbox)\s*\{")  # also a box that lost its backslash (`\beginboxed{`)
-_BOX_AT_RE = re.compile(r"(?:boxed|fbox)\s*\{")
-_BRACE_TOKEN_RE = re.compile(r"\\.|[{}]", re.DOTALL)
 # verl's math_dapo uses r"(?i)Answer\s*:\s*([^\n]+)"; here the colons are walked back by hand (faster than a
 # case-insensitive scan of the whole output) and the text after the colon is cut by hand (a regex tail like
 # `\s*([^\n]*\S)` backtracks quadratically on long runs of spaces).
@@ -38,45 +35,13 @@ class Extracted(NamedTuple):
     text: str
 
 
-def _close_index(s: str, start: int) -> Optional[int]:
-    """Index of the `}` matching the `{` just before `start`; None if it never closes. Linear time."""
-    depth = 1
-    for m in _BRACE_TOKEN_RE.finditer(s, start):
-        tok = m.group()
-        if tok == "{":
-            depth += 1
-        elif tok == "}":
-            depth -= 1
-            if depth == 0:
-                return m.start()
-        # else an escaped character (`\\{`, `\\}`, `\\\\`, ...): does not count
-    return None
-
-
-def _balanced_from(s: str, start: int) -> Optional[str]:
-    """Text from `start` (just after a `{`) to its matching `}`; None if it never closes. Linear time."""
-    end = _close_index(s, start)
-    return None if end is None else s[start:end]
-
-
-class _Box(NamedTuple):
-    start: int  # of the command (its backslash, if it has one)
-    content_start: int
-    end: int  # index of the closing brace
-
-
-def _openers_before(s: str, pos: int) -> Iterator[tuple[int, int]]:
-    """(start, content start) of the box openers that start before `pos`, the last first. Each needle is
-    searched for once over the whole walk (`rfind`, remembered until passed)."""
-    found = {needle: s.rfind(needle, 0, pos) for needle in ("boxed", "fbox")}
-    while True:
-        needle, i = max(found.items(), key=lambda item: item[1])
-        if i < 0:
-            return
-        found[needle] = s.rfind(needle, 0, i)
-        m = _BOX_AT_RE.match(s, i)
-        if m is not None:
-            yield (i - 1 if i > 0 and s[i - 1] == "\\" else i), m.end()
+def _strip_span(s: str, a: int, b: int) -> tuple[int, int]:
+    """The span of `s[a:b].strip()`, without copying."""
+    while a < b and s[a].isspace():
+        a += 1
+    while b > a and s[b - 1].isspace():
+        b -= 1
+    return a, b
 
 
 def final_boxes(s: str) -> Optional[tuple[int, list[str]]]:
@@ -85,48 +50,39 @@ def final_boxes(s: str) -> Optional[tuple[int, list[str]]]:
 
     Walks back from the last box: an earlier box that encloses the current first one replaces it
     (`\\boxed{\\boxed{3}}`); one that ends before it joins the list when only connectors lie between; anything
-    else ends the list."""
-    openers = _openers_before(s, len(s))
-    last = next(openers, None)
-    if last is None:
-        return None
-    end = _close_index(s, last[1])
-    if end is None:
-        return None  # the last box never closes (a truncated output)
-    run = [_Box(last[0], last[1], end)]  # the last box first
-    for start, content_start in openers:
-        close = _close_index(s, content_start)
-        if close is None:
+    else ends the list. Linear time: the boxes and their braces come from one pass (`boxes.scan_boxes`)."""
+    boxes = scan_boxes(s)
+    if not boxes or boxes[-1].end is None:
+        return None  # no box, or the last box never closes (a truncated output)
+    run = [len(boxes) - 1]  # indices of the boxes of the final answer, the last box first
+    for i in range(len(boxes) - 2, -1, -1):
+        box = boxes[i]
+        if box.end is None:
             break
-        first = run[-1]
-        if close > first.end and len(run) == 1:  # encloses the final box
-            run[0] = _Box(start, content_start, close)
-        elif close < first.start and is_connector(s[close + 1 : first.start]):
-            run.append(_Box(start, content_start, close))
-        elif close > first.start:  # inside a box of the list (a nested box): not a separate answer
+        first = boxes[run[-1]]
+        if box.end > first.end and len(run) == 1:  # encloses the final box
+            run[0] = i
+        elif box.end < first.start and is_connector(s[box.end + 1 : first.start]):
+            run.append(i)
+        elif box.end > first.start:  # inside a box of the list (a nested box): not a separate answer
             continue
         else:
             break
-    final_end = run[0].end
     contents: list[str] = []
     seen: set[str] = set()
-    for box in reversed(run):
-        text = s[box.content_start : box.end].strip()
-        while True:  # `\\boxed{\\boxed{3}}`: the inner box is the answer
-            inner = _BOX_RE.match(text)
-            if inner is None or _close_index(text, inner.end()) != len(text) - 1:
-                break
-            text = text[inner.end() : -1].strip()
+    for i in reversed(run):
+        a, b = _strip_span(s, boxes[i].content_start, boxes[i].end)
+        # `\\boxed{\\boxed{3}}`: a box that is all of the content is the answer. The first box opened inside
+        # box i is box i + 1; it is all of the content when it starts at the content and closes at its end.
+        j = i + 1
+        while j < len(boxes) and boxes[j].parent == j - 1 and boxes[j].start == a and boxes[j].end == b - 1:
+            a, b = _strip_span(s, boxes[j].content_start, boxes[j].end)
+            j += 1
+        text = s[a:b]
         if text and text not in seen:
             seen.add(text)
             contents.append(text)
-    return final_end, contents
-
-
-def last_boxed(s: str) -> Optional[str]:
-    """Content of the last `\\boxed{...}`/`\\fbox{...}` in `s`, or None (none, or its braces never close)."""
-    last = next(_openers_before(s, len(s)), None)
-    return None if last is None else _balanced_from(s, last[1])
+    return boxes[run[0]].end, contents
 
 
 def _starts_sentence(s: str, pos: int) -> bool:
@@ -169,13 +125,6 @@ def _last_answer(s: str) -> Optional[tuple[int, bool, str]]:
                     text = rest[: end + len(closer)].strip()
         if text:
             return k - 6, _starts_sentence(s, k - 6), text
-
-
-def last_answer_line(s: str) -> Optional[str]:
-    """Text after the last `Answer:` (case-insensitive; the answer may start on the next line) up to the
-    end of its line, or None. The last `Answer:` followed by some text wins."""
-    found = _last_answer(s)
-    return None if found is None else found[2]
 
 
 def extract_answer(solution: Any) -> Optional[Extracted]:

@@ -31,6 +31,8 @@ from __future__ import annotations
 import re
 from functools import lru_cache
 
+from verl_ebpo.rewards.boxes import scan_boxes
+
 _UNICODE = {
     "\u2212": "-",  # minus sign
     "\u00d7": "\\times ",
@@ -66,8 +68,6 @@ _CONNECTOR_RE = re.compile(
     r"|(?<![A-Za-z])[A-Za-z](?:_\{?\w+\}?)?\s*(?:=|\\in\b))*",  # `x =`, `a_1 =`, `x \in`: names the next value
     re.IGNORECASE,
 )
-_BOX_OPEN_RE = re.compile(r"\\(?:boxed|fbox)\s*\{")
-_BRACE_TOKEN_RE = re.compile(r"\\.|[{}]", re.DOTALL)
 _LEAD_PHRASE_RE = re.compile(
     r"^(?:(?:so|thus|therefore|hence)\s*,?\s+)?(?:the\s+)?(?:final\s+)?answer\s*(?:is\s*:?|:|=)\s*", re.IGNORECASE
 )
@@ -93,24 +93,23 @@ _PERCENT_RE = re.compile(r"(?:\\%|%|\\text\{ ?(?:percent|percentage|pct) ?\}|\b(
 
 def _unbox(text: str) -> str:
     """`\\boxed{X}` -> `X` for every box, nested ones too (balanced braces; `\\{` does not count; an unclosed
-    box loses only its opener). One linear pass."""
-    openers = list(_BOX_OPEN_RE.finditer(text))
-    if not openers:
+    box loses only its opener; a `boxed{` without its backslash stays). One linear pass (`boxes.scan_boxes`)."""
+    cuts = []
+    for box in scan_boxes(text):
+        if box.backslash:
+            cuts.append((box.start, box.content_start))
+            if box.end is not None:
+                cuts.append((box.end, box.end + 1))
+    if not cuts:
         return text
-    close: dict[int, int] = {}
-    stack: list[int] = []
-    for m in _BRACE_TOKEN_RE.finditer(text, openers[0].end() - 1):
-        if m.group() == "{":
-            stack.append(m.start())
-        elif m.group() == "}" and stack:
-            close[stack.pop()] = m.start()
-    drop = bytearray(len(text))
-    for m in openers:
-        drop[m.start() : m.end()] = b"\x01" * (m.end() - m.start())
-        end = close.get(m.end() - 1)
-        if end is not None:
-            drop[end] = 1
-    return "".join(c for c, d in zip(text, drop) if not d)
+    cuts.sort()
+    pieces = []
+    pos = 0
+    for a, b in cuts:
+        pieces.append(text[pos:a])
+        pos = b
+    pieces.append(text[pos:])
+    return "".join(pieces)
 
 
 def is_connector(gap: str) -> bool:
