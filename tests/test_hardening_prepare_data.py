@@ -103,10 +103,19 @@ def test_garbage_or_empty_sources_are_one_line_errors_and_change_nothing(tmp_pat
     assert _files(prepared) == before
 
 
+def _run_patched_main(code: str, tmp_path, prepared) -> subprocess.CompletedProcess:
+    """prepare_data's own main, patched by `code`, in a child process, re-preparing math500 and aime25."""
+    env = {**os.environ, **OFFLINE, "HF_DATASETS_CACHE": str(tmp_path / "hf")}
+    return subprocess.run(
+        [sys.executable, "-c", code, str(DATA), "--out-dir", str(prepared), "--only", "math500,aime25",
+         "--source", f"math500={tmp_path / 'other.parquet'}", "--source", f"aime25={tmp_path / 'other.parquet'}"],
+        env=env, capture_output=True, text=True, timeout=300,
+    )
+
+
 def test_a_write_failure_midway_leaves_the_previous_set(tmp_path, prepared):
     """The disk fails while the second file is staged (the script's own main, in a child process)."""
     before = _files(prepared)
-    env = {**os.environ, **OFFLINE, "HF_DATASETS_CACHE": str(tmp_path / "hf")}
     code = (
         "import sys; sys.path.insert(0, sys.argv[1]); import prepare_data\n"
         "real = prepare_data.write_parquet; calls = []\n"
@@ -117,18 +126,13 @@ def test_a_write_failure_midway_leaves_the_previous_set(tmp_path, prepared):
         "prepare_data.write_parquet = failing\n"
         "sys.exit(prepare_data.main(sys.argv[2:]))\n"
     )
-    res = subprocess.run(
-        [sys.executable, "-c", code, str(DATA), "--out-dir", str(prepared), "--only", "math500,aime25",
-         "--source", f"math500={tmp_path / 'other.parquet'}", "--source", f"aime25={tmp_path / 'other.parquet'}"],
-        env=env, capture_output=True, text=True, timeout=300,
-    )
+    res = _run_patched_main(code, tmp_path, prepared)
     _refused(res, "No space left on device")
     assert _files(prepared) == before
 
 
 def test_a_run_killed_during_its_renames_is_completed_by_the_next_run(tmp_path, prepared):
     """A real SIGKILL after the first rename: the set is mixed until the next run rolls the commit forward."""
-    env = {**os.environ, **OFFLINE, "HF_DATASETS_CACHE": str(tmp_path / "hf")}
     code = (
         "import os, signal, sys; sys.path.insert(0, sys.argv[1]); import prepare_data\n"
         "real = os.replace; n = [0]\n"
@@ -138,11 +142,7 @@ def test_a_run_killed_during_its_renames_is_completed_by_the_next_run(tmp_path, 
         "prepare_data.os.replace = replace\n"
         "sys.exit(prepare_data.main(sys.argv[2:]))\n"
     )
-    res = subprocess.run(
-        [sys.executable, "-c", code, str(DATA), "--out-dir", str(prepared), "--only", "math500,aime25",
-         "--source", f"math500={tmp_path / 'other.parquet'}", "--source", f"aime25={tmp_path / 'other.parquet'}"],
-        env=env, capture_output=True, text=True, timeout=300,
-    )
+    res = _run_patched_main(code, tmp_path, prepared)
     assert res.returncode == -signal.SIGKILL, res.stderr
     staged = [p for p in prepared.iterdir() if p.name.startswith(".prepare_data-staging-")]
     assert len(staged) == 1 and (staged[0] / "COMMIT").is_file()
