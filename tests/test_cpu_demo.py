@@ -268,9 +268,9 @@ def test_cli_options_follow_the_spec():
     (["--group-size", "1"], "group_size must be a whole number in [2, 64]"),
 ])
 def test_cli_refuses_bad_options_in_one_line(argv, message, capsys):
-    assert cli.main(["demo", *argv]) == 1
+    assert cli.main(["demo", *argv]) == 2
     err = capsys.readouterr().err
-    assert err.startswith("verl-ebpo demo: ") and message in err and len(err.strip().splitlines()) == 1
+    assert err.startswith("verl-ebpo demo: error: ") and message in err and len(err.strip().splitlines()) == 1
 
 
 def test_docs_show_the_option_and_algorithm_tables():
@@ -377,9 +377,9 @@ def test_cli_demo_into_a_folder_it_did_not_make_stops_in_one_line_before_any_wor
     monkeypatch.setattr(runner, "build_assets", no_work)
     (tmp_path / "runs").mkdir()
     (tmp_path / "runs" / "precious.txt").write_text("keep")
-    assert cli.main(["demo", "--out", str(tmp_path), "--quick", "--steps", "1", "--quiet"]) == 1
+    assert cli.main(["demo", "--out", str(tmp_path), "--quick", "--steps", "1", "--quiet"]) == 2
     err = capsys.readouterr().err
-    assert err.startswith("verl-ebpo demo: --out ") and "did not make" in err and len(err.strip().splitlines()) == 1
+    assert err.startswith("verl-ebpo demo: error: --out ") and "did not make" in err and len(err.strip().splitlines()) == 1
     assert "Traceback" not in err
     assert (tmp_path / "runs" / "precious.txt").read_text() == "keep"
     assert sorted(p.name for p in tmp_path.iterdir()) == ["runs"]

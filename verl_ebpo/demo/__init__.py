@@ -33,6 +33,10 @@ def options_from_args(args: argparse.Namespace) -> DemoOptions:
     return DemoOptions.from_mapping({k: v for k, v in vars(args).items() if k in names and v is not None})
 
 
+def _first_line(exc: BaseException) -> str:
+    return str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
+
+
 def run(args: argparse.Namespace) -> int:
     from verl_ebpo.cpu.launch import TrainerFailed
     from verl_ebpo.demo.runner import run_demo
@@ -41,10 +45,12 @@ def run(args: argparse.Namespace) -> int:
     try:
         options = options_from_args(args)
         run_demo(options)
-    except (ValueError, OutputPathError, TrainerFailed) as exc:
-        first = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
-        print(f"verl-ebpo demo: {first}", file=sys.stderr)
+    except TrainerFailed as exc:  # a run of verl failed: exit 1 (the set-up was fine)
+        print(f"verl-ebpo demo: error: {_first_line(exc)}", file=sys.stderr)
         return 1
+    except (ValueError, OutputPathError) as exc:  # a bad option or --out: exit 2, like the other commands
+        print(f"verl-ebpo demo: error: {_first_line(exc)}", file=sys.stderr)
+        return 2
     except KeyboardInterrupt:
         print("verl-ebpo demo: stopped; the running trainer and the Ray cluster were shut down", file=sys.stderr)
         return 130
