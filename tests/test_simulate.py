@@ -339,3 +339,14 @@ def test_docs_results_table_is_a_real_summary_layout():
     header = report.results_table({"results": {}}).splitlines()[0]
     assert header in text
     assert re.search(r"\| ebpo \| 2 \| 0\.\d{3} \[0\.\d{3}, 0\.\d{3}\] \|", text)
+
+
+def test_comparison_table_prints_tiny_differences_with_their_size():
+    """The per-batch vs running prior differ by ~3e-5: the table must not print that as -0.000 [-0.000, -0.000]."""
+    from verl_ebpo.simulate.report import comparison_table
+
+    summary = {"G": [2, 4], "comparisons": {"ebpo_batch-ebpo": {
+        "2": {"diff": -3.6e-05, "ci95": [-6.8e-05, -3.4e-06]},
+        "4": {"diff": 0.03, "ci95": [0.025, 0.035]}}}}
+    row = comparison_table(summary).splitlines()[-1]
+    assert row == "| ebpo_batch-ebpo | -3.6e-05 [-6.8e-05, -3.4e-06] | +0.030 [+0.025, +0.035] |"

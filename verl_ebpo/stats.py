@@ -19,7 +19,7 @@ from typing import Sequence
 
 import numpy as np
 
-__all__ = ["Interval", "mean_ci", "mean_ci_rows", "paired_diff_ci", "verdict"]
+__all__ = ["Interval", "mean_ci", "mean_ci_rows", "paired_diff_ci", "signed", "verdict"]
 
 
 @dataclass(frozen=True)
@@ -98,7 +98,7 @@ def paired_diff_ci(a: Sequence[float], b: Sequence[float], level: float = 0.95) 
     return mean_ci(a - b, level)
 
 
-def _signed(x: float) -> str:
+def signed(x: float) -> str:
     """`x` with its sign: 3 decimals, or 2 significant digits when that would print as 0.000."""
     return f"{x:+.3f}" if x == 0 or abs(x) >= 0.0005 else f"{x:+.1e}"
 
@@ -108,7 +108,7 @@ def verdict(a: str, b: str, diff: Interval, what: str, level: float = 0.95) -> s
     pct = f"{level * 100:g}%"
     if diff.n < 2:
         return f"{a} vs {b} ({what}): one seed, no interval; run more seeds to compare."
-    span = f"{_signed(diff.mean)}, {pct} CI [{_signed(diff.lo)}, {_signed(diff.hi)}], {diff.n} seeds"
+    span = f"{signed(diff.mean)}, {pct} CI [{signed(diff.lo)}, {signed(diff.hi)}], {diff.n} seeds"
     if diff.lo > 0:
         return f"{a} is higher than {b} on {what} ({span})."
     if diff.hi < 0:

@@ -16,7 +16,7 @@ import numpy as np
 from verl_ebpo.files import atomic_output, atomic_write_text
 from verl_ebpo.simulate.engine import Sweep
 from verl_ebpo.simulate.estimators import parse_estimator
-from verl_ebpo.stats import mean_ci, mean_ci_rows, paired_diff_ci, verdict
+from verl_ebpo.stats import mean_ci, mean_ci_rows, paired_diff_ci, signed, verdict
 
 FILES = ("summary.json", "results.md", "curves.csv", "simulate.png")
 
@@ -119,9 +119,9 @@ def comparison_table(summary: dict) -> str:
             if c is None:
                 cells.append("")
             elif c["ci95"][0] is None:
-                cells.append(f"{c['diff']:+.3f}")
+                cells.append(signed(c["diff"]))
             else:
-                cells.append(f"{c['diff']:+.3f} [{c['ci95'][0]:+.3f}, {c['ci95'][1]:+.3f}]")
+                cells.append(f"{signed(c['diff'])} [{signed(c['ci95'][0])}, {signed(c['ci95'][1])}]")
         rows.append(f"| {key} | " + " | ".join(cells) + " |")
     return "\n".join(rows)
 
