@@ -19,6 +19,12 @@ SUBCOMMANDS = {
 }
 
 
+def one_line(text) -> str:
+    """`text` (or an exception) as one line: every run of whitespace, line breaks included, becomes one space.
+    The commands and the recipes' tools print their errors through it (one line on stderr, no traceback)."""
+    return " ".join(str(text).split())
+
+
 def build_parser(command: str | None = None) -> argparse.ArgumentParser:
     """The parser; only `command`'s module is imported (so one subcommand never breaks another)."""
     parser = argparse.ArgumentParser(prog="verl-ebpo", description=__doc__.splitlines()[0])

@@ -30,6 +30,7 @@ import os
 import shutil
 import stat
 import tempfile
+from pathlib import Path
 from typing import Iterable, Iterator
 
 __all__ = [
@@ -282,21 +283,20 @@ def _marker_tool(marker: str) -> "str | None":
     try:
         if os.path.islink(marker) or not os.path.isfile(marker):
             return None
-        tool = json.loads(open(marker).read()).get("tool")
+        with open(marker, encoding="utf-8") as f:
+            tool = json.load(f).get("tool")
         return tool if isinstance(tool, str) else None
     except (OSError, ValueError, AttributeError):
         return None
 
 
-def owned_subfolders(out: "str | os.PathLike[str]", names: "tuple[str, ...]", tool: str) -> list:
+def owned_subfolders(out: "str | os.PathLike[str]", names: "tuple[str, ...]", tool: str) -> list[Path]:
     """The sub-folders `names` of `out` that `tool` may delete on a re-run, as `pathlib.Path`s (those that exist).
 
     A new or empty folder, or one without any of them, gives []. Raises `FolderNotOurs` (one line: what and the
     way out), touching nothing, when one exists and `out/.verl-ebpo-owner` is missing or was written by another
     tool, or when one is not a plain folder (a link, a file).
     """
-    from pathlib import Path
-
     out = Path(out)
     present = [out / name for name in names if os.path.lexists(out / name)]
     if not present:

@@ -21,6 +21,7 @@ from verl_ebpo.checkpoint import (
     check_tracker,
     read_prior_file,
 )
+from verl_ebpo.cli import one_line
 from verl_ebpo.files import unreadable_reason
 
 INSPECT_GROUP_SIZES = (1, 4, 8, 16, 32)
@@ -57,10 +58,6 @@ def resolve_prior_path(target: str | os.PathLike) -> str:
         f"{target} holds neither {PRIOR_FILENAME} nor {TRACKER_FILENAME}; give a global_step_N folder, "
         "the prior file, or the checkpoint root (trainer.default_local_dir)"
     )
-
-
-def _one_line(text: str) -> str:
-    return " ".join(text.split())
 
 
 def describe_prior(prior: EBPOPrior, global_step: int, group_sizes=INSPECT_GROUP_SIZES,
@@ -108,7 +105,7 @@ def run(args: argparse.Namespace) -> int:
         path = resolve_prior_path(args.path)
         prior, step = read_prior_file(path)
     except (EBPOCheckpointError, OSError) as e:
-        print(f"verl-ebpo inspect: error: {_one_line(str(e))}", file=sys.stderr)
+        print(f"verl-ebpo inspect: error: {one_line(str(e))}", file=sys.stderr)
         return 1
     d = describe_prior(prior, step, epsilon=epsilon)
     if args.json:

@@ -58,6 +58,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Iterable, Optional
 
+from verl_ebpo.cli import one_line
 from verl_ebpo.files import OutputPathError, check_output_path, current_umask, fsync_dir, pid_alive
 
 PROMPT_TEMPLATE = (
@@ -126,7 +127,7 @@ def load_rows(source: Source, local: Optional[str]):
         raise
     except Exception as e:  # noqa: BLE001 - datasets/pyarrow/fsspec raise many types; all mean "cannot read"
         root = _root_cause(e)
-        raise DataError(f"{where}: cannot read it ({type(root).__name__}: {_one_line(root)[:300]})") from None
+        raise DataError(f"{where}: cannot read it ({type(root).__name__}: {one_line(root)[:300]})") from None
     finally:
         datasets.logging.set_verbosity(verbosity)
         datasets.enable_progress_bars()
@@ -140,10 +141,6 @@ def _root_cause(e: BaseException) -> BaseException:
         seen.add(id(e))
         e = e.__cause__
     return e
-
-
-def _one_line(text) -> str:
-    return " ".join(str(text).split())
 
 
 def _load_rows(source: Source, local: Optional[str]):
@@ -174,7 +171,7 @@ def _load_rows(source: Source, local: Optional[str]):
             try:
                 n = pq.ParquetFile(f).metadata.num_rows
             except Exception as e:  # noqa: BLE001 - not a parquet file
-                raise DataError(f"--source {source.name}={local}: {f} is not a parquet file ({_one_line(e)[:200]})") from None
+                raise DataError(f"--source {source.name}={local}: {f} is not a parquet file ({one_line(e)[:200]})") from None
             if n == 0:
                 raise DataError(f"--source {source.name}={local}: {f} has no rows")
     by_format: dict[str, list[str]] = {}
@@ -425,7 +422,7 @@ def read_manifest(path: Path) -> dict:
     try:
         manifest = json.loads(path.read_text(encoding="utf-8"))
     except (ValueError, RecursionError) as e:
-        raise DataError(f"{path} is not valid JSON ({_one_line(e)[:200]}); move it away and rerun with all sources") from None
+        raise DataError(f"{path} is not valid JSON ({one_line(e)[:200]}); move it away and rerun with all sources") from None
     if not isinstance(manifest, dict) or not isinstance(manifest.get("files", {}), dict):
         raise DataError(f"{path} is not a prepare_data manifest (no 'files' object); move it away and rerun")
     return manifest
@@ -559,7 +556,7 @@ def main(argv: Optional[list[str]] = None) -> int:
         # 2. all files and the manifest, as one unit
         write_set(out_dir, parts, entries, manifest, remove, inputs)
     except (DataError, ValueError, OSError) as e:  # OutputPathError is a ValueError
-        print(f"prepare_data: error: {_one_line(e)}", file=sys.stderr)
+        print(f"prepare_data: error: {one_line(e)}", file=sys.stderr)
         return 2
     for line in lines:
         print(line)

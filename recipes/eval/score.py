@@ -37,6 +37,7 @@ from typing import Callable, Optional
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 from benchmarks import BENCHMARKS, METHOD_TITLES, METHODS, MODEL_TITLES, SAMPLES, TITLES, parse_mapping  # noqa: E402
 
+from verl_ebpo.cli import one_line  # noqa: E402
 from verl_ebpo.files import atomic_write_text, check_output_paths, unreadable_reason  # noqa: E402
 from verl_ebpo.rewards.score import is_correct  # noqa: E402  (the verdict training uses; one definition)
 from verl_ebpo.samplers.labeling import load_scorer  # noqa: E402  (the one scorer loader: one-line errors)
@@ -193,10 +194,6 @@ def markdown_table(model: str, ours: dict, protocol: str = "paper") -> str:
     return "\n".join(lines) + "\n"
 
 
-def _one_line(text) -> str:
-    return " ".join(str(text).split())
-
-
 def benchmark_inputs(data_dir: Optional[str]) -> list[Path]:
     """The benchmark parquet files problem_counts reads (outputs may not replace them)."""
     if not data_dir:
@@ -209,12 +206,7 @@ def problem_counts(data_dir: Optional[str]) -> Optional[dict]:
         return None
     import pyarrow.parquet as pq
 
-    out = {}
-    for b in BENCHMARKS:
-        f = Path(data_dir).expanduser() / f"{b}.parquet"
-        if f.exists():
-            out[b] = pq.ParquetFile(f).metadata.num_rows
-    return out
+    return {f.stem: pq.ParquetFile(f).metadata.num_rows for f in benchmark_inputs(data_dir) if f.exists()}
 
 
 def main(argv: Optional[list[str]] = None) -> int:
@@ -265,7 +257,7 @@ def main(argv: Optional[list[str]] = None) -> int:
                             "average": average({b: v["pass@1"] for b, v in per.items()})}
             ours[key] = {b: v["pass@1"] for b, v in per.items()}
     except (ScoreError, ValueError, OSError) as e:  # OutputPathError and LabelingError are ValueErrors
-        print(f"score: error: {_one_line(e)}", file=sys.stderr)
+        print(f"score: error: {one_line(e)}", file=sys.stderr)
         return 2
     finally:
         shutdown = getattr(sys.modules.get("verl_ebpo.rewards"), "shutdown", None)
@@ -282,7 +274,7 @@ def main(argv: Optional[list[str]] = None) -> int:
             atomic_write_text(args.out_json, json.dumps(doc, indent=2) + "\n",
                               inputs=[*inputs, *([args.out_md] if args.out_md else [])])
     except (ValueError, OSError) as e:
-        print(f"score: error: {_one_line(e)}", file=sys.stderr)
+        print(f"score: error: {one_line(e)}", file=sys.stderr)
         return 2
     return 0
 

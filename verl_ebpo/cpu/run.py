@@ -31,13 +31,12 @@ def main(argv=None) -> int:
     from verl_ebpo import verl_logs
     from verl_ebpo.tiny import assets, task
     from verl_ebpo.cpu.launch import CPURun, TrainerFailed, run_main_ppo
-
-    from verl_ebpo.files import FolderNotOurs, claim_folder
+    from verl_ebpo.files import claim_folder
 
     out = Path(args.out).resolve()
     try:  # run/ is replaced (a stale checkpoint would be resumed), but only if an earlier cpu.run made it
         claim_folder(out, ("run", "assets"), "python -m verl_ebpo.cpu.run")
-    except (FolderNotOurs, ValueError) as exc:
+    except ValueError as exc:  # FolderNotOurs, or a folder that cannot be written
         print(f"verl_ebpo.cpu.run: error: {exc}", file=sys.stderr)
         return 2
     model = assets.build_model(out / "assets" / "model", seed=args.seed)

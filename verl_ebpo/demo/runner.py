@@ -11,7 +11,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from verl_ebpo.demo.options import DemoOptions
-from verl_ebpo.files import MARKER, FolderNotOurs, claim_folder, owned_subfolders  # noqa: F401  (MARKER, FolderNotOurs: the demo's API)
+from verl_ebpo.files import claim_folder, owned_subfolders
 
 
 class PeakMemory:
@@ -166,10 +166,11 @@ def run_demo(options: DemoOptions) -> dict:
     out = Path(options.out).resolve()
     if out.exists() and not out.is_dir():
         raise ValueError(f"--out {out} exists and is not a folder")
-    owned_folders(out)  # refuses a folder whose runs/ or assets/ the demo did not make, before any change
     for name in ("summary.json", "report.md", "reward_curves.png", "steps.csv"):
         check_output_path(out / name)
-    claim_out_folder(out)  # marker, then this demo's own runs/ and assets/ of an earlier run removed
+    # refuses, before any change, a folder whose runs/ or assets/ the demo did not make; else marks the folder
+    # and removes this demo's own runs/ and assets/ of an earlier run
+    claim_out_folder(out)
     seeds = options.seed_list
     jobs = [Job(algo, seed, out / "runs" / algo / f"seed{seed}") for seed in seeds for algo in options.algos]
     _say(options, f"verl-ebpo demo -> {out}: {', '.join(options.algos)} x seeds {seeds} x {options.steps} steps "

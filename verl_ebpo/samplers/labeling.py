@@ -29,6 +29,7 @@ import sys
 from collections import Counter
 from typing import Any, Callable, Sequence
 
+from verl_ebpo.cli import one_line
 from verl_ebpo.samplers.ordering import is_missing
 
 _SHOW = 5
@@ -144,17 +145,13 @@ def _in_place_hint(args: argparse.Namespace) -> tuple[str, str, str] | None:
     return None if args.in_place else (args.output, args.input, IN_PLACE_HINT)
 
 
-def _one_line(text: str) -> str:
-    return " ".join(str(text).split())
-
-
 def _positive(name: str, value: int, minimum: int = 1) -> None:
     if value < minimum:
         raise LabelingError(f"{name} must be >= {minimum}, got {value}")
 
 
 def _cli_error(prog: str, e: BaseException) -> int:
-    print(f"verl-ebpo {prog}: error: {_one_line(e)}", file=sys.stderr)
+    print(f"verl-ebpo {prog}: error: {one_line(e)}", file=sys.stderr)
     return 2
 
 
@@ -482,7 +479,7 @@ def load_scorer(spec: str | None) -> Callable[..., Any]:
         module = importlib.import_module(mod)
     except Exception as e:  # noqa: BLE001 - a scorer module that fails to import is a set-up error, said in one line
         raise LabelingError(f"cannot load scorer {spec!r}: importing {mod!r} failed "
-                            f"({type(e).__name__}: {_one_line(e)[:200]})") from None
+                            f"({type(e).__name__}: {one_line(e)[:200]})") from None
     if not hasattr(module, name):
         raise LabelingError(f"cannot load scorer {spec!r}: module {mod!r} has no attribute {name!r}")
     fn = getattr(module, name)
@@ -501,7 +498,7 @@ def _is_index_value(key: Any) -> bool:
 
 
 def _describe(value: Any) -> str:
-    return f"a {type(value).__name__} ({_one_line(repr(value))[:80]})"
+    return f"a {type(value).__name__} ({one_line(repr(value))[:80]})"
 
 
 def read_rollouts(
@@ -634,7 +631,7 @@ def label_difficulty(
     if len(failures) > max_scorer_errors:
         row, err = failures[0]
         raise LabelingError(
-            f"{len(failures)} of {len(jobs)} answers made the scorer raise (first: row {row}: {_one_line(err)[:300]}); "
+            f"{len(failures)} of {len(jobs)} answers made the scorer raise (first: row {row}: {one_line(err)[:300]}); "
             "the pass rates would be wrong. Fix the scorer, or pass --max-scorer-errors N to count up to N such "
             "answers as wrong"
         )
