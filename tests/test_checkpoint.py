@@ -394,7 +394,7 @@ def test_saved_prior_reloads_exactly(weights, means, m2s, updates, step):
 
 def _inspect(capsys, *argv):
     parser = argparse.ArgumentParser()
-    from verl_ebpo import inspect_prior
+    from verl_ebpo.tools import inspect_prior
 
     inspect_prior.add_arguments(parser)
     rc = inspect_prior.run(parser.parse_args(list(argv)))
@@ -403,9 +403,9 @@ def _inspect(capsys, *argv):
 
 
 def test_inspect_prints_the_prior_and_s_for_each_group_size(workdir, capsys):
-    from verl_ebpo.cli import SUBCOMMANDS
+    from verl_ebpo.tools.cli import SUBCOMMANDS
 
-    assert SUBCOMMANDS["inspect"][0] == "verl_ebpo.inspect_prior"  # its own module, beside the other commands
+    assert SUBCOMMANDS["inspect"][0] == "verl_ebpo.tools.inspect_prior"  # its own module, beside the other commands
     # rewards: weight 8, mean 0.5, m2 2 -> sigma2 0.25; group means: weight 2, m2 0.125 -> tau2 0.0625
     shaping = {"prior_scope": "running", "prior_decay": 1.0}
     prior = EBPOPrior(Moments(8.0, 0.5, 2.0), Moments(2.0, 0.5, 0.125), 1, shaping)

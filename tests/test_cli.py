@@ -5,7 +5,7 @@ import sys
 
 import pytest
 
-from verl_ebpo import cli
+from verl_ebpo.tools import cli
 
 
 @pytest.mark.parametrize("name", sorted(cli.SUBCOMMANDS))
@@ -19,7 +19,7 @@ def test_each_subcommand_has_help(name, capsys):
 def test_top_level_help_imports_no_subcommand_module():
     code = (
         "import sys\n"
-        "from verl_ebpo import cli\n"
+        "from verl_ebpo.tools import cli\n"
         "try:\n    cli.main(['--help'])\nexcept SystemExit:\n    pass\n"
         "mods = [m for m, _ in cli.SUBCOMMANDS.values() if m in sys.modules]\n"
         "print('LOADED', mods)\n"

@@ -10,10 +10,10 @@ from pathlib import Path
 import pytest
 import torch
 
-import verl_ebpo.cpu  # noqa: F401  (registers the backend in this process)
-from verl_ebpo.tiny import assets
-from verl_ebpo.cpu.launch import CPURun, cpu_env
-from verl_ebpo.cpu.platform import CPU_DEVICE_MODULE, PlatformCPU
+import verl_ebpo.tools.cpu.backend  # noqa: F401  (registers the backend in this process)
+from verl_ebpo.tools.tiny import assets
+from verl_ebpo.tools.cpu.launch import CPURun, cpu_env
+from verl_ebpo.tools.cpu.platform import CPU_DEVICE_MODULE, PlatformCPU
 
 REPO = Path(__file__).resolve().parents[1]
 
@@ -40,7 +40,7 @@ def test_verl_private_rollout_registry_still_exists_and_holds_hf():
     # registration.py writes into this private dict: if verl renames it, this fails first.
     assert isinstance(base._ROLLOUT_REGISTRY, dict)
     assert base._ROLLOUT_REGISTRY[("vllm", "async")] == "verl.workers.rollout.vllm_rollout.ServerAdapter"
-    from verl_ebpo.cpu.rollout import HFServerAdapter
+    from verl_ebpo.tools.cpu.rollout import HFServerAdapter
 
     assert base.get_rollout_class("hf", "async") is HFServerAdapter
 
@@ -48,7 +48,7 @@ def test_verl_private_rollout_registry_still_exists_and_holds_hf():
 def test_hf_replica_is_registered_next_to_verls_own():
     from verl.workers.rollout.replica import RolloutReplicaRegistry, get_rollout_replica_class
 
-    from verl_ebpo.cpu.rollout import HFReplica
+    from verl_ebpo.tools.cpu.rollout import HFReplica
 
     assert get_rollout_replica_class("hf") is HFReplica
     assert {"vllm", "sglang", "trtllm", "hf"} <= set(RolloutReplicaRegistry._registry)
@@ -59,8 +59,8 @@ def test_registration_is_idempotent_and_never_replaces():
     from verl.workers.rollout import base
 
     before = dict(base._ROLLOUT_REGISTRY)
-    verl_ebpo.cpu.register()
-    verl_ebpo.cpu.register()
+    verl_ebpo.tools.cpu.backend.register()
+    verl_ebpo.tools.cpu.backend.register()
     assert base._ROLLOUT_REGISTRY == before
     assert PlatformRegistry.get("cpu") is PlatformCPU
     assert PlatformRegistry.get("nvidia").__name__ == "PlatformCUDA"
@@ -117,14 +117,14 @@ from verl.plugin.platform import PlatformRegistry, get_platform
 from verl.workers.rollout import base
 from verl.trainer.ppo.core_algos import ADV_ESTIMATOR_REGISTRY
 print(json.dumps({"cpu_registered": PlatformRegistry.get("cpu") is not None,
-                  "cpu_module": "verl_ebpo.cpu" in sys.modules,
+                  "cpu_module": "verl_ebpo.tools.cpu.backend" in sys.modules,
                   "hf": ("hf", "async") in base._ROLLOUT_REGISTRY,
                   "ebpo": "ebpo" in ADV_ESTIMATOR_REGISTRY,
                   "platform": get_platform().device_name}))
 """
     plain = _python(code, _plain_env())
     assert plain == {"cpu_registered": False, "cpu_module": False, "hf": False, "ebpo": True, "platform": "cuda"}
-    loaded = _python(code, {**_plain_env(), "VERL_USE_EXTERNAL_MODULES": "verl_ebpo.cpu"})
+    loaded = _python(code, {**_plain_env(), "VERL_USE_EXTERNAL_MODULES": "verl_ebpo.tools.cpu.backend"})
     # registered but not selected: auto-detection still falls back to verl's default
     assert loaded == {"cpu_registered": True, "cpu_module": True, "hf": True, "ebpo": True, "platform": "cuda"}
 
@@ -173,7 +173,7 @@ def verl_config(tmp_path_factory):
 
 @pytest.fixture
 def server(verl_config):
-    from verl_ebpo.cpu.rollout import HFRolloutServer
+    from verl_ebpo.tools.cpu.rollout import HFRolloutServer
 
     return HFRolloutServer(verl_config.actor_rollout_ref.rollout, verl_config.actor_rollout_ref.model, replica_rank=0)
 
@@ -246,7 +246,7 @@ def test_server_abort_answers_queued_requests(server):
 
 
 def test_adapter_refuses_what_the_hf_rollout_cannot_do(verl_config, monkeypatch):
-    from verl_ebpo.cpu.rollout import HFServerAdapter
+    from verl_ebpo.tools.cpu.rollout import HFServerAdapter
 
     monkeypatch.setenv("RANK", "0")
     adapter = HFServerAdapter(verl_config.actor_rollout_ref.rollout, verl_config.actor_rollout_ref.model, None)
@@ -264,7 +264,7 @@ _LINKED = {"filter_groups": {"enable": False, "metric": "reward", "max_inflight_
 
 
 def test_cpu_replay_buffer_polls_faster_and_validates():
-    from verl_ebpo.cpu.replay import DEFAULT_POLL_INTERVAL_S, CPUReplayBuffer
+    from verl_ebpo.tools.cpu.replay import DEFAULT_POLL_INTERVAL_S, CPUReplayBuffer
 
     assert CPUReplayBuffer(**_BASE, sampler_kwargs={"verl": _LINKED}).poll_interval == DEFAULT_POLL_INTERVAL_S
     fast = CPUReplayBuffer(**_BASE, sampler_kwargs={"verl": _LINKED, "poll_interval_s": 0.05})
@@ -324,7 +324,7 @@ def test_cpu_replay_buffer_gets_the_dapo_arguments_verl_gives_its_own(extra):
     the linked config exactly as `PPOTrainer._build_replay_buffer` does for verl's own buffer."""
     from verl.trainer.ppo.v1.replay_buffer import ReplayBuffer
 
-    from verl_ebpo.cpu.replay import CPUReplayBuffer
+    from verl_ebpo.tools.cpu.replay import CPUReplayBuffer
 
     own, ours = _build_both_buffers(extra)
     assert type(own) is ReplayBuffer and type(ours) is CPUReplayBuffer
@@ -350,8 +350,8 @@ def test_verl_replay_buffer_internals_we_override_still_exist():
 
 def test_cpu_replay_buffer_tallies_the_answers_it_clears(monkeypatch):
     """Dropped groups' answers and rewards are counted before verl clears them; validation is not counted."""
-    from verl_ebpo.cpu import replay
-    from verl_ebpo.verl_logs import DISCARDED_ANSWERS, DISCARDED_REWARD_SUM
+    from verl_ebpo.tools.cpu import replay
+    from verl_ebpo.tools.verl_logs import DISCARDED_ANSWERS, DISCARDED_REWARD_SUM
 
     scores = {"a_0_0": [0.0, 1.0], "a_1_0": [0.0, 0.0], "b_0_0": [1.0], "b_1_0": [0.0], "c_0_0": [1.0]}
     cleared = []

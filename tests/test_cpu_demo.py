@@ -10,12 +10,12 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from verl_ebpo import cli
-from verl_ebpo import verl_logs
-from verl_ebpo.tiny import task
-from verl_ebpo.demo import DemoOptions, add_arguments, options_from_args, report
-from verl_ebpo.demo.options import ALGORITHMS, algorithms_table
-from verl_ebpo.stats import mean_ci, paired_diff_ci, verdict
+from verl_ebpo.tools import cli
+from verl_ebpo.tools import verl_logs
+from verl_ebpo.tools.tiny import task
+from verl_ebpo.tools.demo import DemoOptions, add_arguments, options_from_args, report
+from verl_ebpo.tools.demo.options import ALGORITHMS, algorithms_table
+from verl_ebpo.tools.stats import mean_ci, paired_diff_ci, verdict
 
 REPO = Path(__file__).resolve().parents[1]
 B, G = 4, 2  # prompts per step, answers per prompt in the fake runs
@@ -44,9 +44,9 @@ def test_task_rows_are_seeded_and_correct():
 
 
 def test_cpu_backend_never_imports_the_demo():
-    for path in (REPO / "verl_ebpo" / "cpu").glob("*.py"):
+    for path in (REPO / "verl_ebpo" / "tools" / "cpu").glob("*.py"):
         text = path.read_text()
-        assert "verl_ebpo.demo" not in text and "from verl_ebpo import demo" not in text, path.name
+        assert "verl_ebpo.tools.demo" not in text and "from verl_ebpo.tools import demo" not in text, path.name
 
 
 # -- verl's formats -----------------------------------------------------------------------------------------
@@ -204,7 +204,7 @@ def test_summarize_keeps_the_issue_shape_and_its_numbers_come_from_stats():
     assert c["verdict"] == verdict("EBPO", "GRPO", diff, "final reward (mean of the last 10 steps)")
     assert "EBPO is higher than GRPO" in c["verdict"]
     assert set(summary["comparisons"]) == {"ebpo-grpo", "ebpo-dapo"}
-    assert "no difference resolved" in summary["comparisons"]["ebpo-dapo"]["verdict"] or \
+    assert "not resolved" in summary["comparisons"]["ebpo-dapo"]["verdict"] or \
         "lower" in summary["comparisons"]["ebpo-dapo"]["verdict"]
     greedy = paired_diff_ci([0.5] * 3, [0.3, 0.4, 0.5])
     assert c["greedy_accuracy_diff"] == pytest.approx(greedy.mean)
@@ -294,7 +294,7 @@ def test_plot_band_is_mean_ci_per_step_over_seeds_with_gaps_where_unknown():
 
 
 def test_owned_folders_of_a_new_empty_or_unrelated_folder_are_none(tmp_path):
-    from verl_ebpo.demo.runner import owned_folders
+    from verl_ebpo.tools.demo.runner import owned_folders
 
     assert owned_folders(tmp_path / "new") == []
     assert owned_folders(tmp_path) == []
@@ -305,7 +305,7 @@ def test_owned_folders_of_a_new_empty_or_unrelated_folder_are_none(tmp_path):
 
 @pytest.mark.parametrize("present", [("runs",), ("assets",), ("runs", "assets")])
 def test_demo_refuses_runs_or_assets_it_did_not_make_and_touches_nothing(tmp_path, present):
-    from verl_ebpo.demo.runner import claim_out_folder, owned_folders
+    from verl_ebpo.tools.demo.runner import claim_out_folder, owned_folders
     from verl_ebpo.files import MARKER, FolderNotOurs
 
     for name in present:
@@ -324,7 +324,7 @@ def test_demo_refuses_runs_or_assets_it_did_not_make_and_touches_nothing(tmp_pat
 
 def test_claim_writes_the_marker_and_a_rerun_replaces_only_the_demos_own_folders(tmp_path):
     from verl_ebpo import __version__
-    from verl_ebpo.demo.runner import claim_out_folder, owned_folders
+    from verl_ebpo.tools.demo.runner import claim_out_folder, owned_folders
     from verl_ebpo.files import MARKER
 
     out = tmp_path / "demo"
@@ -342,7 +342,7 @@ def test_claim_writes_the_marker_and_a_rerun_replaces_only_the_demos_own_folders
 
 
 def test_only_the_demos_own_plain_marker_proves_ownership(tmp_path):
-    from verl_ebpo.demo.runner import claim_out_folder, owned_folders
+    from verl_ebpo.tools.demo.runner import claim_out_folder, owned_folders
     from verl_ebpo.files import MARKER, FolderNotOurs
 
     claim_out_folder(tmp_path / "ours")
@@ -372,7 +372,7 @@ def test_only_the_demos_own_plain_marker_proves_ownership(tmp_path):
 
 
 def test_cli_demo_into_a_folder_it_did_not_make_stops_in_one_line_before_any_work(tmp_path, capsys, monkeypatch):
-    from verl_ebpo.demo import runner
+    from verl_ebpo.tools.demo import runner
 
     def no_work(*args, **kwargs):
         raise AssertionError("the demo started working in a folder it does not own")

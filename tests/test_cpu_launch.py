@@ -1,4 +1,4 @@
-"""verl_ebpo.cpu.launch (overrides, environment, subprocess handling) and verl_ebpo.tiny.assets."""
+"""verl_ebpo.tools.cpu.launch (overrides, environment, subprocess handling) and verl_ebpo.tools.tiny.assets."""
 
 import os
 import sys
@@ -9,9 +9,9 @@ import pytest
 from hypothesis import assume, given, settings
 from hypothesis import strategies as st
 
-from verl_ebpo.tiny import assets
-from verl_ebpo.cpu import launch
-from verl_ebpo.cpu.launch import CPURun, TrainerFailed, cpu_env, merge_overrides, run_main_ppo
+from verl_ebpo.tools.tiny import assets
+from verl_ebpo.tools.cpu import launch
+from verl_ebpo.tools.cpu.launch import CPURun, TrainerFailed, cpu_env, merge_overrides, run_main_ppo
 
 
 def _run(tmp_path, **kw):
@@ -29,10 +29,10 @@ def test_merge_overrides_replaces_by_key_with_or_without_plus():
 
 def test_cpu_env_adds_the_backend_once_and_keeps_other_modules():
     env = cpu_env({"VERL_USE_EXTERNAL_MODULES": "my.plugin", "PATH": "/bin"}, metrics_file="/x/m.jsonl")
-    assert env["VERL_USE_EXTERNAL_MODULES"] == "my.plugin,verl_ebpo.cpu"
+    assert env["VERL_USE_EXTERNAL_MODULES"] == "my.plugin,verl_ebpo.tools.cpu.backend"
     assert env["VERL_PLATFORM"] == "cpu" and env["VERL_ENGINE_DEVICE"] == "cuda"
     assert env["VERL_FILE_LOGGER_PATH"] == "/x/m.jsonl" and env["PATH"] == "/bin"
-    assert cpu_env(env)["VERL_USE_EXTERNAL_MODULES"] == "my.plugin,verl_ebpo.cpu"
+    assert cpu_env(env)["VERL_USE_EXTERNAL_MODULES"] == "my.plugin,verl_ebpo.tools.cpu.backend"
 
 
 def test_overrides_compose_into_verls_real_config(tmp_path):
@@ -59,7 +59,7 @@ def test_overrides_compose_into_verls_real_config(tmp_path):
     rollout = omega_conf_to_dataclass(cfg.actor_rollout_ref.rollout)  # verl's own validation
     assert rollout.tensor_model_parallel_size == 1
     assert OmegaConf.select(cfg, "actor_rollout_ref.model.override_config.attn_implementation") == "sdpa"
-    assert "verl_ebpo.cpu.replay" not in " ".join(_run(tmp_path, fast_poll=False).overrides())
+    assert "verl_ebpo.tools.cpu.replay" not in " ".join(_run(tmp_path, fast_poll=False).overrides())
 
 
 def test_run_main_ppo_reports_a_failed_trainer_with_its_output(tmp_path, monkeypatch):
@@ -180,7 +180,7 @@ def _composed(run):
 
 
 def test_dapo_filtering_reaches_the_fast_poll_buffer_through_linked_config(tmp_path):
-    from verl_ebpo.cpu.replay import filter_arguments
+    from verl_ebpo.tools.cpu.replay import filter_arguments
 
     cfg = _composed(_run(tmp_path, train_batch_size=6, extra=["algorithm.filter_groups.enable=True"]))
     assert cfg.trainer.v1.sampler.custom_sampler.name == "CPUReplayBuffer"
@@ -198,14 +198,14 @@ def test_a_run_joining_a_shared_cluster_carries_its_environment(tmp_path):
     assert init.address == "127.0.0.1:6543" and init.num_cpus is None and "num_gpus" not in init
     env = init.runtime_env.env_vars
     assert env.VERL_FILE_LOGGER_PATH == str(run.metrics_file)
-    assert env.VERL_USE_EXTERNAL_MODULES == "verl_ebpo.cpu" and env.VERL_PLATFORM == "cpu"
+    assert env.VERL_USE_EXTERNAL_MODULES == "verl_ebpo.tools.cpu.backend" and env.VERL_PLATFORM == "cpu"
     odd = launch._quoted("a,b'c[1]")
     assert odd == "'a,b\\'c[1]'"
     assert _composed(_run(tmp_path)).ray_kwargs.ray_init.num_cpus == 16  # a run of its own starts its cluster
 
 
 def test_cpu_platform_touches_no_environment_unless_selected(monkeypatch):
-    from verl_ebpo.cpu.platform import PlatformCPU
+    from verl_ebpo.tools.cpu.platform import PlatformCPU
 
     monkeypatch.delenv("VERL_ENGINE_DEVICE", raising=False)
     monkeypatch.delenv("VERL_PLATFORM", raising=False)

@@ -1,4 +1,4 @@
-"""The CPU rollout's sampler (verl_ebpo.cpu.sampling): KV-cached batched generation and its log-probs."""
+"""The CPU rollout's sampler (verl_ebpo.tools.cpu.sampling): KV-cached batched generation and its log-probs."""
 
 import math
 
@@ -7,8 +7,8 @@ import torch
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from verl_ebpo.tiny import assets
-from verl_ebpo.cpu.sampling import SamplingParams, filter_logits, generate_batch
+from verl_ebpo.tools.tiny import assets
+from verl_ebpo.tools.cpu.sampling import SamplingParams, filter_logits, generate_batch
 
 
 @pytest.fixture(scope="module")

@@ -191,7 +191,7 @@ def test_every_reader_gives_the_same_reason(short_tmp, kind):
     as a bare OS error, and a FIFO never blocks."""
     from verl_ebpo import checkpoint as ckpt
     from verl_ebpo.advantage.prior import UnreadableStateFile, read_state_file
-    from verl_ebpo.samplers import labeling as lab
+    from verl_ebpo.tools import labeling as lab
 
     path = _make_inputs(short_tmp)[kind]
     words = REASONS[kind]
@@ -273,7 +273,7 @@ def test_claim_folder_deletes_only_sub_folders_its_own_tool_marked(tmp_path):
 
 
 def test_cpu_run_refuses_a_run_folder_it_did_not_make_before_building_anything(tmp_path, capsys):
-    from verl_ebpo.cpu import run
+    from verl_ebpo.tools.cpu import run
 
     (tmp_path / "run").mkdir()
     (tmp_path / "run" / "precious.txt").write_text("keep me")

@@ -19,7 +19,7 @@ import pytest
 from verl_ebpo import checkpoint as ckpt
 from verl_ebpo.advantage import EBPOPrior, get_prior, reset_prior
 from verl_ebpo.advantage.math import Moments
-from verl_ebpo.cli import main as cli_main
+from verl_ebpo.tools.cli import main as cli_main
 
 SHAPING = {"prior_scope": "running", "prior_decay": 1.0}
 PRIOR = EBPOPrior(Moments(8.0, 0.5, 2.0), Moments(2.0, 0.5, 0.125), 1, SHAPING)
@@ -108,7 +108,7 @@ def test_inspect_refuses_a_fifo_tracker_and_resume_does_too(tmp_path, capsys):
 def test_inspect_cli_on_a_fifo_in_a_fresh_process_exits_at_once(tmp_path):
     """The real console entry point, in its own process: exit 1, one line, no hang."""
     os.mkfifo(tmp_path / "ebpo_prior.json")
-    res = subprocess.run([sys.executable, "-m", "verl_ebpo.cli", "inspect", str(tmp_path)], capture_output=True,
+    res = subprocess.run([sys.executable, "-m", "verl_ebpo.tools.cli", "inspect", str(tmp_path)], capture_output=True,
                          text=True, timeout=120)
     assert res.returncode == 1 and res.stdout == ""
     assert res.stderr.count("\n") == 1 and "FIFO" in res.stderr and "Traceback" not in res.stderr
@@ -250,7 +250,7 @@ def test_inspect_epsilon_is_checked_by_ebpo_options_own_rule(tmp_path, capsys, e
 
 def test_inspect_default_epsilon_is_ebpos(tmp_path, capsys):
     from verl_ebpo.advantage.options import EBPOOptions
-    from verl_ebpo.inspect_prior import describe_prior
+    from verl_ebpo.tools.inspect_prior import describe_prior
 
     path = ckpt.save_prior(tmp_path, 3, PRIOR)
     rc, out, _ = _inspect(capsys, path, "--json")

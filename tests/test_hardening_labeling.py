@@ -17,8 +17,8 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
 
-from verl_ebpo.cli import main as cli_main
-from verl_ebpo.samplers import labeling as lab
+from verl_ebpo.tools.cli import main as cli_main
+from verl_ebpo.tools import labeling as lab
 from verl_ebpo.samplers.fields import read_field
 
 TYPES = ["Geometry", None, "Geometry", "Probability"]

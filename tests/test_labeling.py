@@ -10,7 +10,7 @@ import pyarrow.parquet as pq
 import pytest
 
 from verl_ebpo.samplers import DifficultySampler, TopicSampler
-from verl_ebpo.samplers import labeling as lab
+from verl_ebpo.tools import labeling as lab
 from verl_ebpo.samplers.fields import FieldNotFoundError, read_field, set_field
 
 TEXTS = [

@@ -145,7 +145,7 @@ def test_recipe_config_loads_the_files_with_verls_dataset_factory(prepared):
     from omegaconf import OmegaConf
     from verl.trainer.ppo.utils import create_rl_dataset
 
-    from verl_ebpo.tiny.assets import build_tokenizer
+    from verl_ebpo.tools.tiny.assets import build_tokenizer
 
     benchmarks = ",".join(f"{prepared}/{b}.parquet" for b in ("math500", "aime24", "aime25", "amc23", "olympiadbench"))
     cfg = OmegaConf.create(compose(dry_run("qwen3_8b", "grpo", {"DATA_DIR": str(prepared), "VAL_FILES": f"[{benchmarks}]"})))
@@ -231,7 +231,7 @@ def labelled(tmp_path_factory):
     sources = write_fixtures(tmp / "raw")
     out = run_prepare(tmp / "data", {"dapo_math": sources["dapo_math"]}, "--only", "dapo_math", tmp=tmp)
     assert out.returncode == 0, out.stderr
-    from verl_ebpo.tiny.assets import build_model
+    from verl_ebpo.tools.tiny.assets import build_model
 
     model = build_model(tmp / "tiny")
     env = recipe_env({
@@ -263,7 +263,7 @@ def test_ordered_runs_read_the_labelled_file(labelled, algo):
     from omegaconf import OmegaConf
     from verl.trainer.ppo.utils import create_rl_dataset
 
-    from verl_ebpo.tiny.assets import build_tokenizer
+    from verl_ebpo.tools.tiny.assets import build_tokenizer
 
     cfg = OmegaConf.create(compose(dry_run("qwen3_8b", algo, {"DATA_DIR": str(labelled)})))
     ds = create_rl_dataset(cfg.data.train_files, cfg.data, build_tokenizer(), None, is_train=True)

@@ -174,7 +174,7 @@ def test_run_eval_generates_in_shards_and_scores(tmp_path):
 
     sys.path.insert(0, str(ROOT / "recipes" / "data"))
     import prepare_data
-    from verl_ebpo.tiny.assets import build_model
+    from verl_ebpo.tools.tiny.assets import build_model
 
     data = tmp_path / "data"
     data.mkdir()

@@ -605,7 +605,7 @@ def _reward_of(cfg: dict, response_tokens: int, answer: str, truth: str = "7", t
     from verl import DataProto
     from verl.trainer.ppo.reward import get_custom_reward_fn, resolve_reward_manager_cls
 
-    from verl_ebpo.tiny.assets import build_tokenizer
+    from verl_ebpo.tools.tiny.assets import build_tokenizer
 
     conf = OmegaConf.create(cfg)
     tok = build_tokenizer()

@@ -123,7 +123,7 @@ def test_labelling_and_evaluation_use_the_training_verdict():
     import importlib.util
     import sys
 
-    from verl_ebpo.samplers import labeling
+    from verl_ebpo.tools import labeling
 
     assert not hasattr(labeling, "is_correct")  # no second definition
     source = open(labeling.__file__).read()
@@ -143,7 +143,7 @@ def test_label_difficulty_counts_a_result_without_a_verdict_as_a_scorer_error(tm
 
     import pyarrow as pa
 
-    from verl_ebpo.samplers.labeling import label_difficulty
+    from verl_ebpo.tools.labeling import label_difficulty
 
     table = pa.table({"data_source": ["m", "m"], "reward_model": [{"ground_truth": "1"}, {"ground_truth": "2"}]})
     rollouts = tmp_path / "r.jsonl"
@@ -152,7 +152,7 @@ def test_label_difficulty_counts_a_result_without_a_verdict_as_a_scorer_error(tm
     def scorer(data_source, solution_str, ground_truth, extra_info=None):
         return {"score": 1.0} if solution_str == "a" else {"acc": None}
 
-    from verl_ebpo.samplers.labeling import LabelingError
+    from verl_ebpo.tools.labeling import LabelingError
 
     with pytest.raises(LabelingError, match=r"2 of 3 answers made the scorer raise .*needs 'acc' or a numeric 'score'"):
         label_difficulty(table, str(rollouts), scorer=scorer, progress=False)  # strict by default

@@ -9,11 +9,11 @@ import numpy as np
 import pytest
 import torch
 
-from verl_ebpo import cli
+from verl_ebpo.tools import cli
 from verl_ebpo.advantage.prior import get_prior, reset_prior
-from verl_ebpo.simulate import engine, report, task as simtask
-from verl_ebpo.simulate.estimators import AdvantageCaller, parse_estimator, zero_advantage
-from verl_ebpo.simulate.options import SimOptions
+from verl_ebpo.tools.simulate import engine, report, task as simtask
+from verl_ebpo.tools.simulate.estimators import AdvantageCaller, parse_estimator, zero_advantage
+from verl_ebpo.tools.simulate.options import SimOptions
 
 TINY = dict(G=(2, 4), seeds=3, prompts=24, heldout=8, steps=4, answers_per_step=16, features=4)
 
@@ -106,7 +106,7 @@ def test_zero_advantage_share_known_answers():
 
 def test_zero_advantage_is_the_estimators_own_tolerance():
     from verl_ebpo.advantage import estimator
-    from verl_ebpo.simulate import estimators as sim
+    from verl_ebpo.tools.simulate import estimators as sim
 
     assert sim.ZERO_ADVANTAGE_TOL is estimator.ZERO_ADVANTAGE_TOL and not hasattr(sim, "ZERO_ADV_TOL")
     tol = estimator.ZERO_ADVANTAGE_TOL
@@ -250,14 +250,14 @@ def test_summary_shape_and_verdicts_come_from_intervals(tmp_path):
     for per_g in on_disk["comparisons"].values():
         for c in per_g.values():
             lo, hi = c["ci95"]
-            expected = "higher" if lo > 0 else "lower" if hi < 0 else "no difference resolved"
+            expected = "higher" if lo > 0 else "lower" if hi < 0 else "not resolved"
             assert expected in c["verdict"]
     assert "| ebpo | 4 |" in (tmp_path / "results.md").read_text()
     assert (tmp_path / "curves.csv").read_text().count("\n") == 1 + 3 * 2 * (TINY["steps"] + 1)
 
 
 def test_curves_csv_band_is_mean_ci_per_point_over_seeds():
-    from verl_ebpo.stats import mean_ci
+    from verl_ebpo.tools.stats import mean_ci
 
     sweep = engine.run_sweep(SimOptions(**{**TINY, "estimators": ("grpo",), "G": (2,)}))
     curve = sweep.runs[("grpo", 2)].curve  # (seeds, points)
@@ -343,7 +343,7 @@ def test_docs_results_table_is_a_real_summary_layout():
 
 def test_comparison_table_prints_tiny_differences_with_their_size():
     """The per-batch vs running prior differ by ~3e-5: the table must not print that as -0.000 [-0.000, -0.000]."""
-    from verl_ebpo.simulate.report import comparison_table
+    from verl_ebpo.tools.simulate.report import comparison_table
 
     summary = {"G": [2, 4], "comparisons": {"ebpo_batch-ebpo": {
         "2": {"diff": -3.6e-05, "ci95": [-6.8e-05, -3.4e-06]},

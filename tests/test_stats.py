@@ -1,4 +1,4 @@
-"""verl_ebpo.stats: t intervals known by hand, pairing, verdicts decided by the interval."""
+"""verl_ebpo.tools.stats: t intervals known by hand, pairing, verdicts decided by the interval."""
 
 from __future__ import annotations
 
@@ -9,7 +9,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from verl_ebpo.stats import Interval, mean_ci, mean_ci_rows, paired_diff_ci, verdict
+from verl_ebpo.tools.stats import Interval, mean_ci, mean_ci_rows, paired_diff_ci, verdict
 
 
 def test_known_interval():
@@ -37,7 +37,7 @@ def test_pairing_removes_shared_seed_variation():
 
 
 def test_verdict_follows_the_interval():
-    assert "no difference resolved" in verdict("a", "b", Interval(0.1, -0.01, 0.2, 3), "x")
+    assert "not resolved" in verdict("a", "b", Interval(0.1, -0.01, 0.2, 3), "x")
     assert "lower" in verdict("a", "b", Interval(-0.1, -0.2, -0.01, 3), "x")
     with pytest.raises(ValueError, match="non-finite"):
         mean_ci([1.0, float("nan")])
@@ -97,3 +97,23 @@ def test_mean_ci_rows_equals_mean_ci_on_every_row(points, seeds, seed):
     for i in range(points):
         ci = mean_ci(values[i])
         np.testing.assert_allclose([mean[i], lo[i], hi[i]], [ci.mean, ci.lo, ci.hi], rtol=1e-12, atol=1e-12)
+
+
+def test_verdict_words_on_intervals_built_by_hand():
+    """Each verdict from an interval written down by hand: the word, the half-width on 'not resolved', the
+    practical threshold on 'negligible'."""
+    from verl_ebpo.tools.stats import classify
+
+    covers = Interval(0.01, -0.04, 0.06, 5)  # half-width 0.05
+    assert classify(covers) == "not resolved"
+    text = verdict("ebpo", "grpo", covers, "reward")
+    assert "not resolved" in text and "±0.05" in text and "not excluded" in text
+    small = Interval(0.002, 0.001, 0.003, 10)
+    assert classify(small) == "higher" and classify(small, negligible=0.01) == "negligible"
+    assert "negligible" in verdict("a", "b", small, "x", negligible=0.01) and "0.01" in verdict("a", "b", small, "x", negligible=0.01)
+    big = Interval(-0.2, -0.3, -0.1, 4)
+    assert classify(big, negligible=0.01) == "lower"
+    assert classify(Interval(0.5, math.nan, math.nan, 1)) == "one seed"
+    assert covers.half == pytest.approx(0.05)
+    with pytest.raises(ValueError, match="negligible"):
+        classify(small, negligible=-1)

@@ -1,7 +1,7 @@
 """The verl boundary (verl_ebpo.verl_boundary): the modules that import verl are exactly the named adapters (in
 their code, and at import time in a fresh process), each touch resolves in the installed verl and has a canary
-test, private verl names appear only where listed, and dependencies point one way (core and the shared helpers
--> nothing of cpu/demo/simulate; cpu -> never demo)."""
+test, private verl names appear only where listed, and dependencies point one way (the plugin -> never the tools;
+cpu -> never demo; only `tools.cpu.backend` registers the CPU backend)."""
 
 from __future__ import annotations
 
@@ -20,8 +20,8 @@ from verl_ebpo.verl_boundary import ADAPTERS, KINDS, TOUCHES, markdown_adapters,
 
 ROOT = Path(__file__).resolve().parents[1]
 PACKAGE = ROOT / "verl_ebpo"
-CORE = ("advantage", "rewards", "samplers", "checkpoint", "files", "spec", "stats", "verl_boundary")
-SHARED = ("verl_logs", "tiny")  # verl-free helpers of the cpu backend, the demo and the tests
+# The plugin: what verl imports and runs on a GPU cluster (and what it needs). Everything else is under tools/.
+PLUGIN = ("__init__", "plugin", "advantage", "rewards", "samplers", "checkpoint", "files", "spec", "verl_boundary")
 
 
 def _modules():
@@ -103,7 +103,7 @@ print(json.dumps(result))
 
 def test_every_module_outside_the_adapters_imports_no_verl_when_imported():
     modules = [m for m, _ in _modules() if not _under_an_adapter(m)]
-    assert "verl_ebpo.demo.report" in modules and "verl_ebpo.verl_logs" in modules and "verl_ebpo.tiny.task" in modules
+    assert "verl_ebpo.tools.demo.report" in modules and "verl_ebpo.tools.verl_logs" in modules and "verl_ebpo.tools.tiny.task" in modules
     env = {**os.environ, "PYTHONPATH": str(ROOT) + os.pathsep + os.environ.get("PYTHONPATH", "")}
     env.pop("VERL_USE_EXTERNAL_MODULES", None)
     proc = subprocess.run([sys.executable, "-c", _PROBE, json.dumps(modules)], capture_output=True, text=True,
@@ -118,11 +118,11 @@ def test_every_module_outside_the_adapters_imports_no_verl_when_imported():
 def test_the_probe_sees_verl_when_an_adapter_loads_it():
     """The import check above can fail: importing the cpu package, the plug-in or the report before the move loads verl."""
     env = {**os.environ, "PYTHONPATH": str(ROOT) + os.pathsep + os.environ.get("PYTHONPATH", "")}
-    proc = subprocess.run([sys.executable, "-c", _PROBE, json.dumps(["verl_ebpo.cpu", "verl_ebpo.plugin", "verl_ebpo.stats"])],
+    proc = subprocess.run([sys.executable, "-c", _PROBE, json.dumps(["verl_ebpo.tools.cpu.backend", "verl_ebpo.plugin", "verl_ebpo.tools.stats"])],
                           capture_output=True, text=True, env=env, cwd=ROOT, timeout=600)
     assert proc.returncode == 0, proc.stderr[-3000:]
     loaded = json.loads(proc.stdout.strip().splitlines()[-1])
-    assert loaded["verl_ebpo.cpu"] and loaded["verl_ebpo.plugin"] and loaded["verl_ebpo.stats"] == []
+    assert loaded["verl_ebpo.tools.cpu.backend"] and loaded["verl_ebpo.plugin"] and loaded["verl_ebpo.tools.stats"] == []
 
 
 @pytest.mark.parametrize("touch", TOUCHES, ids=lambda t: t.name)
@@ -159,14 +159,56 @@ def test_private_verl_names_appear_only_in_their_adapter():
 
 
 def test_dependencies_point_one_way():
+    tops = set()
     for module, path in _modules():
         imported = _imports(path)
-        top = module.split(".")[1] if module.count(".") else ""
-        if top == "cpu":
-            assert not any(n.startswith("verl_ebpo.demo") for n in imported), f"{module} imports the demo"
-        if top in CORE + SHARED:
-            bad = sorted(n for n in imported if n.startswith(("verl_ebpo.cpu", "verl_ebpo.demo", "verl_ebpo.simulate")))
-            assert not bad, f"core or shared module {module} imports {bad}"
+        parts = module.split(".")
+        top = parts[1] if len(parts) > 1 else "__init__"
+        tops.add(top)
+        if top == "tools" and len(parts) > 2 and parts[2] == "cpu":
+            assert not any(n.startswith("verl_ebpo.tools.demo") for n in imported), f"{module} imports the demo"
+        if top in PLUGIN:
+            bad = sorted(n for n in imported if n.startswith("verl_ebpo.tools"))
+            assert not bad, f"plugin module {module} imports the tools: {bad}"
+    assert tops == set(PLUGIN) | {"tools"}, f"a top-level module is neither plugin nor tools: {sorted(tops - set(PLUGIN))}"
+
+
+_LOADS = r"""
+import json, sys
+__import__(sys.argv[1])
+print(json.dumps(sorted(m for m in sys.modules if m.startswith("verl_ebpo."))))
+"""
+
+
+def _loaded_by(module: str) -> list[str]:
+    env = {**os.environ, "PYTHONPATH": str(ROOT) + os.pathsep + os.environ.get("PYTHONPATH", "")}
+    env.pop("VERL_USE_EXTERNAL_MODULES", None)
+    proc = subprocess.run([sys.executable, "-c", _LOADS, module], capture_output=True, text=True, env=env, cwd=ROOT,
+                          timeout=300)
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    return json.loads(proc.stdout.strip().splitlines()[-1])
+
+
+@pytest.mark.parametrize("module", ["verl_ebpo.plugin", "verl_ebpo.checkpoint", "verl_ebpo.samplers.dataset",
+                                    "verl_ebpo.rewards", "verl_ebpo.advantage"])
+def test_importing_the_plugin_loads_none_of_the_tools(module):
+    """What verl imports on a GPU node (with `import verl` and its entry points) never loads a tool."""
+    loaded = _loaded_by(module)
+    assert module in loaded
+    assert not [m for m in loaded if m.startswith("verl_ebpo.tools")], loaded
+
+
+@pytest.mark.parametrize("module", ["verl_ebpo.tools.cpu.launch", "verl_ebpo.tools.demo.runner",
+                                    "verl_ebpo.tools.cli", "verl_ebpo.tools.cpu"])
+def test_importing_a_tool_does_not_register_the_cpu_backend(module):
+    loaded = _loaded_by(module)
+    assert module in loaded and "verl_ebpo.tools.cpu.backend" not in loaded, loaded
+    assert "verl_ebpo.tools.cpu.registration" not in loaded
+
+
+def test_the_backend_module_registers_the_cpu_backend():
+    """The check above can fail: the backend module does load the registration."""
+    assert "verl_ebpo.tools.cpu.registration" in _loaded_by("verl_ebpo.tools.cpu.backend")
 
 
 def test_docs_table_is_the_registry():

@@ -1,4 +1,4 @@
-"""Save the EBPO prior beside verl's checkpoint and restore it on resume (`verl-ebpo inspect`: `verl_ebpo.inspect_prior`).
+"""Save the EBPO prior beside verl's checkpoint and restore it on resume (`verl-ebpo inspect`: `verl_ebpo.tools.inspect_prior`).
 
 Use: `trainer.checkpoint_callback_class=verl_ebpo.EBPOCheckpointCallback` (verl's V1 trainer).
 

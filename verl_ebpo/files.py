@@ -16,7 +16,7 @@ Reading: `unreadable_reason(path)` says why a path cannot be read as an input fi
 link loop, a folder, a FIFO/device/socket, no read permission), without opening it, so a FIFO never blocks.
 
 Deleting: a tool that replaces its own sub-folders of a user-given folder on a re-run (`verl-ebpo demo`'s
-`runs/`, `python -m verl_ebpo.cpu.run`'s `run/`) first `claim_folder`s it: the sub-folders are deleted only
+`runs/`, `python -m verl_ebpo.tools.cpu.run`'s `run/`) first `claim_folder`s it: the sub-folders are deleted only
 under a marker file (`.verl-ebpo-owner`) that the same tool wrote there; otherwise `FolderNotOurs`, nothing touched.
 """
 

@@ -1,11 +1,10 @@
 """Where verl_ebpo depends on verl: every touch, the one place it lives, and the test that notices a change.
 
 A verl upgrade is reviewed here first. `ADAPTERS` names the only modules of this package that import verl,
-in their code or when they are imported; a module under an adapter package (`verl_ebpo.cpu`, whose `__init__`
-registers the CPU backend) loads verl through that package. Every other module is verl-free when imported (a
-function may still import verl when called, e.g. the demo's runner, which starts verl's trainer): the verl-free
-helpers that the demo, the simulator and the tests share live outside `verl_ebpo.cpu` for that reason
-(`verl_ebpo.verl_logs`, `verl_ebpo.tiny`). tests/test_verl_boundary.py checks the import graph against it and
+in their code or when they are imported. Every other module is verl-free when imported (a function may still
+import verl when called, e.g. the demo's runner, which starts verl's trainer); importing `verl_ebpo.tools.cpu`
+or its verl-free modules (`launch`, `sampling`) registers nothing: only `verl_ebpo.tools.cpu.backend` does.
+tests/test_verl_boundary.py checks the import graph against it and
 imports every other module in a fresh process. `TOUCHES` lists what each adapter relies on, with the test that
 fails (with a message naming the touch) when verl changes it. Kinds, most fragile first:
 
@@ -35,13 +34,13 @@ ADAPTERS = {
     "verl_ebpo.advantage.verl_glue": "the estimator registration and the metrics hook",
     "verl_ebpo.checkpoint": "the checkpoint callback and verl's resume rules",
     "verl_ebpo.samplers.dataset": "the ordered datasets (RLHFDataset subclasses)",
-    "verl_ebpo.cpu": "the CPU backend package: importing it, or any module under it, registers the backend "
-    "(`VERL_USE_EXTERNAL_MODULES=verl_ebpo.cpu`)",
-    "verl_ebpo.cpu.platform": "the cpu platform",
-    "verl_ebpo.cpu.registration": "the hf rollout registration and the gloo process group",
-    "verl_ebpo.cpu.rollout": "the hf rollout server and replica",
-    "verl_ebpo.cpu.replay": "the fast-poll replay buffer (with DAPO filtering)",
-    "verl_ebpo.simulate.estimators": "the simulator calls verl's registered estimators",
+    "verl_ebpo.tools.cpu.backend": "the CPU backend: importing it registers the backend "
+    "(`VERL_USE_EXTERNAL_MODULES=verl_ebpo.tools.cpu.backend`)",
+    "verl_ebpo.tools.cpu.platform": "the cpu platform",
+    "verl_ebpo.tools.cpu.registration": "the hf rollout registration and the gloo process group",
+    "verl_ebpo.tools.cpu.rollout": "the hf rollout server and replica",
+    "verl_ebpo.tools.cpu.replay": "the fast-poll replay buffer (with DAPO filtering)",
+    "verl_ebpo.tools.simulate.estimators": "the simulator calls verl's registered estimators",
 }
 
 
@@ -60,7 +59,7 @@ TOUCHES: tuple[Touch, ...] = (
         "rollout registry",
         "private",
         "verl.workers.rollout.base:_ROLLOUT_REGISTRY",
-        "verl_ebpo.cpu.registration:register_rollout",
+        "verl_ebpo.tools.cpu.registration:register_rollout",
         "tests/test_cpu_backend.py::test_verl_private_rollout_registry_still_exists_and_holds_hf",
         'adds ("hf", "async") to the dict `get_rollout_class` reads (0.9.1 has no public rollout registry)',
     ),
@@ -68,7 +67,7 @@ TOUCHES: tuple[Touch, ...] = (
         "replica server handle",
         "private",
         "verl.workers.rollout.replica:RolloutReplica",
-        "verl_ebpo.cpu.rollout:HFReplica.launch_servers",
+        "verl_ebpo.tools.cpu.rollout:HFReplica.launch_servers",
         "tests/test_cpu_backend.py::test_verl_replica_server_handle_is_where_verl_reads_it",
         "sets `_server_handle` / `_server_address`, where verl's agent loop looks for a replica's server",
     ),
@@ -76,7 +75,7 @@ TOUCHES: tuple[Touch, ...] = (
         "replay buffer group clearing",
         "private",
         "verl.trainer.ppo.v1.replay_buffer:ReplayBuffer._clear_groups",
-        "verl_ebpo.cpu.replay:CPUReplayBuffer._clear_groups",
+        "verl_ebpo.tools.cpu.replay:CPUReplayBuffer._clear_groups",
         "tests/test_cpu_backend.py::test_verl_replay_buffer_internals_we_override_still_exist",
         "overridden to count the answers DAPO discards; trajectory keys `<uid>_<sample>_<output>`",
     ),
@@ -100,7 +99,7 @@ TOUCHES: tuple[Touch, ...] = (
         "DAPO buffer arguments",
         "copied rule",
         "verl.trainer.ppo.v1.trainer_base:PPOTrainer._build_replay_buffer",
-        "verl_ebpo.cpu.replay:filter_arguments",
+        "verl_ebpo.tools.cpu.replay:filter_arguments",
         "tests/test_cpu_backend.py::test_cpu_replay_buffer_gets_the_dapo_arguments_verl_gives_its_own",
         "verl passes a custom buffer only its base arguments: the group-filtering ones are re-derived",
     ),
@@ -116,7 +115,7 @@ TOUCHES: tuple[Touch, ...] = (
         "metrics file",
         "format",
         "verl.utils.tracking:FileLogger",
-        "verl_ebpo.verl_logs:read_metrics",
+        "verl_ebpo.tools.verl_logs:read_metrics",
         "tests/test_cpu_demo.py::test_verl_logs_read_metrics_merges_a_steps_lines_and_names_a_bad_line",
         "`metrics.jsonl`: one `{\"step\", \"data\"}` line per log call (the demo's only source of numbers)",
     ),
@@ -124,7 +123,7 @@ TOUCHES: tuple[Touch, ...] = (
         "rollout dump uids",
         "format",
         "verl.trainer.ppo.v1.trainer_base:PPOTrainer",
-        "verl_ebpo.verl_logs:dump_group",
+        "verl_ebpo.tools.verl_logs:dump_group",
         "tests/test_cpu_demo.py::test_verl_logs_rollout_dump_uids_group_by_prompt",
         "`rollout_data_dir/N.jsonl` rows and their `<uid>_<sample>_<output>` ids, grouped by prompt",
     ),
@@ -140,7 +139,7 @@ TOUCHES: tuple[Touch, ...] = (
         "process group backend",
         "class-wide wrap",
         "verl.utils.distributed:initialize_global_process_group_ray",
-        "verl_ebpo.cpu.registration:wrap_process_group_init",
+        "verl_ebpo.tools.cpu.registration:wrap_process_group_init",
         "tests/test_cpu_backend.py::test_process_group_init_is_wrapped_where_verl_calls_it",
         "gloo on the cpu platform; also rebound in `verl.workers.engine_workers`, which imported it by name",
     ),
@@ -172,7 +171,7 @@ TOUCHES: tuple[Touch, ...] = (
         "platform",
         "public",
         "verl.plugin.platform:PlatformRegistry",
-        "verl_ebpo.cpu.platform:register_platform",
+        "verl_ebpo.tools.cpu.platform:register_platform",
         "tests/test_cpu_backend.py::test_cpu_platform_selected_by_env_runs_verls_device_helpers_and_gloo",
         "the `cpu` platform, selected by `VERL_PLATFORM=cpu`",
     ),
@@ -180,7 +179,7 @@ TOUCHES: tuple[Touch, ...] = (
         "rollout replica",
         "public",
         "verl.workers.rollout.replica:RolloutReplicaRegistry",
-        "verl_ebpo.cpu.registration:register_rollout",
+        "verl_ebpo.tools.cpu.registration:register_rollout",
         "tests/test_cpu_backend.py::test_hf_replica_is_registered_next_to_verls_own",
         "the `hf` replica beside vllm/sglang (`BaseRollout`, `RolloutReplica`, `TokenOutput` subclassed)",
     ),
@@ -188,7 +187,7 @@ TOUCHES: tuple[Touch, ...] = (
         "estimator lookup",
         "public",
         "verl.trainer.ppo.core_algos:get_adv_estimator_fn",
-        "verl_ebpo.simulate.estimators:AdvantageCaller",
+        "verl_ebpo.tools.simulate.estimators:AdvantageCaller",
         "tests/test_simulate.py::test_batch_local_advantages_equal_verls_reference_function_seed_by_seed",
         "the simulator's advantages are verl's registered estimator functions",
     ),

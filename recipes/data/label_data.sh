@@ -36,7 +36,7 @@ case "$1" in
     topics)
         [[ $# -eq 1 ]] || usage
         : "${TOPIC_K:=9}"
-        "$PYTHON" -m verl_ebpo.cli label-topics "$TRAIN_FILE" "$TRAIN_FILE" --in-place --k "$TOPIC_K" --seed 0 --overwrite \
+        "$PYTHON" -m verl_ebpo.tools.cli label-topics "$TRAIN_FILE" "$TRAIN_FILE" --in-place --k "$TOPIC_K" --seed 0 --overwrite \
             --summary-json "$DATA_DIR/topics.json"
         ;;
     difficulty)
@@ -53,7 +53,7 @@ case "$1" in
         GPUS="$GPUS" TP="$TP" PYTHON="$PYTHON" bash "$RECIPES_DIR/eval/sharded_generate.sh" "$rollouts" \
             --engine "$ENGINE" --model "$DIFFICULTY_MODEL" --input "$TRAIN_FILE" --n "$DIFFICULTY_SAMPLES" \
             --max-tokens "$DIFFICULTY_MAX_TOKENS" --temperature 1.0 --top-p 1.0
-        "$PYTHON" -m verl_ebpo.cli label-difficulty "$TRAIN_FILE" "$rollouts" "$TRAIN_FILE" \
+        "$PYTHON" -m verl_ebpo.tools.cli label-difficulty "$TRAIN_FILE" "$rollouts" "$TRAIN_FILE" \
             --field "extra_info.difficulty_${MODEL_TAG}" --overwrite --in-place --workers 8
         ;;
     *)

@@ -58,7 +58,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Iterable, Optional
 
-from verl_ebpo.cli import one_line
+from verl_ebpo.tools.cli import one_line
 from verl_ebpo.files import OutputPathError, check_output_path, current_umask, fsync_dir, pid_alive
 
 PROMPT_TEMPLATE = (

@@ -6,9 +6,14 @@ Shared by `verl-ebpo demo` and `verl-ebpo simulate`, so both state results the s
 - `mean_ci_rows(x)`: the same for every row of a (points, seeds) array at once (a curve and its band).
 - `paired_diff_ci(a, b)`: the mean of a[i] - b[i] over seeds run in pairs (same seed: same data, same
   initial model), with its t interval; pairing removes the seed-to-seed variation both runs share.
-- `verdict(...)`: the sentence, computed from the interval: "no difference resolved" when it covers 0.
+- `classify(diff, negligible)`: the verdict as a word, computed from the interval alone: "higher" / "lower"
+  (the interval excludes 0), "negligible" (it excludes 0 but |mean| is below the practical threshold
+  `negligible`), "not resolved" (it covers 0), "one seed" (no interval).
+- `verdict(...)`: the same as a sentence. "Not resolved" always carries the interval's half-width: the smallest
+  difference these seeds could have resolved, so that it is never read as "no effect".
 
-With one seed there is no interval: the bounds are NaN and the verdict says so.
+With one seed there is no interval: the bounds are NaN and the verdict says so. Callers print how many
+comparisons they made beside their verdicts (the intervals are not corrected for multiplicity).
 """
 
 from __future__ import annotations
@@ -19,7 +24,9 @@ from typing import Sequence
 
 import numpy as np
 
-__all__ = ["Interval", "mean_ci", "mean_ci_rows", "paired_diff_ci", "signed", "verdict"]
+__all__ = ["Interval", "classify", "mean_ci", "mean_ci_rows", "paired_diff_ci", "signed", "verdict", "VERDICTS"]
+
+VERDICTS = ("higher", "lower", "negligible", "not resolved", "one seed")
 
 
 @dataclass(frozen=True)
@@ -33,6 +40,11 @@ class Interval:
     def resolved(self) -> bool:
         """True when the interval exists and excludes 0."""
         return self.n >= 2 and (self.lo > 0 or self.hi < 0)
+
+    @property
+    def half(self) -> float:
+        """Half the interval's width: about the smallest difference this design resolves (NaN with one seed)."""
+        return (self.hi - self.lo) / 2.0
 
     def as_list(self) -> list[float | None]:
         return [_json_float(self.lo), _json_float(self.hi)]
@@ -103,14 +115,30 @@ def signed(x: float) -> str:
     return f"{x:+.3f}" if x == 0 or abs(x) >= 0.0005 else f"{x:+.1e}"
 
 
-def verdict(a: str, b: str, diff: Interval, what: str, level: float = 0.95) -> str:
-    """One sentence on `a - b` of `what`, decided by the interval alone."""
+def classify(diff: Interval, negligible: float = 0.0) -> str:
+    """One of `VERDICTS` for the difference `diff`, from its interval alone (see the module docstring)."""
+    if not negligible >= 0 or not math.isfinite(negligible):
+        raise ValueError(f"negligible must be a finite number >= 0, got {negligible!r}")
+    if diff.n < 2 or not (math.isfinite(diff.lo) and math.isfinite(diff.hi)):
+        return "one seed"
+    if not diff.resolved:
+        return "not resolved"
+    if abs(diff.mean) < negligible:
+        return "negligible"
+    return "higher" if diff.lo > 0 else "lower"
+
+
+def verdict(a: str, b: str, diff: Interval, what: str, level: float = 0.95, negligible: float = 0.0) -> str:
+    """One sentence on `a - b` of `what`, decided by the interval alone (`classify`)."""
     pct = f"{level * 100:g}%"
-    if diff.n < 2:
+    kind = classify(diff, negligible)
+    if kind == "one seed":
         return f"{a} vs {b} ({what}): one seed, no interval; run more seeds to compare."
     span = f"{signed(diff.mean)}, {pct} CI [{signed(diff.lo)}, {signed(diff.hi)}], {diff.n} seeds"
-    if diff.lo > 0:
-        return f"{a} is higher than {b} on {what} ({span})."
-    if diff.hi < 0:
-        return f"{a} is lower than {b} on {what} ({span})."
-    return f"{a} vs {b} on {what}: no difference resolved ({span})."
+    if kind == "not resolved":
+        return (f"{a} vs {b} on {what}: not resolved ({span}); these seeds could resolve a difference of about "
+                f"±{abs(diff.half):.3g}, so a smaller effect is not excluded.")
+    if kind == "negligible":
+        return (f"{a} vs {b} on {what}: resolved but negligible ({span}; |difference| below the practical "
+                f"threshold {negligible:g}).")
+    return f"{a} is {kind} than {b} on {what} ({span})."

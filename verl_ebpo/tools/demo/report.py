@@ -1,6 +1,6 @@
 """From verl's metrics files to the demo's results: per-run series, statistics over seeds, plot, report.
 
-Everything here is computed from what verl wrote (read by `verl_ebpo.verl_logs`), per run:
+Everything here is computed from what verl wrote (read by `verl_ebpo.tools.verl_logs`), per run:
 - answers generated at step t: the answers trained on (`batch x G`, from the rollout dump) plus, for DAPO, the
   answers of the groups verl's dynamic sampling dropped or did not need (`training/filter_groups/*`, counted
   in groups, times G);
@@ -11,7 +11,7 @@ Everything here is computed from what verl wrote (read by `verl_ebpo.verl_logs`)
   group-mean baselines an answer's advantage is 0 exactly when its group's rewards are all equal, read from
   the rollout dump) plus the answers DAPO dropped, over the answers generated;
 - greedy accuracy: verl's validation (`val-core/.../acc/mean@1`, greedy) on the 9 questions after training.
-Over seeds: `verl_ebpo.stats` (t intervals; paired differences, seed by seed; verdicts from the intervals).
+Over seeds: `verl_ebpo.tools.stats` (t intervals; paired differences, seed by seed; verdicts from the intervals).
 """
 
 from __future__ import annotations
@@ -25,8 +25,8 @@ from typing import Optional, Sequence
 
 import numpy as np
 
-from verl_ebpo import verl_logs
-from verl_ebpo.stats import mean_ci, mean_ci_rows, paired_diff_ci, verdict
+from verl_ebpo.tools import verl_logs
+from verl_ebpo.tools.stats import mean_ci, mean_ci_rows, paired_diff_ci, verdict
 
 TAIL = 10  # "final" = mean over the last TAIL steps
 PHASES = ("gen", "old_log_prob", "adv", "update_actor", "update_weights", "testing")

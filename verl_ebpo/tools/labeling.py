@@ -29,7 +29,7 @@ import sys
 from collections import Counter
 from typing import Any, Callable, Sequence
 
-from verl_ebpo.cli import one_line
+from verl_ebpo.tools.cli import one_line
 from verl_ebpo.samplers.ordering import is_missing
 
 _SHOW = 5

@@ -12,18 +12,18 @@ Each CPU-specific override, and why (stock verl fails without it; measured on a 
 - `transfer_queue.backend.SimpleStorage.num_data_storage_units=1` (8 actors otherwise);
 - `+ray_kwargs.ray_init.num_gpus=1`: verl's resource pools ask Ray for "GPU"s; a logical one;
 - `trainer.device=cpu`, `trainer.n_gpus_per_node=1`, `actor_rollout_ref.rollout.name=hf`
-  (`verl_ebpo.cpu.rollout`) with `tensor_model_parallel_size=1`;
+  (`verl_ebpo.tools.cpu.rollout`) with `tensor_model_parallel_size=1`;
 - `actor.strategy=fsdp2` (FSDP1 insists on an accelerator), `use_torch_compile=False` (saves ~20 s),
   `+model.override_config.attn_implementation=sdpa` and `use_remove_padding=False` (no flash-attn),
   fp32 mixed precision (the hf rollout samples in fp32; the same precision on both sides keeps the
   rollout's and the trainer's log-probs equal);
 - `data.dataloader_num_workers=0`, `rollout.agent.num_workers=1`, `reward.num_workers=1`;
-- `trainer.v1.sampler.custom_sampler` = `verl_ebpo.cpu.replay.CPUReplayBuffer` (polls for finished
+- `trainer.v1.sampler.custom_sampler` = `verl_ebpo.tools.cpu.replay.CPUReplayBuffer` (polls for finished
   rollouts every 0.2 s instead of 2 s: a CPU step of 32 answers drops from ~2.3 s to ~0.9 s), with
   `sampler_kwargs.verl.*` linked to the config nodes DAPO's group filtering is derived from.
 Several runs, one after the other, can share one Ray cluster: `with shared_ray_cluster() as address:
 CPURun(..., ray_address=address)`.
-Environment: `VERL_USE_EXTERNAL_MODULES=verl_ebpo.cpu` (imported by verl in every process; registers
+Environment: `VERL_USE_EXTERNAL_MODULES=verl_ebpo.tools.cpu.backend` (imported by verl in every process; registers
 the platform and rollout), `VERL_PLATFORM=cpu`, `VERL_ENGINE_DEVICE=cuda` (verl's FSDP engine is
 registered for cuda/npu only and runs unchanged on CPU tensors).
 """
@@ -43,7 +43,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Callable, Iterator, Optional, Sequence
 
-CPU_MODULE = "verl_ebpo.cpu"
+CPU_MODULE = "verl_ebpo.tools.cpu.backend"
 SHARED_RAY_PREFIX = "verl_ebpo_ray_"  # temp dir of a `shared_ray_cluster`
 RAY_LOG_GLOBS = (
     "/tmp/ray/session_latest/logs/worker-*.err",
@@ -97,7 +97,7 @@ def merge_overrides(base: Sequence[str], extra: Sequence[str]) -> list[str]:
 
 
 # sampler_kwargs.verl.<name> -> the verl config node it links to (a Hydra interpolation, resolved by verl's
-# TaskRunner before the trainer builds its replay buffer); read by `verl_ebpo.cpu.replay.filter_arguments`.
+# TaskRunner before the trainer builds its replay buffer); read by `verl_ebpo.tools.cpu.replay.filter_arguments`.
 VERL_CONFIG_LINKS = {
     "filter_groups": "algorithm.filter_groups",
     "train_batch_size": "data.train_batch_size",
@@ -110,7 +110,7 @@ VERL_CONFIG_LINKS = {
 
 def sampler_link_overrides() -> list[str]:
     """Hydra overrides that hand `CPUReplayBuffer` the config nodes verl derives its buffer's DAPO arguments
-    from (`verl_ebpo.cpu.replay.VERL_CONFIG_LINKS`), as interpolations verl resolves before building it."""
+    from (`verl_ebpo.tools.cpu.replay.VERL_CONFIG_LINKS`), as interpolations verl resolves before building it."""
     return [f"+trainer.v1.sampler.sampler_kwargs.verl.{name}=${{{node}}}" for name, node in VERL_CONFIG_LINKS.items()]
 
 
@@ -216,7 +216,7 @@ class CPURun:
     project_name: str = "verl_ebpo"
     reward_function: Optional[tuple[str, str]] = None  # (path, name) for reward.custom_reward_function
     loggers: tuple[str, ...] = ("console", "file")
-    fast_poll: bool = True  # verl_ebpo.cpu.replay.CPUReplayBuffer (DAPO's group filtering kept)
+    fast_poll: bool = True  # verl_ebpo.tools.cpu.replay.CPUReplayBuffer (DAPO's group filtering kept)
     ray_address: Optional[str] = None  # join this running Ray cluster (see `shared_ray_cluster`) instead of starting one
     extra: list[str] = field(default_factory=list)
 
@@ -298,7 +298,7 @@ class CPURun:
             base += [f"+ray_kwargs.ray_init.runtime_env.env_vars.{k}={_quoted(env[k])}" for k in _JOB_ENV if k in env]
         if self.fast_poll:
             base += [
-                "trainer.v1.sampler.custom_sampler.path=pkg://verl_ebpo.cpu.replay",
+                "trainer.v1.sampler.custom_sampler.path=pkg://verl_ebpo.tools.cpu.replay",
                 "trainer.v1.sampler.custom_sampler.name=CPUReplayBuffer",
                 *sampler_link_overrides(),
             ]

@@ -26,7 +26,7 @@ TIMING_PREFIX = "timing_s/"
 # DAPO (algorithm.filter_groups) in verl's sync replay buffer, summed per step, counted in prompt groups:
 DAPO_EVICTED_GROUPS = "training/filter_groups/evicted_samples"  # groups whose answers all scored the same
 DAPO_SURPLUS_GROUPS = "training/filter_groups/discarded_surplus_samples"  # finished but not needed this step
-# Added to each training step's metrics by the CPU backend's replay buffer (verl_ebpo.cpu.replay): the answers
+# Added to each training step's metrics by the CPU backend's replay buffer (verl_ebpo.tools.cpu.replay): the answers
 # generated for the step but not trained on (DAPO's dropped and surplus groups) and the sum of their rewards.
 DISCARDED_ANSWERS = "cpu_replay/discarded_answers"
 DISCARDED_REWARD_SUM = "cpu_replay/discarded_reward_sum"

@@ -19,10 +19,10 @@ from dataclasses import dataclass, field
 import numpy as np
 import torch
 
-from verl_ebpo.simulate.estimators import AdvantageCaller, EstimatorSpec, parse_estimator, process_prior_preserved
-from verl_ebpo.simulate.estimators import zero_advantage
-from verl_ebpo.simulate.options import SimOptions
-from verl_ebpo.simulate.task import F64, Optimizer, Task, expected_success, logits, make_task, param_grad, stream
+from verl_ebpo.tools.simulate.estimators import AdvantageCaller, EstimatorSpec, parse_estimator, process_prior_preserved
+from verl_ebpo.tools.simulate.estimators import zero_advantage
+from verl_ebpo.tools.simulate.options import SimOptions
+from verl_ebpo.tools.simulate.task import F64, Optimizer, Task, expected_success, logits, make_task, param_grad, stream
 
 
 @dataclass

@@ -1,8 +1,8 @@
 """`verl-ebpo demo`: EBPO against verl's GRPO / DAPO (/ Dr.GRPO) on CPU, several seeds, verl's real trainer.
 
 For each seed it builds offline a random tiny Llama, a character tokenizer and the successor task
-(`verl_ebpo.tiny.task`), then trains it with `python -m verl.trainer.main_ppo` once per algorithm on the
-CPU backend (`verl_ebpo.cpu`), all runs joining one Ray cluster. It reads verl's metrics files back and
+(`verl_ebpo.tools.tiny.task`), then trains it with `python -m verl.trainer.main_ppo` once per algorithm on the
+CPU backend (`verl_ebpo.tools.cpu.backend`), all runs joining one Ray cluster. It reads verl's metrics files back and
 writes to the output folder (default `runs/demo/`): `summary.json`, `report.md`, `reward_curves.png`,
 `steps.csv`, and per run verl's own logs under `runs/<algo>/seed<k>/`. See docs/demo.md.
 """
@@ -13,7 +13,7 @@ import argparse
 import dataclasses
 import sys
 
-from verl_ebpo.demo.options import ALGORITHMS, DemoOptions
+from verl_ebpo.tools.demo.options import ALGORITHMS, DemoOptions
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
@@ -38,8 +38,8 @@ def _first_line(exc: BaseException) -> str:
 
 
 def run(args: argparse.Namespace) -> int:
-    from verl_ebpo.cpu.launch import TrainerFailed
-    from verl_ebpo.demo.runner import run_demo
+    from verl_ebpo.tools.cpu.launch import TrainerFailed
+    from verl_ebpo.tools.demo.runner import run_demo
     from verl_ebpo.files import OutputPathError
 
     try:

@@ -1,7 +1,7 @@
 """The CPU backend's tiny task: "n+1=" -> the next digit, scored by the first digit the model writes.
 
-Used by `python -m verl_ebpo.cpu.run` and by `verl-ebpo demo`; verl reaches the reward as
-`reward.custom_reward_function.path=pkg://verl_ebpo.tiny.task`, `name=compute_score`.
+Used by `python -m verl_ebpo.tools.cpu.run` and by `verl-ebpo demo`; verl reaches the reward as
+`reward.custom_reward_function.path=pkg://verl_ebpo.tools.tiny.task`, `name=compute_score`.
 
 Small enough for an 84K-parameter model to learn on a CPU in a few minutes, hard enough at the start
 (a random model writes the right digit first about 5% of the time) that most groups of G=4 answers
@@ -23,7 +23,7 @@ def question(n: int) -> str:
 
 def make_rows(count: int, seed: int, split: str = "train") -> list[dict]:
     """`count` rows in verl's RL format, operands drawn uniformly (seeded)."""
-    from verl_ebpo.tiny.assets import rl_row
+    from verl_ebpo.tools.tiny.assets import rl_row
 
     rng = random.Random(seed)
     rows = []
@@ -35,7 +35,7 @@ def make_rows(count: int, seed: int, split: str = "train") -> list[dict]:
 
 def validation_rows() -> list[dict]:
     """Each question once."""
-    from verl_ebpo.tiny.assets import rl_row
+    from verl_ebpo.tools.tiny.assets import rl_row
 
     return [rl_row(i, question(n), str(n + 1), DATA_SOURCE, split="val") for i, n in enumerate(OPERANDS)]
 

@@ -1,6 +1,6 @@
 """A sweep's numbers as users read them: summary.json, the results table, verdicts, curves.csv, one figure.
 
-Every interval is `verl_ebpo.stats` (Student t over seeds); every comparison is EBPO minus a baseline paired
+Every interval is `verl_ebpo.tools.stats` (Student t over seeds); every comparison is EBPO minus a baseline paired
 by seed (same task, same prompts); every verdict sentence is computed from its interval.
 """
 
@@ -14,9 +14,9 @@ import os
 import numpy as np
 
 from verl_ebpo.files import atomic_output, atomic_write_text
-from verl_ebpo.simulate.engine import Sweep
-from verl_ebpo.simulate.estimators import parse_estimator
-from verl_ebpo.stats import mean_ci, mean_ci_rows, paired_diff_ci, signed, verdict
+from verl_ebpo.tools.simulate.engine import Sweep
+from verl_ebpo.tools.simulate.estimators import parse_estimator
+from verl_ebpo.tools.stats import mean_ci, mean_ci_rows, paired_diff_ci, signed, verdict
 
 FILES = ("summary.json", "results.md", "curves.csv", "simulate.png")
 

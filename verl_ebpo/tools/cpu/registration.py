@@ -1,4 +1,4 @@
-"""Put the CPU backend into verl's registries (called by `import verl_ebpo.cpu`).
+"""Put the CPU backend into verl's registries (called by `import verl_ebpo.tools.cpu.backend`).
 
 Everything added here is inert until selected: the `cpu` platform needs `VERL_PLATFORM=cpu`, the
 `hf` rollout needs `actor_rollout_ref.rollout.name=hf`, and the process-group wrap changes nothing
@@ -13,11 +13,11 @@ import sys
 
 logger = logging.getLogger(__name__)
 
-ROLLOUT_CLASS_FQN = "verl_ebpo.cpu.rollout.HFServerAdapter"
+ROLLOUT_CLASS_FQN = "verl_ebpo.tools.cpu.rollout.HFServerAdapter"
 
 
 def _load_hf_replica():
-    from verl_ebpo.cpu.rollout import HFReplica
+    from verl_ebpo.tools.cpu.rollout import HFReplica
 
     return HFReplica
 
@@ -68,7 +68,7 @@ def wrap_process_group_init() -> None:
 
 def register() -> None:
     """Register the `cpu` platform, the `hf` rollout and the gloo process-group wrap (idempotent)."""
-    from verl_ebpo.cpu.platform import register_platform
+    from verl_ebpo.tools.cpu.platform import register_platform
 
     register_platform()
     wrap_process_group_init()

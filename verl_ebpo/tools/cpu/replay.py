@@ -28,8 +28,8 @@ from typing import Any, Mapping, Optional
 import transfer_queue as tq
 from verl.trainer.ppo.v1.replay_buffer import ReplayBuffer
 
-from verl_ebpo.cpu.launch import VERL_CONFIG_LINKS
-from verl_ebpo.verl_logs import DISCARDED_ANSWERS, DISCARDED_REWARD_SUM
+from verl_ebpo.tools.cpu.launch import VERL_CONFIG_LINKS
+from verl_ebpo.tools.verl_logs import DISCARDED_ANSWERS, DISCARDED_REWARD_SUM
 
 DEFAULT_POLL_INTERVAL_S = 0.2
 
@@ -48,7 +48,7 @@ def filter_arguments(linked: Optional[Mapping]) -> dict:
         raise ValueError(
             "CPUReplayBuffer needs trainer.v1.sampler.sampler_kwargs.verl (links to algorithm.filter_groups, "
             "data.train_batch_size, ...) to apply DAPO's group filtering as verl would: build the run with "
-            "verl_ebpo.cpu.launch.CPURun, or add the overrides of CPURun.overrides()"
+            "verl_ebpo.tools.cpu.launch.CPURun, or add the overrides of CPURun.overrides()"
         )
     missing = sorted(set(VERL_CONFIG_LINKS) - set(linked.keys()))
     if missing:

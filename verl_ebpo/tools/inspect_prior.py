@@ -21,7 +21,7 @@ from verl_ebpo.checkpoint import (
     check_tracker,
     read_prior_file,
 )
-from verl_ebpo.cli import one_line
+from verl_ebpo.tools.cli import one_line
 from verl_ebpo.files import unreadable_reason
 
 INSPECT_GROUP_SIZES = (1, 4, 8, 16, 32)

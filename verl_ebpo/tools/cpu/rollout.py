@@ -1,12 +1,12 @@
 """`actor_rollout_ref.rollout.name=hf`: a CPU rollout server for verl 0.9.1's server-mode rollout.
 
 verl 0.9.1 generates only through server replicas (vLLM / SGLang / TensorRT-LLM). This module adds a
-fourth kind, registered in verl's two rollout registries (see `verl_ebpo.cpu.register`):
+fourth kind, registered in verl's two rollout registries (see `verl_ebpo.tools.cpu.register`):
 
 - `HFRolloutServer`, a Ray actor holding a transformers causal LM on the CPU. Its `generate` speaks
   verl's token-in/token-out protocol (`prompt_ids`, `sampling_params` -> `TokenOutput` with token ids
   and log-probs); requests that arrive together are sampled as one KV-cached batch
-  (`verl_ebpo.cpu.sampling.generate_batch`). Sleep / wake-up / cache calls are no-ops (nothing to
+  (`verl_ebpo.tools.cpu.sampling.generate_batch`). Sleep / wake-up / cache calls are no-ops (nothing to
   page out on a CPU).
 - `HFReplica`, the `RolloutReplica` that launches one such server per replica.
 - `HFServerAdapter`, the `BaseRollout` living in the trainer worker: `update_weights` sends the full
@@ -35,7 +35,7 @@ from verl.workers.config import HFModelConfig, RolloutConfig
 from verl.workers.rollout.base import BaseRollout
 from verl.workers.rollout.replica import RolloutReplica, TokenOutput
 
-from verl_ebpo.cpu.sampling import SamplingParams, generate_batch
+from verl_ebpo.tools.cpu.sampling import SamplingParams, generate_batch
 
 logger = logging.getLogger(__name__)
 logger.setLevel(os.getenv("VERL_LOGGING_LEVEL", "WARN"))

@@ -5,7 +5,7 @@ registered estimator function (`get_adv_estimator_fn`, `ebpo` through this packa
 verl's trainer calls it; DAPO is GRPO plus dynamic sampling (degenerate groups resampled, every answer
 generated counted). All estimators get the same answer budget; G is swept; seeds run as a batch dimension.
 
-The model (details and the derivation of the gradient in `verl_ebpo.simulate.task`, user documentation in
+The model (details and the derivation of the gradient in `verl_ebpo.tools.simulate.task`, user documentation in
 docs/simulator.md):
 
 - Prompt q (of P, per seed) has a base logit z0_q = logit(p0_q), p0_q ~ Beta(A, B) (with K topics:
@@ -33,7 +33,7 @@ HELP = "simulate RLVR learning: EBPO vs GRPO/Dr.GRPO/RLOO/DAPO over seeds and G,
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
-    from verl_ebpo.simulate.options import SimOptions
+    from verl_ebpo.tools.simulate.options import SimOptions
 
     d = SimOptions()
     p = parser
@@ -71,7 +71,7 @@ _KEYS = ("G", "seeds", "seed", "estimators", "prompts", "heldout", "beta", "topi
 
 
 def options_from_args(args: argparse.Namespace):
-    from verl_ebpo.simulate.options import SimOptions
+    from verl_ebpo.tools.simulate.options import SimOptions
 
     given = {k: getattr(args, k) for k in _KEYS if getattr(args, k, None) is not None}
     if "estimators" in given:
@@ -87,7 +87,7 @@ def check_out_folder(out: str, figure: bool = True) -> None:
     import os
 
     from verl_ebpo.files import check_output_path
-    from verl_ebpo.simulate.report import FILES
+    from verl_ebpo.tools.simulate.report import FILES
 
     if os.path.exists(out) and not os.path.isdir(out):
         raise ValueError(f"--out {out} exists and is not a folder; give a folder path")
@@ -115,8 +115,8 @@ def run(args: argparse.Namespace) -> int:
         print(f"verl-ebpo simulate: error: {e}", file=sys.stderr)
         return 2
 
-    from verl_ebpo.simulate.engine import run_sweep
-    from verl_ebpo.simulate.report import comparison_table, results_table, write_outputs
+    from verl_ebpo.tools.simulate.engine import run_sweep
+    from verl_ebpo.tools.simulate.report import comparison_table, results_table, write_outputs
 
     def progress(result):
         if not args.quiet:

@@ -56,7 +56,7 @@ def _names(value: Any) -> tuple[str, ...]:
         raise ValueError("must name at least one estimator")
     if len(set(items)) != len(items):
         raise ValueError("lists an estimator twice")
-    from verl_ebpo.simulate.estimators import parse_estimator
+    from verl_ebpo.tools.simulate.estimators import parse_estimator
 
     for item in items:
         parse_estimator(item)  # raises ValueError naming what is wrong

@@ -1,6 +1,6 @@
-"""`python -m verl_ebpo.cpu.run [--out DIR] [--steps N] [HYDRA_OVERRIDE ...]`: a short CPU job of verl.
+"""`python -m verl_ebpo.tools.cpu.run [--out DIR] [--steps N] [HYDRA_OVERRIDE ...]`: a short CPU job of verl.
 
-Builds the tiny model and the successor task (`verl_ebpo.tiny.task`) in `DIR/assets` (offline), then runs verl's real
+Builds the tiny model and the successor task (`verl_ebpo.tools.tiny.task`) in `DIR/assets` (offline), then runs verl's real
 trainer (`python -m verl.trainer.main_ppo`) on the CPU backend for N steps (default 2, GRPO, G=4) and
 prints each step's reward and time. Extra arguments are Hydra overrides for verl and replace ours of
 the same key, e.g. `algorithm.adv_estimator=ebpo` or `trainer.save_freq=1`.
@@ -20,7 +20,7 @@ def _echo(line: str) -> None:
 
 
 def main(argv=None) -> int:
-    parser = argparse.ArgumentParser(prog="python -m verl_ebpo.cpu.run", description=__doc__.splitlines()[0])
+    parser = argparse.ArgumentParser(prog="python -m verl_ebpo.tools.cpu.run", description=__doc__.splitlines()[0])
     parser.add_argument("--out", default="runs/cpu", help="work folder (default runs/cpu)")
     parser.add_argument("--steps", type=int, default=2, help="training steps (default 2)")
     parser.add_argument("--seed", type=int, default=0)
@@ -28,16 +28,16 @@ def main(argv=None) -> int:
     parser.add_argument("overrides", nargs="*", help="Hydra overrides for verl (key=value)")
     args = parser.parse_args(argv)
 
-    from verl_ebpo import verl_logs
-    from verl_ebpo.tiny import assets, task
-    from verl_ebpo.cpu.launch import CPURun, TrainerFailed, run_main_ppo
+    from verl_ebpo.tools import verl_logs
+    from verl_ebpo.tools.tiny import assets, task
+    from verl_ebpo.tools.cpu.launch import CPURun, TrainerFailed, run_main_ppo
     from verl_ebpo.files import claim_folder
 
     out = Path(args.out).resolve()
     try:  # run/ is replaced (a stale checkpoint would be resumed), but only if an earlier cpu.run made it
-        claim_folder(out, ("run", "assets"), "python -m verl_ebpo.cpu.run")
+        claim_folder(out, ("run", "assets"), "python -m verl_ebpo.tools.cpu.run")
     except ValueError as exc:  # FolderNotOurs, or a folder that cannot be written
-        print(f"verl_ebpo.cpu.run: error: {exc}", file=sys.stderr)
+        print(f"verl_ebpo.tools.cpu.run: error: {exc}", file=sys.stderr)
         return 2
     model = assets.build_model(out / "assets" / "model", seed=args.seed)
     rows = task.make_rows(max(64, 8 * args.steps), args.seed)
@@ -50,7 +50,7 @@ def main(argv=None) -> int:
         out_dir=str(out / "run"),
         steps=args.steps,
         seed=args.seed,
-        reward_function=("pkg://verl_ebpo.tiny.task", "compute_score"),
+        reward_function=("pkg://verl_ebpo.tools.tiny.task", "compute_score"),
         extra=list(args.overrides),
     )
     print("$ " + " ".join(run.command()), flush=True)

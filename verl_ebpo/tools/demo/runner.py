@@ -10,7 +10,7 @@ import signal
 from dataclasses import dataclass
 from pathlib import Path
 
-from verl_ebpo.demo.options import DemoOptions
+from verl_ebpo.tools.demo.options import DemoOptions
 from verl_ebpo.files import claim_folder, owned_subfolders
 
 
@@ -88,7 +88,7 @@ def _say(options: DemoOptions, message: str) -> None:
 
 def build_assets(options: DemoOptions, seed: int, folder: Path) -> dict:
     """Tiny model, tokenizer, train/val parquet for one seed (offline, deterministic given the seed)."""
-    from verl_ebpo.tiny import assets, task
+    from verl_ebpo.tools.tiny import assets, task
 
     model = assets.build_model(folder / "model", seed=seed)
     train = assets.write_rl_parquet(task.make_rows(options.train_rows, seed), folder / "train.parquet")
@@ -97,7 +97,7 @@ def build_assets(options: DemoOptions, seed: int, folder: Path) -> dict:
 
 
 def make_run(options: DemoOptions, job: Job, assets_info: dict, ray_address: str | None):
-    from verl_ebpo.cpu.launch import CPURun
+    from verl_ebpo.tools.cpu.launch import CPURun
 
     return CPURun(
         model_path=assets_info["model"],
@@ -114,7 +114,7 @@ def make_run(options: DemoOptions, job: Job, assets_info: dict, ray_address: str
         val_before_train=True,
         test_freq=options.steps,
         experiment_name=f"demo_{job.algo}_seed{job.seed}",
-        reward_function=("pkg://verl_ebpo.tiny.task", "compute_score"),
+        reward_function=("pkg://verl_ebpo.tools.tiny.task", "compute_score"),
         ray_address=ray_address,
         extra=[*options.overrides(job.algo), f"trainer.rollout_data_dir={job.run_dir / 'rollouts'}"],
     )
@@ -131,7 +131,7 @@ class _Progress(threading.Thread):
         self.stop = threading.Event()
 
     def run(self):
-        from verl_ebpo import verl_logs
+        from verl_ebpo.tools import verl_logs
 
         while not self.stop.wait(3.0):
             for job in self.jobs:
@@ -157,9 +157,9 @@ class _Progress(threading.Thread):
 
 def run_demo(options: DemoOptions) -> dict:
     """Run the whole demo; returns the summary (also written to `<out>/summary.json`)."""
-    from verl_ebpo import verl_logs
-    from verl_ebpo.cpu.launch import run_main_ppo, shared_ray_cluster
-    from verl_ebpo.demo import report
+    from verl_ebpo.tools import verl_logs
+    from verl_ebpo.tools.cpu.launch import run_main_ppo, shared_ray_cluster
+    from verl_ebpo.tools.demo import report
     from verl_ebpo.files import atomic_write_text, check_output_path
 
     started = time.time()

@@ -11,11 +11,11 @@ import sys
 
 SUBCOMMANDS = {
     # name: (module, one-line help)
-    "demo": ("verl_ebpo.demo", "EBPO vs GRPO / DAPO (/ Dr.GRPO) on CPU with verl's real trainer, over seeds"),
-    "inspect": ("verl_ebpo.inspect_prior", "print the EBPO prior saved in a verl checkpoint folder"),
-    "label-topics": ("verl_ebpo.samplers.labeling", "add a topic label to a verl RL parquet file"),
-    "label-difficulty": ("verl_ebpo.samplers.labeling", "add a pass-rate difficulty to a verl RL parquet file"),
-    "simulate": ("verl_ebpo.simulate", "seeded RLVR simulator: EBPO vs GRPO, DAPO, ... over seeds and G"),
+    "demo": ("verl_ebpo.tools.demo", "EBPO vs GRPO / DAPO (/ Dr.GRPO) on CPU with verl's real trainer, over seeds"),
+    "inspect": ("verl_ebpo.tools.inspect_prior", "print the EBPO prior saved in a verl checkpoint folder"),
+    "label-topics": ("verl_ebpo.tools.labeling", "add a topic label to a verl RL parquet file"),
+    "label-difficulty": ("verl_ebpo.tools.labeling", "add a pass-rate difficulty to a verl RL parquet file"),
+    "simulate": ("verl_ebpo.tools.simulate", "seeded RLVR simulator: EBPO vs GRPO, DAPO, ... over seeds and G"),
 }
 
 
