@@ -29,10 +29,8 @@ from __future__ import annotations
 import argparse
 import json
 import sys
-from collections import defaultdict
-from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
-from typing import Callable, Optional
+from typing import Optional
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 from benchmarks import BENCHMARKS, METHOD_TITLES, METHODS, MODEL_TITLES, SAMPLES, TITLES, parse_mapping  # noqa: E402
@@ -41,92 +39,24 @@ from verl_ebpo.tools.cli import one_line  # noqa: E402
 from verl_ebpo.files import atomic_write_text, check_output_paths, unreadable_reason  # noqa: E402
 from verl_ebpo.rewards.score import is_correct  # noqa: E402  (the verdict training uses; one definition)
 from verl_ebpo.tools.labeling import load_scorer  # noqa: E402  (the one scorer loader: one-line errors)
+from verl_ebpo.tools.compare import evals  # noqa: E402  (the one scoring implementation, shared with compare)
+from verl_ebpo.tools.compare.evals import REQUIRED_FIELDS, ScoreError, score_rows  # noqa: E402,F401
 
 PAPER_RESULTS = Path(__file__).resolve().parent / "paper_results.json"
-DEFAULT_SCORER = "verl_ebpo.rewards:compute_score"
+DEFAULT_SCORER = evals.DEFAULT_SCORER
 AUTHORS_SCORER = "authors_scorer:evaluation_score"  # recipes/eval/authors_scorer.py (this folder is on sys.path)
 PROTOCOL_LABELS = {"paper": "ours", "authors": "ours (authors' eval)"}
-REQUIRED_FIELDS = ("benchmark", "problem_index", "sample_index", "ground_truth", "response")
-
-
-class ScoreError(ValueError):
-    pass
 
 
 def read_generations(path: str) -> list[dict]:
-    rows = []
-    with open(path) as f:
-        for n, line in enumerate(f, 1):
-            if not line.strip():
-                continue
-            try:
-                row = json.loads(line)
-            except json.JSONDecodeError as e:
-                raise ScoreError(f"{path}:{n}: not JSON ({e})") from None
-            missing = [k for k in REQUIRED_FIELDS if k not in row]
-            if missing:
-                raise ScoreError(f"{path}:{n}: missing field(s) {missing}")
-            if row["benchmark"] not in BENCHMARKS:
-                raise ScoreError(f"{path}:{n}: unknown benchmark {row['benchmark']!r}; known: {', '.join(BENCHMARKS)}")
-            rows.append(row)
-    if not rows:
-        raise ScoreError(f"{path}: no generations")
-    return rows
-
-
-def score_rows(rows: list[dict], scorer: Callable, workers: int = 1) -> list[bool]:
-    def one(row):
-        return is_correct(scorer(data_source=row.get("data_source", row["benchmark"]), solution_str=row["response"],
-                                 ground_truth=row["ground_truth"], extra_info={"benchmark": row["benchmark"]}))
-
-    if workers <= 1:
-        return [one(r) for r in rows]
-    with ThreadPoolExecutor(workers) as pool:
-        return list(pool.map(one, rows))
+    return evals.read_generations(path, BENCHMARKS)
 
 
 def pass_at_1(rows: list[dict], correct: list[bool], samples: dict, problems: Optional[dict] = None,
               allow_partial: bool = False, where: str = "") -> dict:
-    """Per benchmark: pass@1 (%), problems, k, truncated share, mean response tokens.
-
-    problems: benchmark -> number of problems expected (its parquet's rows); None: not checked.
-    """
-    by_problem: dict = defaultdict(dict)
-    extra: dict = defaultdict(lambda: {"length": 0, "tokens": 0, "n": 0})
-    for row, ok in zip(rows, correct):
-        key = (row["benchmark"], int(row["problem_index"]))
-        j = int(row["sample_index"])
-        if j in by_problem[key]:
-            raise ScoreError(f"{where}{row['benchmark']} problem {key[1]} sample {j} appears twice")
-        by_problem[key][j] = ok
-        e = extra[row["benchmark"]]
-        e["n"] += 1
-        e["length"] += row.get("finish_reason") == "length"
-        e["tokens"] += int(row.get("response_tokens") or 0)
-    out = {}
-    for bench in BENCHMARKS:
-        keys = sorted(k for k in by_problem if k[0] == bench)
-        if not keys:
-            continue
-        ks = {len(by_problem[k]) for k in keys}
-        problems_seen = len(keys)
-        if not allow_partial:
-            if ks != {samples[bench]}:
-                raise ScoreError(f"{where}{bench}: samples per problem {sorted(ks)}, expected {samples[bench]} "
-                                 "(--samples to change, --allow-partial to accept)")
-            if problems and bench in problems and problems_seen != problems[bench]:
-                raise ScoreError(f"{where}{bench}: {problems_seen} problems, the benchmark has {problems[bench]} "
-                                 "(--allow-partial to accept)")
-        rates = [sum(by_problem[k].values()) / len(by_problem[k]) for k in keys]
-        e = extra[bench]
-        out[bench] = {
-            "pass@1": 100.0 * sum(rates) / len(rates),
-            "problems": problems_seen,
-            "k": sorted(ks) if len(ks) > 1 else ks.pop(),
-            "truncated": e["length"] / e["n"],
-            "mean_response_tokens": e["tokens"] / e["n"],
-        }
-    return out
+    """Per benchmark: pass@1 (%), problems, k, truncated share, mean response tokens (verl_ebpo.tools.compare.evals:
+    the one implementation, shared with `verl-ebpo compare --eval`)."""
+    return evals.pass_at_1(rows, correct, samples, problems, allow_partial, where, benchmarks=BENCHMARKS)
 
 
 def average(scores: dict) -> Optional[float]:

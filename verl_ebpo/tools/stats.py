@@ -6,6 +6,8 @@ Shared by `verl-ebpo demo` and `verl-ebpo simulate`, so both state results the s
 - `mean_ci_rows(x)`: the same for every row of a (points, seeds) array at once (a curve and its band).
 - `paired_diff_ci(a, b)`: the mean of a[i] - b[i] over seeds run in pairs (same seed: same data, same
   initial model), with its t interval; pairing removes the seed-to-seed variation both runs share.
+- `crossed_mean_ci(x)`: the grand mean of a (seeds, problems) table (every seed scored on the same problems, e.g.
+  Pass@1 per problem) with an interval for both samplings: seeds and problems are two crossed random factors.
 - `classify(diff, negligible)`: the verdict as a word, computed from the interval alone: "higher" / "lower"
   (the interval excludes 0), "negligible" (it excludes 0 but |mean| is below the practical threshold
   `negligible`), "not resolved" (it covers 0), "one seed" (no interval).
@@ -24,7 +26,7 @@ from typing import Sequence
 
 import numpy as np
 
-__all__ = ["Interval", "classify", "mean_ci", "mean_ci_rows", "paired_diff_ci", "signed", "verdict", "VERDICTS"]
+__all__ = ["Interval", "classify", "crossed_mean_ci", "mean_ci", "mean_ci_rows", "paired_diff_ci", "signed", "verdict", "VERDICTS"]
 
 VERDICTS = ("higher", "lower", "negligible", "not resolved", "one seed")
 
@@ -99,6 +101,47 @@ def mean_ci_rows(values, level: float = 0.95, nonfinite: str = "raise") -> tuple
     half = _t_quantile(level, n - 1) * clean.std(axis=1, ddof=1) / math.sqrt(n)
     half = np.where(finite, half, np.nan)
     return mean, mean - half, mean + half
+
+
+def crossed_mean_ci(values, level: float = 0.95) -> Interval:
+    """Grand mean of `values`, shape (S seeds, P problems), and its t interval when both seeds and problems are
+    samples (two crossed random effects, x_sp = mu + a_s + b_p + e_sp):
+
+        Var(mean) = s_a^2/S + s_b^2/P + s_e^2/(S P) = (MS_seed + MS_problem - MS_error) / (S P)
+
+    from the two-way ANOVA mean squares (MS_seed = P var_s(row means), MS_problem = S var_p(column means),
+    MS_error the residual), floored at the larger of the two one-way terms var_s/S and var_p/P (each
+    underestimates Var(mean)); degrees of freedom by Satterthwaite (of the floor's term when it applies).
+    One seed: NaN bounds (seed variation cannot be estimated); one problem: `mean_ci` over seeds. `n` = S.
+    """
+    x = np.asarray(values, dtype=np.float64)
+    if x.ndim != 2 or x.size == 0:
+        raise ValueError(f"crossed_mean_ci needs a (seeds, problems) table, got shape {x.shape}")
+    if not np.all(np.isfinite(x)):
+        raise ValueError("crossed_mean_ci got non-finite values")
+    n_s, n_p = x.shape
+    m = float(x.mean())
+    if n_s < 2:
+        return Interval(m, math.nan, math.nan, n_s)
+    if n_p < 2:
+        return mean_ci(x[:, 0], level)
+    rows, cols = x.mean(axis=1), x.mean(axis=0)
+    ms_s = n_p * float(rows.var(ddof=1))
+    ms_p = n_s * float(cols.var(ddof=1))
+    resid = x - rows[:, None] - cols[None, :] + m
+    ms_e = float((resid ** 2).sum()) / ((n_s - 1) * (n_p - 1))
+    var = (ms_s + ms_p - ms_e) / (n_s * n_p)
+    one_way = [(ms_s / (n_s * n_p), n_s - 1), (ms_p / (n_s * n_p), n_p - 1)]
+    floor, floor_dof = max(one_way)
+    if var <= floor:
+        var, dof = floor, floor_dof
+    else:
+        denom = ms_s ** 2 / (n_s - 1) + ms_p ** 2 / (n_p - 1) + ms_e ** 2 / ((n_s - 1) * (n_p - 1))
+        dof = (ms_s + ms_p - ms_e) ** 2 / denom
+    if var == 0:
+        return Interval(m, m, m, n_s)
+    half = _t_quantile(level, max(dof, 1.0)) * math.sqrt(var)
+    return Interval(m, m - half, m + half, n_s)
 
 
 def paired_diff_ci(a: Sequence[float], b: Sequence[float], level: float = 0.95) -> Interval:
