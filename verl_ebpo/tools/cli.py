@@ -11,6 +11,7 @@ import sys
 
 SUBCOMMANDS = {
     # name: (module, one-line help)
+    "compare": ("verl_ebpo.tools.compare", "EBPO vs GRPO / DAPO over seeds from verl's metrics files and generations"),
     "demo": ("verl_ebpo.tools.demo", "EBPO vs GRPO / DAPO (/ Dr.GRPO) on CPU with verl's real trainer, over seeds"),
     "inspect": ("verl_ebpo.tools.inspect_prior", "print the EBPO prior saved in a verl checkpoint folder"),
     "label-topics": ("verl_ebpo.tools.labeling", "add a topic label to a verl RL parquet file"),

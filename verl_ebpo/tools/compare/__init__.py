@@ -1,0 +1,226 @@
+"""`verl-ebpo compare`: algorithms over seeds from what verl and the recipes write, with intervals. See docs/compare.md.
+
+    verl-ebpo compare --run grpo@1=RUN --run grpo@2=RUN --run ebpo@1=RUN --run ebpo@2=RUN \\
+        [--eval grpo@1=GENERATIONS.jsonl ...] [--baseline grpo] [--last 10] --out DIR
+
+Writes to DIR only comparison.json, report.md, training_reward.png and validation_accuracy.png.
+`verl-ebpo demo` computes its statistics and curves through the same modules (`report`, `plots`) and writes
+this command's files beside its own.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+from pathlib import Path
+from typing import Callable, Optional
+
+DEFAULT_METRICS = ("critic/score/mean", "val-core/*", "response_length/mean", "actor/entropy", "no_signal_share",
+                   "answers_generated", "timing_s/step", "ebpo/*")
+OUTPUTS = ("comparison.json", "report.md", "training_reward.png", "validation_accuracy.png")
+
+
+def _int_range(lo: int, hi: int):
+    def parse(text: str) -> int:
+        try:
+            v = int(text)
+        except ValueError:
+            raise argparse.ArgumentTypeError(f"must be an integer in [{lo}, {hi}], got {text!r}") from None
+        if not lo <= v <= hi:
+            raise argparse.ArgumentTypeError(f"must be an integer in [{lo}, {hi}], got {v}")
+        return v
+    return parse
+
+
+def _negligible(text: str) -> float:
+    try:
+        v = float(text)
+    except ValueError:
+        v = float("nan")
+    if not v >= 0 or v == float("inf"):
+        raise argparse.ArgumentTypeError(f"must be a finite number >= 0, got {text!r}")
+    return v
+
+
+def add_arguments(p: argparse.ArgumentParser) -> None:
+    p.add_argument("--run", action="append", default=[], metavar="ALGO@SEED=PATH",
+                   help="verl's file-logger metrics (JSONL), a TensorBoard event file, or a folder of them (attempts "
+                        "of a resumed run); repeatable; a repeated ALGO@SEED is one run merged by step")
+    p.add_argument("--eval", action="append", default=[], metavar="ALGO@SEED=FILE",
+                   help="generations JSONL of recipes/eval/generate.py (scored as recipes/eval/score.py does)")
+    p.add_argument("--baseline", default=None, help="compare every other algorithm to this one (default: every pair)")
+    p.add_argument("--last", default="10",
+                   help="final value = mean over each run's last K logged steps, 1..100000 (default 10)")
+    p.add_argument("--metrics", default=",".join(DEFAULT_METRICS),
+                   help="comma-separated verl metric keys, `prefix/*` for a family (default: %(default)s)")
+    p.add_argument("--negligible", default="0",
+                   help="a resolved difference smaller than this (metric's units) is called negligible; >= 0 "
+                        "(default 0: none)")
+    p.add_argument("--batch-size", default=None,
+                   help="prompts per training step (verl's data.train_batch_size): with --group-size, answers generated")
+    p.add_argument("--group-size", default=None,
+                   help="answers per prompt (actor_rollout_ref.rollout.n); also counts DAPO's dropped groups")
+    p.add_argument("--samples", default="", metavar="BENCH=K,...",
+                   help="expected samples per problem (default: the most any --eval file has for that benchmark)")
+    p.add_argument("--allow-partial", action="store_true", help="accept generations with missing problems/samples")
+    p.add_argument("--scorer", default=None, help="module:function with verl's reward signature "
+                                                   "(default verl_ebpo.rewards:compute_score, as score.py)")
+    p.add_argument("--workers", default="4", help="threads calling the scorer, 1..256 (default 4)")
+    p.add_argument("--out", required=True, help="output folder (created; only this command's files are written)")
+    p.add_argument("--quiet", action="store_true", help="print only the output folder")
+
+
+def _specs(items: list[str], flag: str) -> dict[tuple[str, str], list[str]]:
+    from verl_ebpo.tools.compare.runs import parse_spec
+
+    out: dict[tuple[str, str], list[str]] = {}
+    for item in items:
+        algo, seed, path = parse_spec(item, flag)
+        out.setdefault((algo, seed), []).append(path)
+    return out
+
+
+def _parse_samples(text: str) -> dict[str, int]:
+    from verl_ebpo.tools.compare.runs import CompareError
+
+    out = {}
+    for part in filter(None, (t.strip() for t in text.split(","))):
+        name, sep, k = part.partition("=")
+        if not sep or not k.isdigit() or int(k) < 1:
+            raise CompareError(f"--samples takes BENCH=K,... with K >= 1, got {part!r}")
+        out[name] = int(k)
+    return out
+
+
+def score_evals(specs: dict, scorer_name: Optional[str], samples: dict, allow_partial: bool, workers: int) -> tuple:
+    """--eval files scored once each: (rates algo->seed->bench->{problem: share}, pass1 algo->seed->bench->...)."""
+    from verl_ebpo.tools.compare import evals
+    from verl_ebpo.tools.labeling import load_scorer
+
+    scorer = load_scorer(scorer_name or evals.DEFAULT_SCORER)
+    scored = {}
+    try:
+        for (algo, seed), paths in specs.items():
+            rows = [r for p in paths for r in evals.read_generations(p)]
+            scored[(algo, seed)] = (rows, evals.score_rows(rows, scorer, workers), ", ".join(paths))
+    finally:
+        shutdown = getattr(sys.modules.get("verl_ebpo.rewards"), "shutdown", None)
+        if shutdown:
+            shutdown()
+    rates, pass1, k_seen, problems = {}, {}, {}, {}
+    for key, (rows, correct, where) in scored.items():
+        r = evals.problem_rates(rows, correct, f"{where}: ")
+        rates.setdefault(key[0], {})[key[1]] = r
+        for bench, per in r.items():
+            problems[bench] = max(problems.get(bench, 0), len(per))
+        for row in rows:
+            k_seen.setdefault(row["benchmark"], set()).add((row["problem_index"], row["sample_index"]))
+    expected = {}
+    for bench, pairs_ in k_seen.items():
+        counts: dict = {}
+        for p, _ in pairs_:
+            counts[p] = counts.get(p, 0) + 1
+        expected[bench] = samples.get(bench, max(counts.values()))
+    for (algo, seed), (rows, correct, where) in scored.items():
+        pass1.setdefault(algo, {})[seed] = evals.pass_at_1(rows, correct, expected, problems, allow_partial,
+                                                           where=f"{where}: ")
+    return rates, pass1
+
+
+def compare(run_specs: dict, eval_specs: dict, out: Path, *, last: int = 10, baseline: Optional[str] = None,
+            metrics: tuple = DEFAULT_METRICS, negligible: float = 0.0, batch_size: Optional[int] = None,
+            group_size: Optional[int] = None, samples: Optional[dict] = None, allow_partial: bool = False,
+            scorer: Optional[str] = None, workers: int = 4, report_name: str = "report.md",
+            warn: Callable[[str], None] = lambda m: print(f"verl-ebpo compare: warning: {m}", file=sys.stderr)) -> dict:
+    """The whole command: read, compare, write `OUTPUTS` (report under `report_name`) into `out`; returns the doc."""
+    from verl_ebpo.files import atomic_write_text, check_output_path
+    from verl_ebpo.tools.compare import markdown, report, runs as runs_mod
+    from verl_ebpo.tools.compare.runs import CompareError
+
+    algos = list(dict.fromkeys([a for a, _ in run_specs] + [a for a, _ in eval_specs]))
+    if baseline is not None and baseline not in algos:
+        raise CompareError(f"--baseline {baseline!r} is not among the algorithms given ({', '.join(algos)})")
+    if not run_specs and not eval_specs:
+        raise CompareError("nothing to compare: give --run ALGO@SEED=PATH and/or --eval ALGO@SEED=FILE")
+    inputs = [p for paths in [*run_specs.values(), *eval_specs.values()] for p in paths]
+    out = Path(out)
+    if out.exists() and not out.is_dir():
+        raise CompareError(f"--out {out} exists and is not a folder")
+    names = (*[n for n in OUTPUTS if n != "report.md"], report_name)
+    for name in names:
+        check_output_path(out / name, inputs)
+    notes: list[str] = []
+
+    def note(message: str) -> None:
+        notes.append(message)
+        warn(message)
+
+    if run_specs and not (batch_size and group_size):
+        notes.append("answers generated and the equal-budget comparison need --batch-size and --group-size")
+    runs: dict[str, list] = {}
+    for (algo, seed), paths in run_specs.items():
+        metrics_by_step, files = runs_mod.read_run(paths, note)
+        if not metrics_by_step:
+            raise CompareError(f"{algo}@{seed}: no metric lines in {', '.join(paths)}")
+        run = runs_mod.run_series(algo, seed, metrics_by_step, list(metrics), batch_size, group_size)
+        run.files = files
+        runs.setdefault(algo, []).append(run)
+    doc = report.compare_runs(runs, list(metrics), last, baseline, negligible) if runs else {
+        "algos": {}, "comparisons": {}, "comparisons_equal_budget": {}, "equal_budget_answers": None,
+        "number_of_comparisons": 0, "notes": []}
+    doc["eval"], doc["eval_comparisons"] = {}, {}
+    if eval_specs:
+        rates, pass1 = score_evals(eval_specs, scorer, samples or {}, allow_partial, workers)
+        doc["eval"], doc["eval_comparisons"], eval_notes = report.eval_summary(rates, pass1, baseline, negligible)
+        doc["notes"] += eval_notes
+        doc["number_of_comparisons"] += sum(len(v) for v in doc["eval_comparisons"].values())
+    doc["notes"] = notes + doc["notes"]
+    doc["settings"] = {"last": last, "baseline": baseline, "metrics": list(metrics), "negligible": negligible,
+                       "batch_size": batch_size, "group_size": group_size, "allow_partial": allow_partial,
+                       "runs": {f"{a}@{s}": p for (a, s), p in run_specs.items()},
+                       "evals": {f"{a}@{s}": p for (a, s), p in eval_specs.items()}}
+    out.mkdir(parents=True, exist_ok=True)
+    from verl_ebpo.tools.compare.plots import write_plots
+
+    plots = write_plots(runs, out) if runs else []
+    atomic_write_text(out / "comparison.json",
+                      json.dumps(report.json_safe(doc), indent=2, allow_nan=False) + "\n", inputs=inputs)
+    atomic_write_text(out / report_name, markdown.render(report.json_safe(doc), plots), inputs=inputs)
+    return doc
+
+
+def run(args: argparse.Namespace) -> int:
+    from verl_ebpo.files import OutputPathError
+    from verl_ebpo.tools.cli import one_line
+    from verl_ebpo.tools.compare.evals import ScoreError
+    from verl_ebpo.tools.compare.runs import CompareError
+
+    try:
+        metrics = tuple(dict.fromkeys(m.strip() for m in args.metrics.split(",") if m.strip()))
+        if not metrics:
+            raise CompareError("--metrics must name at least one metric")
+        nums = {}
+        for flag, parse, text in (("--last", _int_range(1, 100000), args.last), ("--negligible", _negligible,
+                                  args.negligible), ("--batch-size", _int_range(1, 10**6), args.batch_size),
+                                  ("--group-size", _int_range(1, 4096), args.group_size),
+                                  ("--workers", _int_range(1, 256), args.workers)):
+            try:
+                nums[flag] = None if text is None else parse(text)
+            except argparse.ArgumentTypeError as exc:
+                raise CompareError(f"{flag} {exc}") from None
+        doc = compare(_specs(args.run, "--run"), _specs(args.eval, "--eval"), Path(args.out), last=nums["--last"],
+                      baseline=args.baseline, metrics=metrics, negligible=nums["--negligible"],
+                      batch_size=nums["--batch-size"], group_size=nums["--group-size"],
+                      samples=_parse_samples(args.samples), allow_partial=args.allow_partial, scorer=args.scorer,
+                      workers=nums["--workers"])
+    except (CompareError, ScoreError, OutputPathError, ValueError, OSError) as exc:
+        print(f"verl-ebpo compare: error: {one_line(exc)}", file=sys.stderr)
+        return 2
+    if not args.quiet:
+        for per in (doc["comparisons"], doc["eval_comparisons"]):
+            for c in (c for cs in per.values() for c in cs.values()):
+                print(f"  {c['verdict']}")
+        print(f"  {doc['number_of_comparisons']} comparisons (95% intervals, not corrected for multiplicity)")
+    print(f"verl-ebpo compare: wrote {Path(args.out) / 'report.md'}")
+    return 0

@@ -1,0 +1,226 @@
+"""Statistics of `verl-ebpo compare` (also the demo's): final values, equal answer budgets, intervals over seeds,
+paired differences and verdicts (`verl_ebpo.tools.stats`), and comparison.json's `algos`/`comparisons` parts.
+
+- final value of a metric in one run: the mean of its last `last` logged values (the run's own steps); for
+  validation metrics (`val-*`, logged every `test_freq` steps) the last logged value (the final validation);
+  for `answers_generated` the run's total.
+- equal budget: the smallest total of answers any run generated; a run's value there is the answer-weighted
+  mean over the steps whose cumulative answers end in (budget - window, budget], window = `last` x the
+  fewest answers of one step (`at_budget`).
+- per algorithm: mean over seeds and its 95% t interval; per pair: the paired difference over the seed labels
+  both have, its t interval, the verdict (`stats.classify`) and the half-width (the smallest difference these
+  seeds resolve).
+"""
+
+from __future__ import annotations
+
+import math
+from typing import Optional, Sequence
+
+import numpy as np
+
+from verl_ebpo.tools.compare.plots import NAMES
+from verl_ebpo.tools.compare.runs import ANSWERS, Run, _match
+from verl_ebpo.tools.stats import Interval, classify, mean_ci, paired_diff_ci, verdict
+
+
+def at_budget(values: np.ndarray, answers: np.ndarray, budget: float, window: float) -> float:
+    """Mean of `values` (weighted by `answers`, both (steps,)) over the steps whose cumulative answer count ends
+    in (budget - window, budget]; if none does, the last step within the budget, or the first step when that
+    alone exceeds it (a run too short to compare at equal budget)."""
+    cum = np.cumsum(answers)
+    pick = (cum <= budget) & (cum > budget - window)
+    if not pick.any():
+        within = np.nonzero(cum <= budget)[0]
+        pick = np.zeros_like(pick)
+        pick[within[-1] if within.size else 0] = True
+    return float(np.average(values[pick], weights=answers[pick]))
+
+
+def budget_window(answers: Sequence[np.ndarray], tail: int) -> tuple[float, float]:
+    """(equal budget, window): the smallest total any run generated, and `tail` x the fewest answers of a step."""
+    return min(float(np.sum(a)) for a in answers), tail * min(float(np.min(a)) for a in answers)
+
+
+def interval_entry(values: Sequence[float]) -> dict:
+    ci = mean_ci(values)
+    return {"final_mean": ci.mean, "ci95": ci.as_list(), "n": ci.n}
+
+
+def paired(a: dict, b: dict) -> tuple[Optional[Interval], list]:
+    """Paired difference a - b over the seed labels both have (dicts seed -> value; None values skipped)."""
+    seeds = [s for s in a if s in b and a[s] is not None and b[s] is not None]
+    if not seeds:
+        return None, []
+    return paired_diff_ci([a[s] for s in seeds], [b[s] for s in seeds]), seeds
+
+
+def diff_entry(a: str, b: str, diff: Interval, seeds: list, what: str, negligible: float) -> dict:
+    return {"diff": diff.mean, "ci95": diff.as_list(), "n": diff.n, "seeds": seeds,
+            "verdict": verdict(NAMES.get(a, a), NAMES.get(b, b), diff, what, negligible=negligible),
+            "class": classify(diff, negligible), "half_width": None if diff.n < 2 else abs(diff.half)}
+
+
+def final_value(run: Run, key: str, last: int) -> Optional[float]:
+    if key in run.val:
+        logged = run.val[key]
+        return logged[max(logged)] if logged else None
+    v = run.values.get(key)
+    if v is None:
+        return None
+    if key == ANSWERS:
+        return float(np.sum(v))
+    v = v[np.isfinite(v)]
+    return float(np.mean(v[-last:])) if v.size else None
+
+
+def budget_value(run: Run, key: str, budget: float, window: float) -> Optional[float]:
+    v, answers = run.values.get(key), run.answers
+    if v is None or answers is None or key == ANSWERS:
+        return None
+    ok = np.isfinite(v)
+    return at_budget(v[ok], answers[ok], budget, window) if ok.any() else None
+
+
+def pairs(algos: list[str], baseline: Optional[str]) -> list[tuple[str, str]]:
+    """(algo, baseline) pairs: every other algorithm against `baseline`; without one, every pair once, the
+    later-listed algorithm minus the earlier one."""
+    if baseline:
+        return [(a, baseline) for a in algos if a != baseline]
+    return [(algos[j], algos[i]) for j in range(len(algos)) for i in range(j)]
+
+
+def compare_runs(runs: dict[str, list[Run]], keys: list[str], last: int, baseline: Optional[str] = None,
+                 negligible: float = 0.0) -> dict:
+    """comparison.json's `algos`, `comparisons`, `comparisons_equal_budget`, `equal_budget_answers`, `notes`."""
+    notes: list[str] = []
+    logged = [k for rs in runs.values() for r in rs for k in (*r.values, *r.val)]
+    present = list(dict.fromkeys(k for pat in keys for k in sorted(set(logged)) if _match(pat, k)))
+    for k in present:
+        missing = [f"{r.algo}@{r.seed}" for rs in runs.values() for r in rs if k not in r.values and k not in r.val]
+        if missing:
+            notes.append(f"`{k}` is missing from {', '.join(missing)}: compared where present")
+    all_runs = [r for rs in runs.values() for r in rs]
+    lengths = sorted({len(r.steps) for r in all_runs})
+    if len(lengths) > 1:
+        notes.append("runs of different lengths: " + ", ".join(f"{r.algo}@{r.seed} {len(r.steps)} steps"
+                                                                for r in all_runs) + f"; final = each run's last {last}")
+    budget = window = None
+    if all(r.answers is not None for r in all_runs):
+        budget, window = budget_window([r.answers for r in all_runs], last)
+    finals: dict[str, dict[str, dict]] = {k: {} for k in present}
+    budgets: dict[str, dict[str, dict]] = {k: {} for k in present}
+    algos = {}
+    for algo, rs in runs.items():
+        entry = {"seeds": [r.seed for r in rs], "steps": {r.seed: int(len(r.steps)) for r in rs}, "metrics": {}}
+        if len(rs) == 1:
+            notes.append(f"{algo}: one seed ({rs[0].seed}), means without intervals")
+        for k in present:
+            per_seed = {r.seed: final_value(r, k, last) for r in rs}
+            per_seed = {s: v for s, v in per_seed.items() if v is not None}
+            finals[k][algo] = per_seed
+            if not per_seed:
+                continue
+            m = {**interval_entry(list(per_seed.values())), "per_seed": per_seed}
+            if budget is not None:
+                at = {r.seed: budget_value(r, k, budget, window) for r in rs}
+                at = {s: v for s, v in at.items() if v is not None}
+                budgets[k][algo] = at
+                if at:
+                    m["at_equal_budget"] = {**interval_entry(list(at.values())), "per_seed": at}
+            entry["metrics"][k] = m
+        algos[algo] = entry
+    comparisons, at_budget_cmp = {}, {}
+    for a, b in pairs(list(runs), baseline):
+        name = f"{a}-{b}"
+        for k in present:
+            for store, table, what in ((comparisons, finals, _what(k, last)),
+                                       (at_budget_cmp, budgets, f"{k} at an equal budget of {budget or 0:.0f} answers")):
+                if a not in table[k] or b not in table[k]:
+                    continue
+                diff, seeds = paired(table[k][a], table[k][b])
+                if diff is None:
+                    continue
+                unpaired = sorted(set(table[k][a]) ^ set(table[k][b]))
+                if unpaired and store is comparisons:
+                    notes.append(f"{name} on `{k}`: seeds {', '.join(unpaired)} have no partner; paired over "
+                                 f"{', '.join(seeds)}")
+                store.setdefault(name, {})[k] = diff_entry(a, b, diff, seeds, what, negligible)
+    made = sum(len(v) for v in comparisons.values()) + sum(len(v) for v in at_budget_cmp.values())
+    return {"algos": algos, "comparisons": comparisons, "comparisons_equal_budget": at_budget_cmp,
+            "equal_budget_answers": budget, "number_of_comparisons": made, "notes": list(dict.fromkeys(notes))}
+
+
+def _what(key: str, last: int) -> str:
+    if key.startswith("val-"):
+        return f"{key} (last validation)"
+    if key == ANSWERS:
+        return "answers generated (total)"
+    return f"{key} (mean of the last {last} steps)"
+
+
+def json_safe(obj):
+    """`obj` with every non-finite float (NaN, inf) replaced by None, so the JSON is strict."""
+    if isinstance(obj, dict):
+        return {k: json_safe(v) for k, v in obj.items()}
+    if isinstance(obj, (list, tuple)):
+        return [json_safe(v) for v in obj]
+    if isinstance(obj, (float, np.floating)):
+        return float(obj) if math.isfinite(obj) else None
+    if isinstance(obj, np.integer):
+        return int(obj)
+    return obj
+
+
+def clip01(pair: list) -> list:
+    """An interval of a proportion clipped to [0, 1] (None bounds kept)."""
+    return [None if v is None else min(1.0, max(0.0, v)) for v in pair]
+
+
+def eval_summary(rates: dict[str, dict[str, dict[str, dict[int, float]]]], pass1: dict[str, dict[str, dict]],
+                 baseline: Optional[str] = None, negligible: float = 0.0) -> tuple[dict, dict, list[str]]:
+    """Pass@1 (%) over seeds per algorithm and benchmark, and paired differences between algorithms.
+
+    rates: algo -> seed -> benchmark -> {problem: share correct}; pass1: algo -> seed -> benchmark -> Pass@1 (%).
+    The interval (`stats.crossed_mean_ci`) counts both seed and problem sampling, over the problems every seed
+    answered (all of them unless --allow-partial). Returns (eval, eval_comparisons, notes)."""
+    from verl_ebpo.tools.stats import crossed_mean_ci
+
+    notes: list[str] = []
+
+    def table(algo: str, seeds: list[str], bench: str):
+        common = sorted(set.intersection(*(set(rates[algo][s].get(bench, {})) for s in seeds)))
+        return common, np.asarray([[100.0 * rates[algo][s][bench][p] for p in common] for s in seeds])
+
+    out: dict = {}
+    for algo, by_seed in rates.items():
+        seeds = list(by_seed)
+        benches = list(dict.fromkeys(b for s in seeds for b in by_seed[s]))
+        for bench in benches:
+            have = [s for s in seeds if bench in by_seed[s]]
+            problems, x = table(algo, have, bench)
+            if not problems:
+                notes.append(f"eval {algo} {bench}: no problem answered by every seed")
+                continue
+            ci = crossed_mean_ci(x)
+            out.setdefault(algo, {})[bench] = {
+                "mean": ci.mean, "ci95": ci.as_list(), "n": ci.n, "problems": len(problems),
+                "per_seed": {s: pass1[algo][s][bench]["pass@1"] for s in have}}
+            if len(have) == 1:
+                notes.append(f"eval {algo} {bench}: one seed, Pass@1 without interval")
+    comparisons: dict = {}
+    for a, b in pairs(list(rates), baseline):
+        for bench in set(out.get(a, {})) & set(out.get(b, {})):
+            seeds = [s for s in rates[a] if s in rates[b] and bench in rates[a][s] and bench in rates[b][s]]
+            if not seeds:
+                continue
+            pa, xa = table(a, seeds, bench)
+            pb, xb = table(b, seeds, bench)
+            common = sorted(set(pa) & set(pb))
+            if not common:
+                continue
+            d = xa[:, np.searchsorted(pa, common)] - xb[:, np.searchsorted(pb, common)]
+            diff = crossed_mean_ci(d)
+            comparisons.setdefault(f"{a}-{b}", {})[bench] = diff_entry(
+                a, b, diff, seeds, f"{bench} Pass@1 (%, paired by seed and problem)", negligible)
+    return out, comparisons, notes
