@@ -11,7 +11,9 @@ Everything here is computed from what verl wrote (read by `verl_ebpo.tools.verl_
   group-mean baselines an answer's advantage is 0 exactly when its group's rewards are all equal, read from
   the rollout dump) plus the answers DAPO dropped, over the answers generated;
 - greedy accuracy: verl's validation (`val-core/.../acc/mean@1`, greedy) on the 9 questions after training.
-Over seeds: `verl_ebpo.tools.stats` (t intervals; paired differences, seed by seed; verdicts from the intervals).
+Over seeds: `verl-ebpo compare`'s statistics and curves (`verl_ebpo.tools.compare.report` / `.plots`: final
+values, equal answer budgets, t intervals, paired differences and verdicts from `verl_ebpo.tools.stats`), so the
+demo and compare state results the same way; this module only derives the demo's series and lays out its report.
 """
 
 from __future__ import annotations
@@ -21,17 +23,20 @@ import io
 import math
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Optional, Sequence
+from typing import Optional
 
 import numpy as np
 
 from verl_ebpo.tools import verl_logs
-from verl_ebpo.tools.stats import mean_ci, mean_ci_rows, paired_diff_ci, verdict
+from verl_ebpo.tools.compare.plots import COLORS, NAMES, band as _band, draw, figure, save, seed_curves, smooth
+from verl_ebpo.tools.compare.report import at_budget, budget_window, clip01, json_safe, paired
+from verl_ebpo.tools.compare.runs import answers_generated
+from verl_ebpo.tools.stats import mean_ci, verdict
 
 TAIL = 10  # "final" = mean over the last TAIL steps
 PHASES = ("gen", "old_log_prob", "adv", "update_actor", "update_weights", "testing")
-COLORS = {"grpo": "tab:blue", "drgrpo": "tab:green", "dapo": "tab:purple", "ebpo": "tab:orange"}
-NAMES = {"grpo": "GRPO", "drgrpo": "Dr.GRPO", "dapo": "DAPO", "ebpo": "EBPO"}
+__all__ = ["COLORS", "NAMES", "RunSeries", "_band", "json_safe", "markdown_report", "plot", "run_series", "smooth",
+           "steps_csv", "summarize", "time_rows", "time_table"]
 
 
 @dataclass
@@ -62,16 +67,8 @@ class RunSeries:
         return float(np.mean(self.reward[-tail:]))
 
     def reward_at_budget(self, budget: float, window: float) -> float:
-        """Mean reward (weighted by answers) of the steps whose cumulative answer count ends in
-        (budget - window, budget]; if none does, the last step within the budget, or the first step when
-        that alone exceeds it (a run too short to compare at equal budget)."""
-        cum = self.cum_answers
-        pick = (cum <= budget) & (cum > budget - window)
-        if not pick.any():
-            within = np.nonzero(cum <= budget)[0]
-            pick = np.zeros_like(pick)
-            pick[within[-1] if within.size else 0] = True
-        return float(np.average(self.reward[pick], weights=self.answers[pick]))
+        """Mean reward at an equal answer budget (`verl_ebpo.tools.compare.report.at_budget`)."""
+        return at_budget(self.reward, self.answers, budget, window)
 
 
 def run_series(algo: str, seed: int, metrics: dict[int, dict], dumps: dict[int, list[dict]],
@@ -85,9 +82,7 @@ def run_series(algo: str, seed: int, metrics: dict[int, dict], dumps: dict[int, 
         m = metrics[step]
         dumped = dumps.get(step)
         trained = len(dumped) if dumped else batch_size * group_size
-        dropped_groups = verl_logs.value(m, verl_logs.DAPO_EVICTED_GROUPS, 0.0) + verl_logs.value(
-            m, verl_logs.DAPO_SURPLUS_GROUPS, 0.0)
-        dropped = dropped_groups * group_size
+        dropped = answers_generated(m, trained, group_size) - trained  # DAPO's dropped groups x G (compare's count)
         score = float(m[verl_logs.SCORE])
         if dropped > 0:
             if verl_logs.DISCARDED_REWARD_SUM not in m:
@@ -122,11 +117,6 @@ def run_series(algo: str, seed: int, metrics: dict[int, dict], dumps: dict[int, 
     )
 
 
-def _interval(values: Sequence[float]) -> dict:
-    ci = mean_ci(values)
-    return {"mean": ci.mean, "ci95": ci.as_list()}
-
-
 def summarize(runs: dict[str, list[RunSeries]], tail: int = TAIL) -> dict:
     """The `algos` and `comparisons` parts of summary.json (runs: algo -> one RunSeries per seed)."""
     for algo, series in runs.items():
@@ -134,9 +124,7 @@ def summarize(runs: dict[str, list[RunSeries]], tail: int = TAIL) -> dict:
             raise ValueError(f"{algo}: no runs")
     steps = {s.steps for series in runs.values() for s in series}
     tail = min(tail, min(steps))
-    budget = min(float(s.cum_answers[-1]) for series in runs.values() for s in series)
-    plain = min(float(np.min(s.answers)) for series in runs.values() for s in series)  # answers of a plain step
-    window = tail * plain
+    budget, window = budget_window([s.answers for series in runs.values() for s in series], tail)
     algos, per_seed = {}, {}
     for algo, series in runs.items():
         series = sorted(series, key=lambda s: s.seed)
@@ -157,7 +145,7 @@ def summarize(runs: dict[str, list[RunSeries]], tail: int = TAIL) -> dict:
             "final_reward_at_equal_budget_ci95": mean_ci(at_budget).as_list(),
             "final_reward_at_equal_budget_per_seed": at_budget,
             "final_trained_reward_mean": float(np.mean([np.mean(s.trained_reward[-tail:]) for s in series])),
-            "greedy_accuracy_ci95": mean_ci(greedy).as_list() if None not in greedy else [None, None],
+            "greedy_accuracy_ci95": clip01(mean_ci(greedy).as_list()) if None not in greedy else [None, None],
             "greedy_accuracy_per_seed": greedy,
             "greedy_accuracy_before_mean": (float(np.mean([s.greedy_before for s in series]))
                                             if all(s.greedy_before is not None for s in series) else None),
@@ -183,29 +171,14 @@ def summarize(runs: dict[str, list[RunSeries]], tail: int = TAIL) -> dict:
                                       ("budget", f"final reward at an equal budget of {budget:.0f} answers",
                                        "equal_budget_"),
                                       ("greedy", "greedy accuracy after training", "greedy_accuracy_")):
-                a = [per_seed["ebpo"][key][s] for s in seeds]
-                b = [per_seed[base][key][s] for s in seeds]
-                if None in a or None in b:
+                if any(per_seed[algo][key][s] is None for s in seeds for algo in ("ebpo", base)):
                     continue
-                diff = paired_diff_ci(a, b)
+                diff, _ = paired({s: per_seed["ebpo"][key][s] for s in seeds}, {s: per_seed[base][key][s] for s in seeds})
                 item[f"{label}diff"] = diff.mean
                 item[f"{label}ci95"] = diff.as_list()
                 item[f"{label}verdict"] = verdict(NAMES["ebpo"], NAMES.get(base, base), diff, what)
             comparisons[f"ebpo-{base}"] = item
     return {"algos": algos, "comparisons": comparisons, "equal_budget_answers": budget, "tail_steps": tail}
-
-
-def json_safe(obj):
-    """`obj` with every non-finite float (NaN, inf) replaced by None, so summary.json is strict JSON."""
-    if isinstance(obj, dict):
-        return {k: json_safe(v) for k, v in obj.items()}
-    if isinstance(obj, (list, tuple)):
-        return [json_safe(v) for v in obj]
-    if isinstance(obj, (float, np.floating)):
-        return float(obj) if math.isfinite(obj) else None
-    if isinstance(obj, np.integer):
-        return int(obj)
-    return obj
 
 
 def time_rows(runs: dict[str, list[RunSeries]]) -> list[dict]:
@@ -255,48 +228,19 @@ def steps_csv(runs: dict[str, list[RunSeries]]) -> str:
     return out.getvalue()
 
 
-def smooth(values: np.ndarray, window: int = 5) -> np.ndarray:
-    """Trailing moving average over up to `window` values (shape kept)."""
-    values = np.asarray(values, dtype=np.float64)
-    c = np.cumsum(np.insert(values, 0, 0.0))
-    idx = np.arange(1, len(values) + 1)
-    lo = np.maximum(idx - window, 0)
-    return (c[idx] - c[lo]) / (idx - lo)
-
-
-def _band(curves: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-    """Mean over seeds (curves: (seeds, points)) and its 95% t band (`stats.mean_ci_rows`; NaN band with one
-    seed, and a gap where a seed's value is unknown)."""
-    return mean_ci_rows(np.asarray(curves).T, nonfinite="nan")
-
-
 def plot(runs: dict[str, list[RunSeries]], path: str | Path, title: str = "", window: int = 5) -> None:
     """Reward against steps and against answers generated, and the share without learning signal: every
     seed faint (moving average of `window` steps), the mean over seeds bold with its 95% band."""
-    import matplotlib
-
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
-
-    from verl_ebpo.files import atomic_output
-
-    fig, axes = plt.subplots(1, 3, figsize=(16, 4.8))
+    plt, fig, axes = figure(3)
     for algo, series in runs.items():
         color = COLORS.get(algo)
-        name = NAMES.get(algo, algo)
-        n = min(s.steps for s in series)
-        x_steps = np.arange(1, n + 1)
-        rewards = np.stack([smooth(s.reward[:n], window) for s in series])
-        budget = min(float(s.cum_answers[-1]) for s in series)
-        grid = np.linspace(min(float(s.cum_answers[0]) for s in series), budget, 120)
-        by_answers = np.stack([np.interp(grid, s.cum_answers, smooth(s.reward, window)) for s in series])
-        signal = np.stack([smooth(s.no_signal[:n], window) for s in series])
-        for ax, x, curves in ((axes[0], x_steps, rewards), (axes[1], grid, by_answers), (axes[2], x_steps, signal)):
-            for curve in curves:
-                ax.plot(x, curve, color=color, alpha=0.25, linewidth=0.8)
-            mean, lo, hi = _band(curves)
-            ax.plot(x, mean, color=color, linewidth=2.2, label=f"{name} ({len(series)} seeds)")
-            ax.fill_between(x, lo, hi, color=color, alpha=0.15, linewidth=0)
+        label = f"{NAMES.get(algo, algo)} ({len(series)} seeds)"
+        steps = [np.arange(1, s.steps + 1) for s in series]
+        rewards = [smooth(s.reward, window) for s in series]
+        for ax, (x, curves) in zip(axes, (seed_curves(steps, rewards, "step"),
+                                          seed_curves([s.cum_answers for s in series], rewards, "answers"),
+                                          seed_curves(steps, [smooth(s.no_signal, window) for s in series], "step"))):
+            draw(ax, x, curves, color, label)
     axes[0].set_xlabel("training step")
     axes[0].set_ylabel("reward of the answers generated")
     axes[1].set_xlabel("answers generated (cumulative)")
@@ -309,11 +253,7 @@ def plot(runs: dict[str, list[RunSeries]], path: str | Path, title: str = "", wi
     axes[1].set_ylim(0, 1)
     axes[2].set_ylim(-0.02, 1.02)
     axes[0].legend(loc="upper left")
-    fig.suptitle(title or "verl on CPU: mean over seeds with 95% band (faint: each seed)")
-    fig.tight_layout()
-    with atomic_output(path) as tmp:
-        fig.savefig(tmp, dpi=100, format="png")
-    plt.close(fig)
+    save(plt, fig, path, title or "verl on CPU: mean over seeds with 95% band (faint: each seed)")
 
 
 def _ci(pair) -> str:

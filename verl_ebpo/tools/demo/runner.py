@@ -58,6 +58,7 @@ class PeakMemory:
         self._thread.join(timeout=10)
 
 
+COMPARE_FILES = ("comparison.json", "comparison.md", "training_reward.png", "validation_accuracy.png")
 OWNED = ("runs", "assets")  # the sub-folders a re-run replaces (a stale checkpoint in runs/ would be resumed)
 MARKER_TOOL = "verl-ebpo demo"
 
@@ -159,6 +160,7 @@ def run_demo(options: DemoOptions) -> dict:
     """Run the whole demo; returns the summary (also written to `<out>/summary.json`)."""
     from verl_ebpo.tools import verl_logs
     from verl_ebpo.tools.cpu.launch import run_main_ppo, shared_ray_cluster
+    from verl_ebpo.tools.compare import compare
     from verl_ebpo.tools.demo import report
     from verl_ebpo.files import atomic_write_text, check_output_path
 
@@ -166,7 +168,7 @@ def run_demo(options: DemoOptions) -> dict:
     out = Path(options.out).resolve()
     if out.exists() and not out.is_dir():
         raise ValueError(f"--out {out} exists and is not a folder")
-    for name in ("summary.json", "report.md", "reward_curves.png", "steps.csv"):
+    for name in ("summary.json", "report.md", "reward_curves.png", "steps.csv", *COMPARE_FILES):
         check_output_path(out / name)
     # refuses, before any change, a folder whose runs/ or assets/ the demo did not make; else marks the folder
     # and removes this demo's own runs/ and assets/ of an earlier run
@@ -224,6 +226,10 @@ def run_demo(options: DemoOptions) -> dict:
     report.plot(runs, out / "reward_curves.png")
     atomic_write_text(out / "report.md", report.markdown_report(summary, settings, rows))
     atomic_write_text(out / "summary.json", json.dumps(report.json_safe(summary), indent=2, sort_keys=True, allow_nan=False) + "\n")
+    # verl-ebpo compare over the same runs (verl's own metrics: critic/score/mean is the trained-on reward)
+    compare({(job.algo, str(job.seed)): [str(job.run_dir / "metrics.jsonl")] for job in jobs}, {}, out,
+            batch_size=options.batch_size, group_size=options.group_size, report_name="comparison.md",
+            warn=lambda message: _say(options, f"  compare: {message}"))
 
     print(f"done in {seconds:.0f} s (peak memory {memory.peak_pss / 2**30:.1f} GiB PSS); results in {out}")
     for algo, a in summary["algos"].items():
