@@ -33,7 +33,8 @@
 #   TOTAL_STEPS, TOTAL_EPOCHS, SAVE_FREQ   [1000, 100, 100; -diff: null, 1, 100 /
 #                     baselines null, 6, 50; EBPO null, 20, 10; -diff null, 1, 10]
 #   TEST_FREQ [50 / 5]   VAL_N [16 / 8]   KEEP_CKPTS [null = keep all]   VAL_BEFORE_TRAIN [True]
-#   LOGGER            [[console,wandb]]
+#   LOGGER            [[console,wandb,file]]: `file` is verl's file logger, read by `verl-ebpo compare`; each
+#                     attempt of a run writes under $CKPTS_ROOT/$PROJECT_NAME/$EXPERIMENT_NAME/metrics/attempt-<UTC time>/
 #   ROLLOUT_TP, SP_SIZE, MEGATRON_TP, MEGATRON_PP   parallelism   [recipes/<model>/model.env]
 #   GPU_MEM_UTIL      vLLM's share of GPU memory   [0.7]
 #   OFFLOAD           FSDP/Megatron parameter+optimizer offload of the actor   [False]
@@ -145,7 +146,7 @@ _default_exp="${MODEL_TAG}-${ALGO}-g${GROUP_SIZE}"
 : "${EXPERIMENT_NAME:=$_default_exp}"
 : "${KEEP_CKPTS:=null}"
 : "${VAL_BEFORE_TRAIN:=True}"
-: "${LOGGER:=[console,wandb]}"
+: "${LOGGER:=[console,wandb,file]}"
 if [[ "$PROTOCOL" == paper ]]; then
     # Maj@16 on the held-out split picks the best checkpoint (recipes/tools/best_checkpoint.py)
     : "${TEST_FREQ:=50}"
@@ -273,6 +274,7 @@ COMMON_ARGS=(
     trainer.project_name="$PROJECT_NAME"
     trainer.experiment_name="$EXPERIMENT_NAME"
     trainer.logger="$LOGGER"
+    +ray_kwargs.ray_init.runtime_env.env_vars.VERL_FILE_LOGGER_ROOT="$CKPTS_ROOT/$PROJECT_NAME/$EXPERIMENT_NAME/metrics/attempt-$(date -u +%Y%m%dT%H%M%SZ)"
     trainer.total_epochs="$TOTAL_EPOCHS"
     trainer.total_training_steps="$TOTAL_STEPS"
     trainer.save_freq="$SAVE_FREQ"

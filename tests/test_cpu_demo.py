@@ -386,3 +386,28 @@ def test_cli_demo_into_a_folder_it_did_not_make_stops_in_one_line_before_any_wor
     assert "Traceback" not in err
     assert (tmp_path / "runs" / "precious.txt").read_text() == "keep"
     assert sorted(p.name for p in tmp_path.iterdir()) == ["runs"]
+
+
+def test_demo_report_through_compare_gives_the_numbers_of_the_old_report_code():
+    """tests/data/demo_report_before_compare.json: the old demo report code's output on `_fake_runs()` (summary,
+    steps.csv, report.md, time rows), written before its statistics moved into verl-ebpo compare."""
+    ref = json.loads((Path(__file__).parent / "data" / "demo_report_before_compare.json").read_text())
+    runs = _fake_runs()
+    summary = report.summarize(runs)
+    settings = {"parameters": 83008, "seeds": [0, 1, 2], "steps": 12, "batch_size": B, "group_size": G,
+                "lr": 0.005, "temperature": 1.0}
+    rows = report.time_rows(runs)
+    assert report.json_safe(summary) == ref["summary"]
+    assert report.steps_csv(runs) == ref["steps_csv"]
+    assert report.markdown_report(summary, settings, rows) == ref["report_md"]
+    assert report.json_safe(rows) == ref["time_rows"]
+    # numbers written in (the same as in the reference file)
+    assert ref["summary"]["comparisons"]["ebpo-grpo"]["ci95"] == pytest.approx([0.08515862288249673, 0.13484137711750338])
+    assert ref["summary"]["algos"]["dapo"]["final_reward_at_equal_budget_per_seed"] == pytest.approx([0.44, 0.5, 0.56])
+
+
+def test_greedy_accuracy_interval_is_clipped_to_0_1():
+    runs = {"grpo": [_series("grpo", s, [0.2] * 10, greedy=g) for s, g in enumerate((0.0, 0.0, 1 / 9))]}
+    a = report.summarize(runs)["algos"]["grpo"]
+    raw = mean_ci([0.0, 0.0, 1 / 9]).as_list()
+    assert raw[0] < 0 and a["greedy_accuracy_ci95"] == pytest.approx([0.0, raw[1]])

@@ -356,3 +356,29 @@ def test_demo_pairs_seeds_and_dapo_filters_through_the_cpu_buffer(demo):
         m = verl_logs.read_metrics(out / "runs" / algo / "seed0" / "metrics.jsonl")
         assert all(m[s][verl_logs.DISCARDED_ANSWERS] == 0 for s in range(1, 9))
     assert summary["algos"]["dapo"]["answers_generated"] > summary["algos"]["grpo"]["answers_generated"] == 8 * 8 * 4
+
+
+def test_demo_writes_verl_ebpo_compare_over_the_same_runs(demo):
+    """The demo = the runs + `verl-ebpo compare`: comparison.json from verl's metrics files, whose answer counts are
+    the demo's, and whose finals are the means of verl's logged values."""
+    out, summary = demo["out"], demo["summary"]
+    doc = json.loads((out / "comparison.json").read_text())
+    assert set(doc["algos"]) == {"grpo", "dapo", "ebpo"} and set(doc["comparisons"]) == {"dapo-grpo", "ebpo-grpo",
+                                                                                          "ebpo-dapo"}
+    for algo, a in doc["algos"].items():
+        assert a["seeds"] == ["0", "1"] and a["steps"] == {"0": 8, "1": 8}
+        answers = a["metrics"]["answers_generated"]["per_seed"]
+        assert [answers[s] for s in ("0", "1")] == summary["algos"][algo]["answers_generated_per_seed"]
+        for seed in ("0", "1"):
+            metrics = verl_logs.read_metrics(out / "runs" / algo / f"seed{seed}" / "metrics.jsonl")
+            logged = [metrics[s][verl_logs.SCORE] for s in range(1, 9)]
+            assert a["metrics"][verl_logs.SCORE]["per_seed"][seed] == pytest.approx(sum(logged) / 8)
+            val = verl_logs.validation_accuracy(metrics)
+            assert a["metrics"]["val-core/verl_ebpo/successor/acc/mean@1"]["per_seed"][seed] == pytest.approx(val[max(val)])
+        assert summary["algos"][algo]["greedy_accuracy_mean"] == pytest.approx(
+            a["metrics"]["val-core/verl_ebpo/successor/acc/mean@1"]["final_mean"])
+    assert "no_signal_share" in doc["algos"]["ebpo"]["metrics"] and "no_signal_share" in doc["algos"]["dapo"]["metrics"]
+    c = doc["comparisons"]["ebpo-grpo"][verl_logs.SCORE]
+    assert set(c) >= {"diff", "ci95", "n", "verdict"} and c["n"] == 2 and c["verdict"] in (out / "comparison.md").read_text()
+    for png in ("training_reward.png", "validation_accuracy.png"):
+        assert (out / png).read_bytes()[:4] == b"\x89PNG"

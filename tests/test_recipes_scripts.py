@@ -16,6 +16,7 @@ from __future__ import annotations
 import contextlib
 import io
 import os
+import re
 import subprocess
 import sys
 import warnings
@@ -232,7 +233,8 @@ def schedule(protocol: str, algo: str) -> dict:
 
 
 # keys that may differ from the GRPO run of the same model and protocol (beyond the algorithm's keys)
-RUN_IDENTITY = {"trainer.experiment_name", "trainer.default_local_dir"}
+RUN_IDENTITY = {"trainer.experiment_name", "trainer.default_local_dir",
+                "ray_kwargs.ray_init.runtime_env.env_vars.VERL_FILE_LOGGER_ROOT"}
 
 
 def shared_settings(protocol: str, model: str) -> dict:
@@ -453,6 +455,10 @@ def test_environment_reaches_the_config():
     # G and the protocol appear in the default experiment name, so such runs do not share checkpoints
     default = flatten(compose(dry_run("qwen3_8b", "grpo", {"GROUP_SIZE": "16", "PROTOCOL": "authors"})))
     assert default["trainer.experiment_name"] == "qwen3_8b-grpo-g16-authors"
+    # verl's file logger on by default (what `verl-ebpo compare` reads), one folder per attempt under the run's
+    assert default["trainer.logger"] == ["console", "wandb", "file"]
+    root = cfg["ray_kwargs.ray_init.runtime_env.env_vars.VERL_FILE_LOGGER_ROOT"]
+    assert re.fullmatch(r"/ck/proj/exp1/metrics/attempt-\d{8}T\d{6}Z", root), root
     # an explicit MODEL_PATH wins over the curriculum's base model too
     assert dry_run("qwen3_14b", "grpo_diff", {"MODEL_PATH": "/m/b"}).count("actor_rollout_ref.model.path=/m/b") == 1
 
