@@ -86,6 +86,9 @@ def plot_metric(curves: dict[str, list[tuple[np.ndarray, np.ndarray, np.ndarray]
         if all(a is not None for _, a, _ in seeds):
             x, c = seed_curves([a for _, a, _ in seeds], ys, "answers")
             draw(axes[1], x, c, color, label)
+    if not axes[1].lines:
+        axes[1].text(0.5, 0.5, "answers generated unknown:\npass --batch-size and --group-size", ha="center",
+                     va="center", transform=axes[1].transAxes)
     axes[0].set_xlabel("training step")
     axes[1].set_xlabel("answers generated (cumulative)")
     for ax in axes:
