@@ -174,7 +174,7 @@ def test_one_seed_only_gives_means_without_intervals(tmp_path):
 @pytest.mark.parametrize("argv, words", [
     (["--run", "grpo1=x.jsonl"], "--run takes ALGO@SEED=PATH"),
     (["--run", "grpo@=x.jsonl"], "--run takes ALGO@SEED=PATH"),
-    (["--run", "grpo@1=/no/such/file.jsonl"], "no such file or folder"),
+    (["--run", "grpo@1=/no/such/file.jsonl"], "/no/such/file.jsonl: it does not exist"),
     (["--run", "EMPTY"], "no metric lines"),
     (["--run", "VALONLY"], "no training-step metric lines"),
     (["--run", "GOOD", "--last", "0"], "--last must be an integer in [1, 100000]"),

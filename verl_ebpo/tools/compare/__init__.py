@@ -150,6 +150,13 @@ def compare(run_specs: dict, eval_specs: dict, out: Path, *, last: int = 10, bas
     names = (*[n for n in OUTPUTS if n != "report.md"], report_name)
     for name in names:
         check_output_path(out / name, inputs)
+    from verl_ebpo.files import unreadable_reason
+
+    for (algo, seed), paths in eval_specs.items():  # every --eval file checked before any work
+        for path in paths:
+            reason = unreadable_reason(path, allow_fifo=True)
+            if reason:
+                raise CompareError(f"--eval {algo}@{seed}={path}: {reason}")
     notes: list[str] = []
 
     def note(message: str) -> None:

@@ -87,8 +87,11 @@ def metric_files(path: Path) -> list[Path]:
         if not files:
             raise CompareError(f"{path}: a folder without metrics files (*.jsonl or {TB_PREFIX}.*)")
         return files
-    if not path.is_file():
-        raise CompareError(f"{path}: no such file or folder")
+    from verl_ebpo.files import unreadable_reason
+
+    reason = unreadable_reason(path, expected="a metrics file or folder")
+    if reason:
+        raise CompareError(f"{path}: {reason}")
     return [path]
 
 
