@@ -175,3 +175,21 @@ def test_no_warning_when_resume_cannot_lose_anything(caplog, monkeypatch, case):
     with caplog.at_level(logging.WARNING):
         _advantage(scope)
     assert not _warnings(caplog, "a resume restarts it empty")
+
+
+def test_the_ray_runtime_env_loads_the_plugin_on_a_node_without_the_package(tmp_path):
+    """recipes/runtime_env.yaml's env_vars, in a process that starts in the job's copy of the working dir, with
+    no `verl.plugins` entry point (plugins off): `import verl` alone registers `ebpo`."""
+    import yaml
+
+    root = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+    spec = yaml.safe_load(open(os.path.join(root, "recipes", "runtime_env.yaml")))
+    env = {**os.environ, **spec["env_vars"], "VERL_USE_EXTERNAL_PLUGINS": "none"}
+    env.pop("PYTHONPATH", None)  # found only because the process starts in the working dir, as Ray's workers do
+    code = ("import sys, verl\n"  # python -c: the working dir is sys.path[0]
+            "from verl.trainer.ppo.core_algos import ADV_ESTIMATOR_REGISTRY as R\n"
+            "print(R['ebpo'].__module__, sys.modules['verl_ebpo'].__file__)")
+    out = subprocess.run([sys.executable, "-c", code], env=env, cwd=root, capture_output=True, text=True, timeout=180)
+    assert out.returncode == 0, out.stderr[-2000:]
+    module, path = out.stdout.split()
+    assert module == "verl_ebpo.advantage.verl_glue" and path.startswith(root)
