@@ -373,7 +373,12 @@ def test_best_checkpoint_from_the_file_logger_and_the_console_log(tmp_path):
     console.write_text("".join(f"(TaskRunner pid=12) step:{s} - training/epoch:1 - {key}:{v}\n" for s, v in values.items()))
     ckpts = tmp_path / "ckpts"
     for s in (100, 200, 250):
-        (ckpts / f"global_step_{s}").mkdir(parents=True)
+        (ckpts / f"global_step_{s}" / "actor").mkdir(parents=True)
+        (ckpts / f"global_step_{s}" / "actor" / "model_world_size_1_rank_0.pt").write_bytes(b"w")
+    # rotated away (KEEP_CKPTS): verl removed actor/ and left the folder; an empty actor/: no weights either
+    (ckpts / "global_step_150").mkdir()
+    (ckpts / "global_step_150" / "data.pt").write_bytes(b"d")
+    (ckpts / "global_step_50" / "actor").mkdir(parents=True)
     for log in (jsonl, console):
         out = run_best(str(log))
         assert out.returncode == 0, out.stderr
@@ -381,6 +386,10 @@ def test_best_checkpoint_from_the_file_logger_and_the_console_log(tmp_path):
         # only saved steps count; 200 and 250 tie: the earlier wins
         out = run_best(str(log), "--ckpt-dir", str(ckpts))
         assert out.stdout.strip() == f"global_step_200\t0.5500\t{ckpts}/global_step_200"
+        skipped = [line for line in out.stderr.splitlines() if line.startswith("best_checkpoint: skipped")]
+        assert skipped == ["best_checkpoint: skipped global_step_50: actor/ holds no files",
+                           "best_checkpoint: skipped global_step_150: no actor/ folder (removed by checkpoint "
+                           "rotation, or not a complete save)"]
     out = run_best(str(jsonl), "--metric", "val-core/.*/maj@32/mean")
     assert out.returncode == 2 and out.stderr.startswith("best_checkpoint: error: no value of a metric matching")
     assert run_best(str(tmp_path / "missing.jsonl")).returncode == 2
