@@ -161,8 +161,8 @@ def test_bad_lines_name_the_file_and_line(tmp_path):
     bad.write_text('{"benchmark": "gsm8k", "problem_index": 0, "sample_index": 0, "ground_truth": "1", "response": ""}\n')
     out = run_score("--model", "qwen3_8b", "--run", f"grpo={bad}")
     assert out.returncode == 2 and "unknown benchmark 'gsm8k'" in out.stderr
-    out = run_score("--model", "qwen2", "--run", f"grpo={bad}")
-    assert out.returncode == 2 and "--model must be one of" in out.stderr
+    out = run_score("--model", "../qwen2", "--run", f"grpo={bad}")
+    assert out.returncode == 2 and "--model must be a recipes/<model>/ folder name" in out.stderr
 
 
 def test_run_eval_generates_in_shards_and_scores(tmp_path):
@@ -418,11 +418,14 @@ def test_run_eval_passes_the_eval_protocol_to_generate_and_score(tmp_path, proto
     model.mkdir()
     (model / "config.json").write_text("{}")
     env = {**os.environ, "PYTHON": str(fake), "CALLS": str(tmp_path / "calls.txt"), "GPUS": "1", "TP": "1",
-           "EVAL_PROTOCOL": protocol}
+           "EVAL_PROTOCOL": protocol, "DATA_DIR": str(tmp_path)}
     res = subprocess.run(["bash", str(EVAL / "run_eval.sh"), "qwen3_8b", "ebpo", str(model)], env=env,
                          capture_output=True, text=True, timeout=60)
     assert res.returncode == 0, res.stderr
-    generate_call, score_call = (tmp_path / "calls.txt").read_text().splitlines()
+    calls = (tmp_path / "calls.txt").read_text().splitlines()
+    # first every check (generate.py and score.py --check-only), then the work
+    assert ["--check-only" in c for c in calls] == [True, True, False, False], calls
+    generate_call, score_call = calls[2:]
     assert "generate.py" in generate_call and f"--prompt-style {style}" in generate_call
     assert "score.py" in score_call and f"--protocol {protocol}" in score_call
     out_dir = model / ("eval" if protocol == "paper" else "eval_authors")
