@@ -77,6 +77,20 @@ def test_plugins_turned_off_in_a_fresh_process_the_callback_registers_ebpo_and_s
     assert "VERL_USE_EXTERNAL_PLUGINS=none" in lines[0] and "pip install verl-ebpo" in lines[0]
 
 
+@pytest.mark.parametrize("policy", ["other_plugin", " Other_plugin , EBPO "])
+def test_our_plugin_policy_rule_is_verls(policy):
+    """verl_boundary's copied rule: for a VERL_USE_EXTERNAL_PLUGINS list, verl's own `import verl` registers
+    `ebpo` exactly when why_not_registered() does not blame the policy."""
+    code = ("import verl\nfrom verl.trainer.ppo.core_algos import ADV_ESTIMATOR_REGISTRY as R\n"
+            "from verl_ebpo.advantage.verl_glue import why_not_registered\n"
+            "print('ebpo' in R, 'VERL_USE_EXTERNAL_PLUGINS' in why_not_registered())")
+    env = {**os.environ, "VERL_USE_EXTERNAL_PLUGINS": policy, "PYTHONPATH": os.getcwd()}
+    out = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True, timeout=180)
+    assert out.returncode == 0, out.stderr[-2000:]
+    registered, blamed = out.stdout.split()
+    assert registered != blamed, (policy, registered, blamed)
+
+
 def test_removed_from_the_registry_the_callback_registers_it_before_any_model_loads(caplog, monkeypatch):
     monkeypatch.delitem(ADV_ESTIMATOR_REGISTRY, "ebpo")
     with pytest.raises(ValueError, match="Unknown advantage estimator"):  # what verl would hit at step 1
