@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import os
 import re
-import shlex
 import subprocess
 import sys
 from pathlib import Path
@@ -26,16 +25,74 @@ def test_readme_is_a_landing_page():
         assert (Path(__file__).resolve().parents[1] / doc).is_file(), doc
 
 
-def test_the_gpu_command_composes_in_verl_with_every_feature():
-    cmd = _block("## One complete GPU run").replace("\\\n", " ")
-    args = shlex.split(os.path.expandvars(cmd))
-    assert args[:3] == ["python3", "-m", "verl.trainer.main_ppo"]
-    out = subprocess.run([sys.executable, *args[1:], "--cfg", "job"], capture_output=True, text=True, timeout=300)
-    assert out.returncode == 0, out.stderr[-3000:]
-    from omegaconf import OmegaConf
+def _gpu_command_argv(tmp_path) -> list[str]:
+    """The README's GPU block run by bash exactly as pasted, with `python3` and `mkdir` replaced by shell
+    functions that record their arguments (nothing is launched or created)."""
+    block = _block("## One complete GPU run")
+    stub = 'python3() { printf "%s\\n" "$@" > "$ARGV_OUT"; }\nmkdir() { printf "%s\\n" "$@" > "$MKDIR_OUT"; }\n'
+    env = {"PATH": os.environ["PATH"], "HOME": "/home/researcher", "ARGV_OUT": str(tmp_path / "argv"),
+           "MKDIR_OUT": str(tmp_path / "mkdir")}
+    out = subprocess.run(["bash", "-euc", stub + block], env=env, capture_output=True, text=True, timeout=60)
+    assert out.returncode == 0, out.stderr
+    assert (tmp_path / "mkdir").read_text().split() == ["-p", "/shared/ckpts/qwen3_8b-ebpo-topic"]
+    return (tmp_path / "argv").read_text().splitlines()
 
-    cfg = OmegaConf.create(out.stdout)
+
+def test_the_gpu_command_passes_verls_startup_checks_with_every_feature(tmp_path):
+    """Composed by verl's own entry point and checked by `validate_config` exactly as `main_ppo.main` calls it
+    (with verl's need_reference_policy / need_critic): what verl does before it starts Ray."""
+    import contextlib
+    import io
+    import warnings
+
+    import yaml
+    from omegaconf import OmegaConf
+    from verl.trainer.ppo.utils import need_critic, need_reference_policy
+    from verl.utils.config import validate_config
+
+    import verl.trainer.main_ppo as main_ppo
+
+    argv = _gpu_command_argv(tmp_path)
+    assert argv[:2] == ["-m", "verl.trainer.main_ppo"]
+    saved, buf = sys.argv, io.StringIO()
+    sys.argv = ["verl.trainer.main_ppo", *argv[2:], "--cfg", "job"]
+    try:
+        with contextlib.redirect_stdout(buf):
+            main_ppo.main()
+    finally:
+        sys.argv = saved
+    cfg = OmegaConf.create(yaml.safe_load(buf.getvalue()))
+    with contextlib.redirect_stdout(io.StringIO()), warnings.catch_warnings():
+        warnings.filterwarnings("ignore", message="Disabled critic")
+        validate_config(cfg, use_reference_policy=need_reference_policy(cfg), use_critic=need_critic(cfg))
+    with warnings.catch_warnings():
+        warnings.filterwarnings("ignore", message="Disabled critic")
+        assert need_reference_policy(cfg) and not need_critic(cfg)  # the KL loss needs the reference model
     assert cfg.algorithm.adv_estimator == "ebpo"
     assert cfg.trainer.checkpoint_callback_class == "verl_ebpo.EBPOCheckpointCallback"
     assert cfg.reward.custom_reward_function.path == "pkg://verl_ebpo.rewards"
     assert cfg.data.custom_cls.name == "TopicOrderedDataset" and cfg.data.shuffle is False
+    # safe on several nodes: an absolute, shared checkpoint folder named by the run; verl's file logger on
+    t = cfg.trainer
+    assert (t.project_name, t.experiment_name) == ("verl_ebpo", "qwen3_8b-ebpo-topic")
+    assert t.default_local_dir == "/shared/ckpts/qwen3_8b-ebpo-topic"
+    assert list(t.logger) == ["console", "file"]
+    # verl's FileLogger reads VERL_FILE_LOGGER_PATH in the TaskRunner: it gets there through ray.init's runtime
+    # env (run_ppo merges ray_kwargs.ray_init.runtime_env over verl's defaults), one file per launch
+    metrics = cfg.ray_kwargs.ray_init.runtime_env.env_vars.VERL_FILE_LOGGER_PATH
+    assert re.fullmatch(re.escape(t.default_local_dir) + r"/metrics-\d{10}\.jsonl", metrics), metrics
+    from verl.trainer.constants_ppo import get_ppo_ray_runtime_env
+
+    merged = OmegaConf.merge(get_ppo_ray_runtime_env(cfg), cfg.ray_kwargs.ray_init.runtime_env)
+    assert merged.env_vars.VERL_FILE_LOGGER_PATH == metrics
+
+
+def test_verls_file_logger_writes_where_the_gpu_command_points_it(tmp_path, monkeypatch):
+    from verl.utils.tracking import FileLogger
+
+    path = tmp_path / "metrics-1.jsonl"
+    monkeypatch.setenv("VERL_FILE_LOGGER_PATH", str(path))
+    logger = FileLogger("verl_ebpo", "x")
+    logger.log({"critic/score/mean": 0.5}, step=1)
+    logger.finish()
+    assert '"step":1' in path.read_text()

@@ -161,8 +161,8 @@ def test_bad_lines_name_the_file_and_line(tmp_path):
     bad.write_text('{"benchmark": "gsm8k", "problem_index": 0, "sample_index": 0, "ground_truth": "1", "response": ""}\n')
     out = run_score("--model", "qwen3_8b", "--run", f"grpo={bad}")
     assert out.returncode == 2 and "unknown benchmark 'gsm8k'" in out.stderr
-    out = run_score("--model", "qwen2", "--run", f"grpo={bad}")
-    assert out.returncode == 2 and "--model must be one of" in out.stderr
+    out = run_score("--model", "../qwen2", "--run", f"grpo={bad}")
+    assert out.returncode == 2 and "--model must be a recipes/<model>/ folder name" in out.stderr
 
 
 def test_run_eval_generates_in_shards_and_scores(tmp_path):
@@ -373,7 +373,12 @@ def test_best_checkpoint_from_the_file_logger_and_the_console_log(tmp_path):
     console.write_text("".join(f"(TaskRunner pid=12) step:{s} - training/epoch:1 - {key}:{v}\n" for s, v in values.items()))
     ckpts = tmp_path / "ckpts"
     for s in (100, 200, 250):
-        (ckpts / f"global_step_{s}").mkdir(parents=True)
+        (ckpts / f"global_step_{s}" / "actor").mkdir(parents=True)
+        (ckpts / f"global_step_{s}" / "actor" / "model_world_size_1_rank_0.pt").write_bytes(b"w")
+    # rotated away (KEEP_CKPTS): verl removed actor/ and left the folder; an empty actor/: no weights either
+    (ckpts / "global_step_150").mkdir()
+    (ckpts / "global_step_150" / "data.pt").write_bytes(b"d")
+    (ckpts / "global_step_50" / "actor").mkdir(parents=True)
     for log in (jsonl, console):
         out = run_best(str(log))
         assert out.returncode == 0, out.stderr
@@ -381,6 +386,10 @@ def test_best_checkpoint_from_the_file_logger_and_the_console_log(tmp_path):
         # only saved steps count; 200 and 250 tie: the earlier wins
         out = run_best(str(log), "--ckpt-dir", str(ckpts))
         assert out.stdout.strip() == f"global_step_200\t0.5500\t{ckpts}/global_step_200"
+        skipped = [line for line in out.stderr.splitlines() if line.startswith("best_checkpoint: skipped")]
+        assert skipped == ["best_checkpoint: skipped global_step_50: actor/ holds no files",
+                           "best_checkpoint: skipped global_step_150: no actor/ folder (removed by checkpoint "
+                           "rotation, or not a complete save)"]
     out = run_best(str(jsonl), "--metric", "val-core/.*/maj@32/mean")
     assert out.returncode == 2 and out.stderr.startswith("best_checkpoint: error: no value of a metric matching")
     assert run_best(str(tmp_path / "missing.jsonl")).returncode == 2
@@ -409,11 +418,14 @@ def test_run_eval_passes_the_eval_protocol_to_generate_and_score(tmp_path, proto
     model.mkdir()
     (model / "config.json").write_text("{}")
     env = {**os.environ, "PYTHON": str(fake), "CALLS": str(tmp_path / "calls.txt"), "GPUS": "1", "TP": "1",
-           "EVAL_PROTOCOL": protocol}
+           "EVAL_PROTOCOL": protocol, "DATA_DIR": str(tmp_path)}
     res = subprocess.run(["bash", str(EVAL / "run_eval.sh"), "qwen3_8b", "ebpo", str(model)], env=env,
                          capture_output=True, text=True, timeout=60)
     assert res.returncode == 0, res.stderr
-    generate_call, score_call = (tmp_path / "calls.txt").read_text().splitlines()
+    calls = (tmp_path / "calls.txt").read_text().splitlines()
+    # first every check (generate.py and score.py --check-only), then the work
+    assert ["--check-only" in c for c in calls] == [True, True, False, False], calls
+    generate_call, score_call = calls[2:]
     assert "generate.py" in generate_call and f"--prompt-style {style}" in generate_call
     assert "score.py" in score_call and f"--protocol {protocol}" in score_call
     out_dir = model / ("eval" if protocol == "paper" else "eval_authors")

@@ -302,6 +302,11 @@ def _make_callback_class() -> type:
                     estimator,
                 )
                 return
+            # verl builds this in the TaskRunner before any model loads, the process that computes every advantage
+            from verl_ebpo.advantage.verl_glue import ensure_registered, note_checkpoint_callback
+
+            ensure_registered()
+            note_checkpoint_callback()
             self.resumed_from = restore_prior(config)
 
         def on_save(self, trainer, global_step: int, checkpoint_dir: str, async_save: bool = False, **kwargs):

@@ -96,6 +96,14 @@ TOUCHES: tuple[Touch, ...] = (
         "which `global_step_N` verl resumes from (disable / auto / resume_path); verl has no load hook",
     ),
     Touch(
+        "plugin loading policy",
+        "copied rule",
+        "verl:_plugins_policy",
+        "verl_ebpo.advantage.verl_glue:why_not_registered",
+        "tests/test_startup_checks.py::test_our_plugin_policy_rule_is_verls",
+        "why `ebpo` is missing in a process: verl's `VERL_USE_EXTERNAL_PLUGINS` rule (auto / none / names) restated",
+    ),
+    Touch(
         "DAPO buffer arguments",
         "copied rule",
         "verl.trainer.ppo.v1.trainer_base:PPOTrainer._build_replay_buffer",

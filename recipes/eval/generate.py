@@ -244,6 +244,8 @@ def main(argv: Optional[list[str]] = None) -> int:
                         "plain-text evaluation prompt, no chat template (EVAL_PROTOCOL=authors)")
     p.add_argument("--shard", default="0/1", help="I/N: keep problems with index %% N == I")
     p.add_argument("--limit", type=int, default=None, help="first N problems of each benchmark (smoke tests)")
+    p.add_argument("--check-only", action="store_true",
+                   help="check the benchmarks, prompts and output path (everything before the engine loads), then exit")
     args = p.parse_args(argv)
 
     try:
@@ -277,6 +279,10 @@ def main(argv: Optional[list[str]] = None) -> int:
     except (ValueError, FileNotFoundError) as e:
         print(f"generate: error: {e}", file=sys.stderr)
         return 2
+    if args.check_only:
+        print(f"generate: checked: {sum(map(len, requests.values()))} problems of {', '.join(benchmarks)}, "
+              f"{args.out}", file=sys.stderr)
+        return 0
 
     tokenizer, generate = ENGINES[args.engine](args)
     from verl_ebpo.files import atomic_output, atomic_write_text

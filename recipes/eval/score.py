@@ -18,6 +18,11 @@
   ours, in the paper's column order (MATH-500 / AIME24 / AIME25 / AMC23 / OlympiadBench / average).
   --run KEY=FILE with KEY a run script's method (grpo, drgrpo, dapo, ebpo, ebpo_topic, ebpo_diff) puts
   our row under the paper's; any other KEY is listed after them.
+- --model is any recipes/<model>/ folder name: the paper's rows appear for the three models of Table 1
+  (paper_results.json), any other model gets our rows alone. Without --model: our rows alone.
+- --check-only: every check that does not need the generations (the model name, --samples, --run KEY=FILE
+  syntax, every benchmark file of --data-dir present and readable, the scorer, the output paths), then exit 0;
+  run_eval.sh runs it before it merges or generates anything. A --run file may not exist yet then.
 - Files: --out-md and --out-json are checked before anything is scored (verl_ebpo.files.check_output_paths):
   neither may be a --run file or a --data-dir benchmark file (also through links), a FIFO/device/folder, or the
   same file as the other. Writes are atomic. A bad --scorer (labeling.load_scorer, the one loader) and every
@@ -28,6 +33,8 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
+import re
 import sys
 from pathlib import Path
 from typing import Optional
@@ -66,32 +73,61 @@ def average(scores: dict) -> Optional[float]:
     return sum(scores[b] for b in BENCHMARKS) / len(BENCHMARKS)
 
 
-def paper_rows(model: str) -> dict:
+MODEL_NAME = re.compile(r"[A-Za-z0-9][A-Za-z0-9_.-]*")  # a recipes/<model>/ folder name
+
+
+def check_model(model: Optional[str]) -> None:
+    """Any recipes/<model>/ folder name (or none); the paper's rows exist only for MODEL_TITLES."""
+    if model is not None and not MODEL_NAME.fullmatch(model):
+        raise ScoreError(f"--model must be a recipes/<model>/ folder name (letters, digits, _ . -), got {model!r}")
+
+
+def check_benchmark_files(data_dir: Optional[str]) -> None:
+    """--check-only: every benchmark parquet of --data-dir exists and is a readable parquet file."""
+    if not data_dir:
+        raise ScoreError("--check-only needs --data-dir (the benchmark files the generations will answer)")
+    import pyarrow.parquet as pq
+
+    for path in benchmark_inputs(data_dir):
+        reason = unreadable_reason(path)
+        if reason:
+            raise ScoreError(f"benchmark file {path}: {reason} (recipes/data/prepare_data.py writes it)")
+        try:
+            pq.ParquetFile(path).metadata  # the footer: a damaged file fails here, named
+        except Exception as e:  # pyarrow raises several kinds (ArrowInvalid, OSError, ...)
+            raise ScoreError(f"benchmark file {path}: not a readable parquet file ({e})") from None
+
+
+def paper_rows(model: Optional[str]) -> dict:
     data = json.loads(PAPER_RESULTS.read_text())
     if data["columns"] != list(BENCHMARKS):
         raise ScoreError(f"{PAPER_RESULTS}: columns {data['columns']} differ from {list(BENCHMARKS)}")
-    return data["models"].get(model, {})
+    return data["models"].get(model, {}) if model else {}
 
 
 def _cell(x: Optional[float]) -> str:
     return "–" if x is None else f"{x:.2f}"
 
 
-def authors_log_rows(model: str) -> dict:
+def authors_log_rows(model: Optional[str]) -> dict:
     """method -> {"scores": [5 x Pass@1 %], "step", "file", "commit"}: the authors' logged evaluations."""
+    if not model:
+        return {}
     return json.loads(PAPER_RESULTS.read_text()).get("authors_logs", {}).get("models", {}).get(model, {})
 
 
-def markdown_table(model: str, ours: dict, protocol: str = "paper") -> str:
+def markdown_table(model: Optional[str], ours: dict, protocol: str = "paper") -> str:
     """ours: key -> {benchmark: pass@1}. Paper rows and the authors' logged rows from paper_results.json."""
     paper = paper_rows(model)
     logs = authors_log_rows(model)
     ours_label = PROTOCOL_LABELS[protocol]
     keys = [m for m in METHODS if m in paper or m in logs or m in ours] + [k for k in ours if k not in METHODS]
-    title = MODEL_TITLES.get(model, model)
+    title = MODEL_TITLES.get(model, model) if model else "the evaluated model"
+    heading = (f"Pass@1 (%), {title}: the paper's numbers (arXiv 2602.05165, Table 1, G = 4), the authors' logged "
+               f"evaluations (Tonyzhou98/verl, file and commit in the notes) and ours" if paper or logs
+               else f"Pass@1 (%), {title}: ours (the paper has no numbers for this model)")
     lines = [
-        f"Pass@1 (%), {title}: the paper's numbers (arXiv 2602.05165, Table 1, G = 4), the authors' logged "
-        f"evaluations (Tonyzhou98/verl, file and commit in the notes) and ours",
+        heading,
         "",
         "| method | numbers | " + " | ".join(TITLES[b] for b in BENCHMARKS) + " | average |",
         "|---|---|" + "---:|" * (len(BENCHMARKS) + 1),
@@ -141,7 +177,8 @@ def problem_counts(data_dir: Optional[str]) -> Optional[dict]:
 
 def main(argv: Optional[list[str]] = None) -> int:
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    p.add_argument("--model", required=True, help=f"one of {', '.join(MODEL_TITLES)} (selects the paper's rows)")
+    p.add_argument("--model", default=None, help="the recipes/<model>/ folder name; the paper's rows are shown for "
+                                                  f"{', '.join(MODEL_TITLES)}")
     p.add_argument("--run", action="append", required=True, metavar="KEY=FILE",
                    help="a method's generations JSONL (repeatable); KEY: grpo, drgrpo, dapo, ebpo, ebpo_topic, ...")
     p.add_argument("--samples", default="", help="expected k per problem, e.g. math500=4 (default: the paper's)")
@@ -155,11 +192,13 @@ def main(argv: Optional[list[str]] = None) -> int:
     p.add_argument("--workers", type=int, default=4, help="threads calling the scorer")
     p.add_argument("--out-md", default=None, help="write the markdown table here (it is printed too)")
     p.add_argument("--out-json", default=None, help="write all numbers here")
+    p.add_argument("--check-only", action="store_true", help="check everything but the generations, then exit")
     args = p.parse_args(argv)
 
     try:
-        if args.model not in MODEL_TITLES:
-            raise ScoreError(f"--model must be one of {', '.join(MODEL_TITLES)}, got {args.model!r}")
+        check_model(args.model)
+        if args.workers < 1:
+            raise ScoreError(f"--workers must be >= 1, got {args.workers}")
         samples = {**SAMPLES, **parse_mapping(args.samples)}
         runs = {}
         for item in args.run:
@@ -169,15 +208,22 @@ def main(argv: Optional[list[str]] = None) -> int:
             if key in runs:
                 raise ScoreError(f"--run {key} given twice")
             reason = unreadable_reason(path, allow_fifo=True)  # every run checked before the first is scored
-            if reason:
+            if reason and not (args.check_only and not os.path.lexists(path)):  # not generated yet
                 raise ScoreError(f"--run {key}={path}: {reason}")
             runs[key] = path
         # every output is checked before any work (scoring takes minutes): not an input, not a FIFO/device/folder,
         # not inside an input folder, and --out-md and --out-json not one file (also through links)
         inputs = [*runs.values(), *benchmark_inputs(args.data_dir)]
         check_output_paths([args.out_md, args.out_json], inputs)
+        if args.check_only:
+            check_benchmark_files(args.data_dir)
         problems = problem_counts(args.data_dir)
         scorer = load_scorer(args.scorer or (AUTHORS_SCORER if args.protocol == "authors" else DEFAULT_SCORER))
+        if args.check_only:
+            rows = "the paper's rows" if paper_rows(args.model) else "no paper rows"
+            print(f"score: checked: model {args.model or '-'} ({rows}), {len(runs)} run(s), scorer, "
+                  f"{len(BENCHMARKS)} benchmark files, outputs", file=sys.stderr)
+            return 0
         results, ours = {}, {}
         for key, path in runs.items():
             rows = read_generations(path)

@@ -11,6 +11,8 @@ samples (VAL_N) and verl logs `val-core/<data_source>/acc/maj@16/mean`.
 
 Prints `global_step_<N>` (the best of the steps that have a checkpoint in --ckpt-dir, or of all validated
 steps without it), its value, and on stderr the table of every candidate. Ties go to the earlier step.
+A checkpoint counts only when its weights exist (global_step_N/actor/ with files: verl's rotation,
+KEEP_CKPTS, deletes actor/ and leaves the folder); each one left out is named on stderr.
 Reads only; exit 2 with one line on stderr when the log has no such metric or no validated step has a checkpoint.
 """
 
@@ -79,10 +81,30 @@ def best_step(metrics: dict[int, dict[str, float]], metric: str, saved: Optional
     return step, value, candidates
 
 
-def saved_steps(ckpt_dir: Path) -> set[int]:
+def saved_steps(ckpt_dir: Path, skipped: Optional[list] = None) -> set[int]:
+    """The N of every global_step_N folder whose weights exist (an actor/ folder with at least one file in it).
+
+    verl's rotation (trainer.max_actor_ckpt_to_keep, the recipes' KEEP_CKPTS) removes only global_step_N/actor/
+    and leaves data.pt and ebpo_prior.json: such a folder cannot be evaluated. Each folder left out is appended
+    to `skipped` as (N, reason)."""
     if not ckpt_dir.is_dir():
         raise LogError(f"--ckpt-dir {ckpt_dir}: not a folder")
-    return {int(p.name.rsplit("_", 1)[1]) for p in ckpt_dir.glob("global_step_*") if p.name.rsplit("_", 1)[1].isdigit()}
+    out = set()
+    for p in sorted(ckpt_dir.glob("global_step_*")):
+        tail = p.name.rsplit("_", 1)[1]
+        if not tail.isdigit() or not p.is_dir():
+            continue
+        actor = p / "actor"
+        if not actor.is_dir():
+            reason = "no actor/ folder (removed by checkpoint rotation, or not a complete save)"
+        elif not any(f.is_file() for f in actor.rglob("*")):
+            reason = "actor/ holds no files"
+        else:
+            out.add(int(tail))
+            continue
+        if skipped is not None:
+            skipped.append((int(tail), reason))
+    return out
 
 
 def main(argv: Optional[list[str]] = None) -> int:
@@ -94,7 +116,10 @@ def main(argv: Optional[list[str]] = None) -> int:
     try:
         if not args.log.is_file():
             raise LogError(f"{args.log}: no such file")
-        saved = saved_steps(args.ckpt_dir) if args.ckpt_dir is not None else None
+        skipped: list = []
+        saved = saved_steps(args.ckpt_dir, skipped) if args.ckpt_dir is not None else None
+        for n, reason in sorted(skipped):
+            print(f"best_checkpoint: skipped global_step_{n}: {reason}", file=sys.stderr)
         step, value, candidates = best_step(read_metrics(args.log), args.metric, saved)
     except (LogError, OSError, re.error) as e:
         print(f"best_checkpoint: error: {e}", file=sys.stderr)

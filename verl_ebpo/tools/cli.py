@@ -1,12 +1,16 @@
 """`verl-ebpo` console script. Each subcommand lives in its own module, imported only when used.
 
 Each module named below exposes `add_arguments(parser)` and `run(args) -> int`.
+
+A subcommand whose modules are missing (the GPU install, `pip install -e .`, has no extras) stops before it parses
+or does anything, with one line naming the `pip install` that fixes it (exit 2).
 """
 
 from __future__ import annotations
 
 import argparse
 import importlib
+import importlib.util
 import sys
 
 SUBCOMMANDS = {
@@ -18,6 +22,32 @@ SUBCOMMANDS = {
     "label-difficulty": ("verl_ebpo.tools.labeling", "add a pass-rate difficulty to a verl RL parquet file"),
     "simulate": ("verl_ebpo.tools.simulate", "seeded RLVR simulator: EBPO vs GRPO, DAPO, ... over seeds and G"),
 }
+
+CPU_EXTRA = "pip install 'verl-ebpo[cpu]'"
+# name: ((importable module, ...), the install that brings them). Optional needs are checked by the command
+# itself (label-topics: scikit-learn and the embedding model only without --from-field, `topics` extra).
+REQUIRES = {
+    "demo": (("scipy", "matplotlib", "transfer_queue"), CPU_EXTRA),  # CIs, plots; verl's V1 trainer
+    "simulate": (("scipy", "matplotlib"), CPU_EXTRA),  # CIs, the plot
+}
+
+
+def missing_requirement(command: str) -> str | None:
+    """One line naming what `command` lacks in this environment and the install that fixes it; None if nothing."""
+    modules, fix = REQUIRES.get(command, ((), ""))
+    missing = [m for m in modules if _absent(m)]
+    if not missing:
+        return None
+    return f"verl-ebpo {command}: needs {', '.join(missing)}, not installed here; fix: {fix}"
+
+
+def _absent(module: str) -> bool:
+    if sys.modules.get(module, False) is None:  # an import of it is known to fail (how tests fake a missing module)
+        return True
+    try:
+        return importlib.util.find_spec(module) is None
+    except (ImportError, ValueError):
+        return True
 
 
 def one_line(text) -> str:
@@ -44,6 +74,11 @@ def build_parser(command: str | None = None) -> argparse.ArgumentParser:
 def main(argv: list[str] | None = None) -> int:
     argv = sys.argv[1:] if argv is None else list(argv)
     command = next((a for a in argv if not a.startswith("-")), None)
+    asks_help = any(a in ("-h", "--help") for a in argv)
+    problem = missing_requirement(command) if command in REQUIRES and not asks_help else None
+    if problem:
+        print(problem, file=sys.stderr)
+        return 2
     args = build_parser(command if command in SUBCOMMANDS else None).parse_args(argv)
     return int(args._run(args) or 0)
 
