@@ -10,7 +10,7 @@ from verl_ebpo.spec import Spec, option
 
 DEFAULT_ESTIMATORS = ("grpo", "dapo", "ebpo")
 # the learning-rate grid each estimator is tuned over, per optimizer (`lr_grid auto`)
-LR_GRIDS = {"adam": (0.1, 0.3, 1.0, 3.0, 10.0), "sgd": (0.3, 1.0, 3.0, 10.0, 30.0), "nsgd": (0.1, 0.3, 1.0, 3.0, 10.0)}
+LR_GRIDS = {"adam": (0.3, 1.0, 3.0, 10.0), "sgd": (1.0, 3.0, 10.0, 30.0), "nsgd": (0.3, 1.0, 3.0, 10.0)}
 REGIME_NAMES = ("shared", "shared_clean", "per_prompt", "per_prompt_clean", "hard", "hard_clean")
 # what a named regime fixes (see regimes.py); with a named regime (or `all`) these must stay at their defaults
 REGIME_KNOBS = ("beta", "transfer", "score_noise")
@@ -126,14 +126,14 @@ class SimOptions(Spec):
                          "`shared_clean`, `per_prompt`, `per_prompt_clean`, `hard`, `hard_clean`): that one; `custom`: the "
                          "model knobs as given. A named regime fixes `beta`, `transfer`, `score_noise`: set those only "
                          "with `custom`.")
-    seeds: int = option(6, number=(1, 10_000), integer=True, doc="reporting seeds per estimator and G (seeds "
+    seeds: int = option(5, number=(1, 10_000), integer=True, doc="reporting seeds per estimator and G (seeds "
                         "`seed`, `seed+1`, ...); one seed gives no interval.")
     tune_seeds: int = option(2, number=(1, 1_000), integer=True, doc="tuning seeds (`seed+seeds`, ...; disjoint from "
                              "the reporting seeds): each estimator's learning rate is the grid value with the highest "
                              "mean AUC on these, chosen before the reporting seeds are looked at.")
     lr_grid: Any = option("auto", check=_lr_grid, default_doc="`auto`",
-                          doc="learning rates each estimator is tuned over; `auto`: adam/nsgd `0.1 0.3 1 3 10`, "
-                          "sgd `0.3 1 3 10 30`. One value: no tuning.")
+                          doc="learning rates each estimator is tuned over; `auto`: adam/nsgd `0.3 1 3 10`, "
+                          "sgd `1 3 10 30`. One value: no tuning.")
     negligible: float = option(0.005, number=(0.0, 1.0), doc="practical threshold: a resolved difference in final "
                                "success smaller than this is reported as negligible (0.005 = half a point of success).")
     target_gap: float = option(0.5, number=(0.0, 1.0), lo_open=True, hi_open=True, doc="answers-to-target: answers "
