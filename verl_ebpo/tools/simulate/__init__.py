@@ -4,6 +4,7 @@ A policy learns many prompts of varied difficulty from binary rewards. Every adv
 registered estimator function (`get_adv_estimator_fn`, `ebpo` through this package's plug-in), called as
 verl's trainer calls it; DAPO is GRPO plus dynamic sampling (degenerate groups resampled, every answer
 generated counted). All estimators get the same answer budget; G is swept; seeds run as a batch dimension.
+The default report is a family of regimes, each estimator at its own best learning rate (`regimes.py`).
 
 The model (details and the derivation of the gradient in `verl_ebpo.tools.simulate.task`, user documentation in
 docs/simulator.md):
