@@ -9,7 +9,6 @@ import pandas as pd
 import pytest
 
 from verl_ebpo.tools import cli
-from verl_ebpo.tools import demo as demo_cli
 from verl_ebpo.tools import simulate as sim_cli
 from verl_ebpo.tools.demo.options import TRAIN_ROWS_CAP, DemoOptions
 from verl_ebpo.tools.simulate.options import SimOptions
