@@ -15,7 +15,7 @@ from verl_ebpo.tools.simulate import engine, report, task as simtask
 from verl_ebpo.tools.simulate.estimators import AdvantageCaller, parse_estimator, zero_advantage
 from verl_ebpo.tools.simulate.options import SimOptions
 
-TINY = dict(G=(2, 4), seeds=3, prompts=24, heldout=8, steps=4, answers_per_step=16, features=4)
+TINY = dict(G=(2, 4), seeds=3, prompts=24, heldout=8, steps=4, answers_per_step=16, features=4, regime="custom")
 
 
 def verl_fn(name):
@@ -127,10 +127,15 @@ def test_dapo_select_keeps_the_first_b_informative_groups_and_counts_batches():
     y[1, 2:] = torch.tensor([0.0, 1.0])  # informative-looking, but never drawn
     rounds = np.array([3, 1])
     drawn = torch.arange(6)[None, :] < torch.from_numpy(rounds * 2)[:, None]
-    keep, used, full = engine.dapo_select(y, drawn, rounds, 2)
+    keep, used, full, degenerate, surplus = engine.dapo_select(y, drawn, rounds, 2)
     assert keep.tolist() == [[False, True, False, False, True, False], [True, False, False, False, False, False]]
     assert used.tolist() == [3, 1] and full.tolist() == [True, False]
-    keep, used, full = engine.dapo_select(y[:1], drawn[:1], np.array([3]), 1)
+    # seed 0: groups 0, 2, 3 all-equal; group 5 informative but the batch was already full; seed 1: group 1
+    assert degenerate.tolist() == [3, 1] and surplus.tolist() == [1, 0]
+    # generation batches of 3 groups: the first batch holds 1 informative group, the second completes B = 2
+    keep, used, full, degenerate, surplus = engine.dapo_select(y[:1], drawn[:1], np.array([2]), 2, gen=3)
+    assert used.tolist() == [2] and degenerate.tolist() == [3] and surplus.tolist() == [1]
+    keep, used, full, *_ = engine.dapo_select(y[:1], drawn[:1], np.array([3]), 1)
     assert used.tolist() == [2] and keep[0].nonzero().flatten().tolist() == [1]  # B=1: group 1 is batch 2
 
 
@@ -334,11 +339,12 @@ def test_docs_options_table_is_the_spec():
     assert SimOptions.markdown_table(key_header="option") in text
 
 
-def test_docs_results_table_is_a_real_summary_layout():
+def test_docs_results_tables_are_a_real_summary_layout():
     text = open(os.path.join(os.path.dirname(__file__), "..", "docs", "simulator.md"), encoding="utf-8").read()
-    header = report.results_table({"results": {}}).splitlines()[0]
-    assert header in text
-    assert re.search(r"\| ebpo \| 2 \| 0\.\d{3} \[0\.\d{3}, 0\.\d{3}\] \|", text)
+    assert report.cells_table({"regimes": {}}).splitlines()[0] in text
+    assert report.family_table({"regime_comparisons": {"r": {"ebpo-grpo": {}, "ebpo-dapo": {}}}, "G": []}
+                               ).splitlines()[0] in text
+    assert re.search(r"\| shared \| ebpo \| 2 \| [\d.]+ \| [01]\.\d{3} \[[01]\.\d{3}, [01]\.\d{3}\] \|", text)
 
 
 def test_comparison_table_prints_tiny_differences_with_their_size():
@@ -350,3 +356,56 @@ def test_comparison_table_prints_tiny_differences_with_their_size():
         "4": {"diff": 0.03, "ci95": [0.025, 0.035]}}}}
     row = comparison_table(summary).splitlines()[-1]
     assert row == "| ebpo_batch-ebpo | -3.6e-05 [-6.8e-05, -3.4e-06] | +0.030 [+0.025, +0.035] |"
+
+
+FAMILY = dict(TINY, regime="all", seeds=2, tune_seeds=1, lr_grid=(0.1, 1.0), estimators=("grpo", "dapo", "ebpo"))
+
+
+def test_family_summary_has_every_regime_cell_with_its_lr_and_the_shared_results(tmp_path):
+    from verl_ebpo.tools.simulate import regimes
+
+    family = regimes.run_family(SimOptions(**FAMILY))
+    summary = report.write_family_outputs(family, str(tmp_path), figure=False)
+    on_disk = json.loads((tmp_path / "summary.json").read_text())
+    assert on_disk == json.loads(json.dumps(summary))
+    assert list(on_disk["regimes"]) == list(regimes.REGIMES)
+    for name, per_est in on_disk["regimes"].items():
+        assert set(per_est) == {"grpo", "dapo", "ebpo"}
+        for label, per_g in per_est.items():
+            assert set(per_g) == {"2", "4"}
+            for G, cell in per_g.items():
+                lo, hi = cell["ci95"]
+                assert lo <= cell["final_mean"] <= hi and 0 < cell["auc_mean"] <= 1 and cell["lr"] in (0.1, 1.0)
+                scores = on_disk["tune_auc"][name][f"{label}|{G}"]
+                assert cell["lr"] == (0.1, 1.0)[int(np.argmax(scores))]  # the tuning seeds' best AUC
+                if label == "dapo":
+                    assert cell["degenerate_discard_frac"] + cell["surplus_discard_frac"] == pytest.approx(
+                        cell["discarded_frac"], abs=1e-9)
+    assert on_disk["results"] == on_disk["regimes"]["shared"]  # the old key: the shared regime
+    assert on_disk["n_comparisons"] == len(on_disk["verdicts"]) == 6 * 2 * 2 * 2
+    assert on_disk["regime_settings"]["hard"]["beta"] == [0.3, 3.0]
+    assert "comparisons" in (tmp_path / "results.md").read_text()
+
+
+def test_the_lr_is_chosen_on_tuning_seeds_only():
+    """The chosen lr and the reported rows equal separate runs: tuning seeds per lr, then reporting seeds."""
+    from verl_ebpo.tools.simulate import regimes
+
+    o = regimes.regime_options(SimOptions(**FAMILY), "per_prompt")
+    run, lr, scores = regimes.run_cell(regimes.build_task_rows(o), parse_estimator("ebpo"), 2, o)
+    tune = regimes.regime_options(SimOptions(**{**FAMILY, "seed": o.seeds, "seeds": 1}), "per_prompt")
+    alone = [regimes.auc(engine.run_one(engine.build_task(tune), parse_estimator("ebpo"), 2, tune, lrs=[x]).curve
+                         ).mean() for x in (0.1, 1.0)]
+    assert scores == pytest.approx(alone, abs=1e-12)
+    assert lr == (0.1, 1.0)[int(np.argmax(alone))]
+    ref = engine.run_one(engine.build_task(o), parse_estimator("ebpo"), 2, o, lrs=[lr] * o.seeds)
+    assert np.allclose(run.final, ref.final, atol=1e-12, rtol=0)
+
+
+def test_auc_and_answers_to_target_known_answers():
+    from verl_ebpo.tools.simulate import regimes
+
+    curve = np.array([[0.2, 0.4, 0.7, 0.8], [0.5, 0.5, 0.5, 0.5]])
+    assert regimes.auc(curve).tolist() == pytest.approx([1.6 / 3, 0.5])
+    answers, reached = regimes.answers_to_target(curve, 10, 0.5)  # targets 0.6 and 0.75
+    assert answers.tolist() == [20, 30] and reached.tolist() == [True, False]

@@ -117,3 +117,34 @@ def test_verdict_words_on_intervals_built_by_hand():
     assert covers.half == pytest.approx(0.05)
     with pytest.raises(ValueError, match="negligible"):
         classify(small, negligible=-1)
+
+
+def test_simulator_verdicts_use_the_practical_threshold_and_the_half_width():
+    """The simulator's sentences (report.summarize with negligible=0.005) on intervals built by hand."""
+    from verl_ebpo.tools.simulate.engine import RunResult, Sweep
+    from verl_ebpo.tools.simulate.options import SimOptions
+    from verl_ebpo.tools.simulate.report import summarize
+
+    def run(label, final):
+        n = len(final)
+        z = np.zeros(n, dtype=np.int64)
+        curve = np.tile(np.asarray(final)[:, None], (1, 3))
+        return RunResult(label, 2, np.asarray(final), np.asarray(final), curve, z + 10, z + 10, z, z + 2, z)
+
+    o = SimOptions(G=(2,), seeds=4, regime="custom", steps=2)
+    base = np.array([0.50, 0.60, 0.70, 0.80])
+    cases = {
+        "grpo": base - np.array([0.001, 0.002, 0.001, 0.002]),  # resolved, |diff| 0.0015 < 0.005: negligible
+        "dapo": base - np.array([0.10, 0.11, 0.09, 0.10]),  # resolved and large: higher
+        "drgrpo": base + np.array([0.05, -0.05, 0.04, -0.04]),  # covers 0: not resolved, with its half-width
+    }
+    sweep = Sweep(o, {("ebpo", 2): run("ebpo", base), **{(k, 2): run(k, v) for k, v in cases.items()}})
+    s = summarize(sweep, negligible=0.005)
+    v = {k: s["comparisons"][f"ebpo-{k}"]["2"]["verdict"] for k in cases}
+    assert "resolved but negligible" in v["grpo"] and "threshold 0.005" in v["grpo"]
+    assert v["dapo"].startswith("ebpo is higher than dapo on final success at G=2")
+    half = abs(paired_diff_ci(base, cases["drgrpo"]).half)
+    assert "not resolved" in v["drgrpo"] and f"±{half:.3g}" in v["drgrpo"] and "not excluded" in v["drgrpo"]
+    assert s["n_comparisons"] == len(s["verdicts"]) == 6 and s["negligible"] == 0.005  # final and AUC per pair
+    # the same differences without a threshold: the tiny one is "higher", never "no difference"
+    assert "ebpo is higher than grpo" in summarize(sweep)["comparisons"]["ebpo-grpo"]["2"]["verdict"]

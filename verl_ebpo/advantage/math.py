@@ -9,6 +9,14 @@ Notation (paper, Algorithm 1):
     S_q          = (sigma2 / G_q) / (sigma2 / G_q + tau2), or 1 when that denominator <= epsilon
     V_q          = (1 - S_q) * m_q + S_q * mu_glob
     raw_i        = r_i - V_q(i)
+    A_i          = normalize(raw)_i: `batch` (raw - mean) / (std + epsilon), `center` raw - mean, `none` raw
+
+When the prior mean matters (tests/test_estimator_prior_mean.py): with equal group sizes and normalize=batch or
+center, mu_glob adds the same -S mu_glob to every row and the centring removes it; with rbar the batch mean,
+    center:  A_i = (1 - S) (r_i - m_q) + S (r_i - rbar)   (group-centred and batch-centred, mixed by S)
+    batch:   the same divided by the batch std (+ epsilon)
+so an all-fail group gets -S rbar (/ std), and 0 when every group of the batch fails; the prior acts through S
+only. With unequal group sizes (S_q differs per group) or normalize=none, mu_glob changes the advantages.
 
 Everything that accumulates statistics is float64. No Python loop runs over rows or groups.
 

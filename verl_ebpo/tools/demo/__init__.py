@@ -44,6 +44,11 @@ def run(args: argparse.Namespace) -> int:
 
     try:
         options = options_from_args(args)
+        estimate, ok = options.cost_line()
+        if not ok and not options.force:  # refused before anything is written
+            raise ValueError(f"{estimate}: too large; use fewer seeds, steps, a smaller batch or group, or --force")
+        if not options.quiet:
+            print(f"verl-ebpo demo: {estimate}", flush=True)
         run_demo(options)
     except TrainerFailed as exc:  # a run of verl failed: exit 1 (the set-up was fine)
         print(f"verl-ebpo demo: error: {_first_line(exc)}", file=sys.stderr)

@@ -23,6 +23,10 @@ ALGORITHMS: dict[str, tuple[str, tuple[str, ...]]] = {
              ("algorithm.adv_estimator=ebpo",)),
 }
 DEFAULT_ALGOS = ("grpo", "dapo", "ebpo")
+# refused without --force past these (docs/demo.md, "Cost")
+MAX_SECONDS = 12 * 3600.0
+MAX_BYTES = 16 * 2**30
+TRAIN_ROWS_CAP = 100_000  # beyond it verl starts another epoch over the same rows (total_training_steps is set)
 
 
 def _algo_list(value) -> tuple[str, ...]:
@@ -55,6 +59,7 @@ class DemoOptions(Spec):
     out: str = option("runs/demo", doc="output folder (new, empty or an earlier demo's: a re-run replaces its `runs/` "
                       "and `assets/` only when the demo's `.verl-ebpo-owner` marker is there)")
     quiet: bool = option(False, doc="print only the result")
+    force: bool = option(False, doc="run even when the time or memory estimate is past the bound (12 h, 16 GiB)")
 
     @property
     def seed_list(self) -> list[int]:
@@ -62,8 +67,26 @@ class DemoOptions(Spec):
 
     @property
     def train_rows(self) -> int:
-        """Rows per seed's training file: room for DAPO's extra prompts without repeating rows."""
-        return max(4096, 4 * self.batch_size * self.steps)
+        """Rows per seed's training file: room for DAPO's extra prompts without repeating rows, at most
+        TRAIN_ROWS_CAP (verl then reshuffles the same rows into a new epoch)."""
+        return min(max(4096, 4 * self.batch_size * self.steps), TRAIN_ROWS_CAP)
+
+    def cost_estimate(self) -> tuple[float, float]:
+        """(seconds, bytes) of the whole demo, from the options alone.
+
+        time = runs x 54 s start-up + sum over runs of steps x (0.2 s + 0.02 s x batch_size x group_size x
+        max_response_length / 4), x 2.4 for DAPO's extra generation; memory = 5.2 GiB (Ray, verl, one trainer)
+        + 2 KiB per training row. Calibrated on the measured default (docs/demo.md: 24 to 31 min, 5.1 GiB PSS)."""
+        step = 0.2 + 0.02 * self.batch_size * self.group_size * self.max_response_length / 4
+        per_seed = sum(54.0 + self.steps * step * (2.4 if algo == "dapo" else 1.0) for algo in self.algos)
+        return per_seed * len(self.seed_list), 5.2 * 2**30 + 2048.0 * self.train_rows
+
+    def cost_line(self) -> tuple[str, bool]:
+        """The printed estimate and whether it is within the bound."""
+        seconds, nbytes = self.cost_estimate()
+        ok = seconds <= MAX_SECONDS and nbytes <= MAX_BYTES
+        return (f"estimated {seconds / 60:,.0f} min, {nbytes / 2**30:.1f} GiB peak (bound {MAX_SECONDS / 3600:g} h, "
+                f"{MAX_BYTES / 2**30:g} GiB)"), ok
 
     def overrides(self, algo: str) -> list[str]:
         return list(ALGORITHMS[algo][1])

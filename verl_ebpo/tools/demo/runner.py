@@ -92,7 +92,7 @@ def build_assets(options: DemoOptions, seed: int, folder: Path) -> dict:
     from verl_ebpo.tools.tiny import assets, task
 
     model = assets.build_model(folder / "model", seed=seed)
-    train = assets.write_rl_parquet(task.make_rows(options.train_rows, seed), folder / "train.parquet")
+    train = assets.write_rl_parquet(task.iter_rows(options.train_rows, seed), folder / "train.parquet")
     val = assets.write_rl_parquet(task.validation_rows(), folder / "val.parquet")
     return {"model": str(model), "train": str(train), "val": str(val), "parameters": assets.count_parameters(model)}
 

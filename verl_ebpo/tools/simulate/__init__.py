@@ -4,6 +4,7 @@ A policy learns many prompts of varied difficulty from binary rewards. Every adv
 registered estimator function (`get_adv_estimator_fn`, `ebpo` through this package's plug-in), called as
 verl's trainer calls it; DAPO is GRPO plus dynamic sampling (degenerate groups resampled, every answer
 generated counted). All estimators get the same answer budget; G is swept; seeds run as a batch dimension.
+The default report is a family of regimes, each estimator at its own best learning rate (`regimes.py`).
 
 The model (details and the derivation of the gradient in `verl_ebpo.tools.simulate.task`, user documentation in
 docs/simulator.md):
@@ -32,51 +33,70 @@ import sys
 HELP = "simulate RLVR learning: EBPO vs GRPO/Dr.GRPO/RLOO/DAPO over seeds and G, at equal answer budget"
 
 
+# the bound past which a run is refused without --force (docs/simulator.md, "Cost")
+MAX_SECONDS = 3600.0
+MAX_BYTES = 8 * 2**30
+
+
 def add_arguments(parser: argparse.ArgumentParser) -> None:
+    """One flag per `SimOptions` field (`--answers-per-step` for `answers_per_step`), documented by the field;
+    list-valued fields take several values. Plus the output flags, which do not change any number."""
+    import dataclasses
+
     from verl_ebpo.tools.simulate.options import SimOptions
 
-    d = SimOptions()
-    p = parser
-    p.add_argument("--out", default="runs/simulate", help="output folder (default runs/simulate)")
-    p.add_argument("--G", nargs="+", default=None, help=f"group sizes (default {' '.join(map(str, d.G))})")
-    p.add_argument("--seeds", default=None, help=f"number of seeds (default {d.seeds})")
-    p.add_argument("--seed", default=None, help=f"first seed (default {d.seed})")
-    p.add_argument("--estimators", nargs="+", default=None,
-                   help=f"estimators (default {' '.join(d.estimators)}); also rfpp_baseline, grpo_loop, rloo_loop, "
-                   "and NAME:key=value,... e.g. ebpo:prior_decay=0.9")
-    p.add_argument("--prompts", default=None, help=f"training prompts (default {d.prompts})")
-    p.add_argument("--heldout", default=None, help=f"held-out prompts (default {d.heldout})")
-    p.add_argument("--beta", nargs=2, default=None, metavar=("A", "B"),
-                   help=f"difficulty: p0 ~ Beta(A, B) (default {d.beta[0]:g} {d.beta[1]:g})")
-    p.add_argument("--topics", default=None, help=f"topics with clustered difficulty (default {d.topics})")
-    p.add_argument("--concentration", default=None, help=f"within-topic concentration c (default {d.concentration:g})")
-    p.add_argument("--order", default=None, choices=("auto", "random", "topic"),
-                   help="presentation order (default auto: topic when --topics > 1, else random)")
-    p.add_argument("--steps", default=None, help=f"steps; budget = steps x answers-per-step (default {d.steps})")
-    p.add_argument("--answers-per-step", default=None, help=f"answers per training batch (default {d.answers_per_step})")
-    p.add_argument("--max-gen-batches", default=None, help=f"DAPO: generation batches per step at most "
-                   f"(default {d.max_gen_batches})")
-    p.add_argument("--optimizer", default=None, choices=("adam", "sgd", "nsgd"), help=f"(default {d.optimizer})")
-    p.add_argument("--lr", default=None, help=f"learning rate (default {d.lr:g})")
-    p.add_argument("--score-noise", default=None, help=f"sigma_n (default {d.score_noise:g})")
-    p.add_argument("--features", default=None, help=f"feature dimension d (default {d.features})")
-    p.add_argument("--transfer", nargs=4, default=None, metavar=("GLOB", "TOPIC", "FEAT", "OWN"),
-                   help=f"logit kernel weights (default {' '.join(f'{c:g}' for c in d.transfer)})")
-    p.add_argument("--no-figure", action="store_true", help="skip the figure")
-    p.add_argument("--quiet", action="store_true", help="print only the table and verdicts")
-
-
-_KEYS = ("G", "seeds", "seed", "estimators", "prompts", "heldout", "beta", "topics", "concentration", "order",
-         "steps", "answers_per_step", "max_gen_batches", "optimizer", "lr", "score_noise", "features", "transfer")
+    for f in dataclasses.fields(SimOptions):
+        default = (f.metadata.get("default_doc") or f"{f.default}").strip("`")
+        kwargs = {"nargs": "+"} if isinstance(f.default, tuple) or f.name == "lr_grid" else {}
+        parser.add_argument("--" + f.name.replace("_", "-"), dest=f.name, default=None, metavar=f.name.upper(),
+                            help=f"{f.metadata['doc']} (default {default})", **kwargs)
+    parser.add_argument("--out", default="runs/simulate", help="output folder (default runs/simulate)")
+    parser.add_argument("--force", action="store_true", help="run even past the cost bound (see the estimate)")
+    parser.add_argument("--no-figure", action="store_true", help="skip the figure")
+    parser.add_argument("--quiet", action="store_true", help="print only the tables and verdicts")
 
 
 def options_from_args(args: argparse.Namespace):
+    import dataclasses
+
     from verl_ebpo.tools.simulate.options import SimOptions
 
-    given = {k: getattr(args, k) for k in _KEYS if getattr(args, k, None) is not None}
-    if "estimators" in given:
-        given["estimators"] = " ".join(given["estimators"])
+    names = [f.name for f in dataclasses.fields(SimOptions)]
+    given = {k: getattr(args, k) for k in names if getattr(args, k, None) is not None}
     return SimOptions.from_mapping({k: (" ".join(v) if isinstance(v, list) else v) for k, v in given.items()})
+
+
+def estimate_cost(options) -> tuple[float, float]:
+    """(seconds, bytes): the sweep's time on one core and its peak memory, from the options alone.
+
+    Per run (a regime x estimator x G cell, all lr x seed rows at once; rows = len(lr grid) x (tune_seeds + seeds)):
+    time = steps x rows x (1e-8 s x (answers per step x generation batches + (prompts + heldout) x (features + 2))
+    + 8e-4 s for EBPO's per-seed call); memory = 0.6 GiB (Python, torch, verl) + 8 bytes x rows x ((prompts + heldout)
+    x (features + 6) + the prompt stream + one step's samples). Calibrated on the development machine (quiet)."""
+    from verl_ebpo.tools.simulate.estimators import parse_estimator
+
+    rows = len(options.lrs) * (options.tune_seeds + options.seeds)
+    regimes = 1 if options.regime == "custom" else len(options.regime_names)
+    pd = (options.prompts + options.heldout) * (options.features + 2)
+    seconds, peak = 0.0, 0.0
+    for e in options.estimators:
+        spec = parse_estimator(e)
+        for G in options.G:
+            gen = (options.gen_batch or options.answers_per_step // G) * G * (options.max_gen_batches
+                                                                                if spec.dynamic_sampling else 1)
+            per = 1e-8 * (gen + pd) + (8e-4 if spec.per_seed else 0.0)
+            seconds += regimes * options.steps * rows * per
+            stream = options.budget // G + gen // G
+            peak = max(peak, 8.0 * rows * ((options.prompts + options.heldout) * (options.features + 6) + stream + gen))
+    return seconds, 0.6 * 2**30 + peak
+
+
+def cost_line(options) -> tuple[str, bool]:
+    """The printed estimate and whether it is within the bound."""
+    seconds, nbytes = estimate_cost(options)
+    ok = seconds <= MAX_SECONDS and nbytes <= MAX_BYTES
+    return (f"estimated {seconds:,.0f} s on one core, {nbytes / 2**30:.1f} GiB peak (bound {MAX_SECONDS:,.0f} s, "
+            f"{MAX_BYTES / 2**30:.0f} GiB)"), ok
 
 
 def check_out_folder(out: str, figure: bool = True) -> None:
@@ -110,36 +130,44 @@ def run(args: argparse.Namespace) -> int:
 
     try:
         options = options_from_args(args)
+        estimate, ok = cost_line(options)
+        if not ok and not args.force:
+            raise ValueError(f"{estimate}: too large; use fewer seeds, steps, prompts, features or regimes, "
+                             "or --force")
         check_out_folder(args.out, figure=not args.no_figure)  # refused before the sweep, not after it
     except ValueError as e:  # OutputPathError included
         print(f"verl-ebpo simulate: error: {e}", file=sys.stderr)
         return 2
 
-    from verl_ebpo.tools.simulate.engine import run_sweep
-    from verl_ebpo.tools.simulate.report import comparison_table, results_table, write_outputs
+    from verl_ebpo.tools.simulate.regimes import run_family
+    from verl_ebpo.tools.simulate.report import cells_table, family_table, write_family_outputs
 
-    def progress(result):
+    def progress(regime, result, lr):
         if not args.quiet:
-            print(f"  {result.estimator:>14} G={result.G:<3} final {result.final.mean():.3f}  "
-                  f"({result.seconds:.1f} s)", flush=True)
+            print(f"  {regime:>16} {result.estimator:>10} G={result.G:<3} lr {lr:<5g} final {result.final.mean():.3f}"
+                  f"  ({result.seconds:.1f} s)", flush=True)
 
     if not args.quiet:
-        print(f"simulating {len(options.estimators)} estimators x G {list(options.G)} x {options.seeds} seeds, "
-              f"{options.budget} answers each ...", flush=True)
-    sweep = run_sweep(options, progress=progress)
+        names = ["custom"] if options.regime == "custom" else list(options.regime_names)
+        print(f"simulating regimes {names} x {len(options.estimators)} estimators x G {list(options.G)} x lr grid "
+              f"{list(options.lrs)}; {options.seeds} seeds (+{options.tune_seeds} for tuning), {options.budget} "
+              f"answers each; {estimate} ...", flush=True)
+    family = run_family(options, progress=progress)
     try:
-        summary = write_outputs(sweep, args.out, figure=not args.no_figure)
+        summary = write_family_outputs(family, args.out, figure=not args.no_figure)
     except (OutputPathError, OSError) as e:
         print(f"verl-ebpo simulate: error: cannot write to {args.out}: {e}", file=sys.stderr)
         return 1
-    print(results_table(summary))
+    print(family_table(summary))
     print()
-    print(comparison_table(summary))
-    print()
+    print(cells_table(summary))
+    print(f"\n{summary['n_comparisons']} comparisons (95% intervals, not corrected for multiplicity; |difference| "
+          f"< {summary['negligible']:g} is negligible):")
     for sentence in summary["verdicts"]:
         print(sentence)
-    print(f"\n{summary['seconds']:.1f} s; wrote {os.path.join(args.out, 'summary.json')} and the figure, table, curves")
+    print(f"\n{summary['seconds']:.1f} s; wrote {os.path.join(args.out, 'summary.json')} and the figure, tables, curves")
     return 0
 
 
-__all__ = ["HELP", "add_arguments", "check_out_folder", "options_from_args", "run"]
+__all__ = ["HELP", "MAX_BYTES", "MAX_SECONDS", "add_arguments", "check_out_folder", "cost_line", "estimate_cost",
+           "options_from_args", "run"]

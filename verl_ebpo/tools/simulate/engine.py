@@ -39,6 +39,8 @@ class RunResult:
     zero_adv: np.ndarray  # (S,) answers trained on with |A| < 1e-6
     updates: np.ndarray  # (S,) optimizer steps taken
     short_batches: np.ndarray  # (S,) DAPO steps that hit max_gen_batches with fewer than B groups
+    degenerate: np.ndarray = None  # (S,) DAPO: answers generated in all-equal groups (discarded: no signal)
+    surplus: np.ndarray = None  # (S,) DAPO: answers in informative groups discarded because B were already kept
     shrinkage_mean: float = float("nan")  # EBPO: mean S over its calls
     seconds: float = 0.0
 
@@ -85,29 +87,38 @@ def _score_noise(rngs, adv, group_seed, group_pid, per_seed, S, P, n_shared) -> 
     return torch.cat([z[:, :n_shared] * shared_var.sqrt()[:, None], z[:, n_shared:] * own_var.sqrt()], dim=1)
 
 
-def dapo_select(y: torch.Tensor, drawn: torch.Tensor, rounds: np.ndarray, B: int):
-    """DAPO's dynamic sampling over pre-drawn generation batches of B groups.
+def dapo_select(y: torch.Tensor, drawn: torch.Tensor, rounds: np.ndarray, B: int, gen: int | None = None):
+    """DAPO's dynamic sampling over pre-drawn generation batches of `gen` groups (default B).
 
     Args:
-        y: (S, W, G) rewards of W = max(rounds) * B groups per seed, in generation order.
-        drawn: (S, W) bool, the groups seed s actually drew (its first rounds[s] * B).
+        y: (S, W, G) rewards of W = max(rounds) * gen groups per seed, in generation order.
+        drawn: (S, W) bool, the groups seed s actually drew (its first rounds[s] * gen).
         rounds: (S,) batches each seed may generate this step.
+        B: groups a training batch holds.
     Returns:
         keep (S, W) bool: the first B groups whose rewards are not all equal (fewer if there are not B);
         used (S,) int: batches generated -- up to the one that completed B groups, else rounds[s];
-        full (S,) bool: whether B groups were found.
+        full (S,) bool: whether B groups were found;
+        degenerate (S,) int, surplus (S,) int: groups of the used batches discarded because their rewards are
+        all equal, and informative groups discarded because B were already kept (whole batches are generated).
     """
+    gen = B if gen is None else gen
     informative = drawn & (y.amax(-1) != y.amin(-1))
     rank = informative.cumsum(1)
     keep = informative & (rank <= B)
     full = rank[:, -1] >= B if rank.shape[1] else torch.zeros(rank.shape[0], dtype=torch.bool)
     first_full = torch.argmax((rank >= B).to(torch.int8), dim=1) if rank.shape[1] else torch.zeros_like(full, dtype=torch.long)
-    used = torch.where(full, first_full // B + 1, torch.from_numpy(np.asarray(rounds, dtype=np.int64)))
-    return keep, used.numpy(), full.numpy()
+    used = torch.where(full, first_full // gen + 1, torch.from_numpy(np.asarray(rounds, dtype=np.int64)))
+    in_used = torch.arange(y.shape[1])[None, :] < (used * gen)[:, None]  # (S, W)
+    degenerate = (drawn & in_used & ~informative).sum(1)
+    surplus = (informative & in_used & ~keep).sum(1)
+    return keep, used.numpy(), full.numpy(), degenerate.numpy(), surplus.numpy()
 
 
-def run_one(task: Task, spec: EstimatorSpec, G: int, options: SimOptions, seeds=None) -> RunResult:
-    """Train S policies (one per seed) with `spec` at group size G until the answer budget is spent."""
+def run_one(task: Task, spec: EstimatorSpec, G: int, options: SimOptions, seeds=None, lrs=None) -> RunResult:
+    """Train S policies (one per row: a seed, at learning rate lrs[row]) with `spec` at group size G until the
+    answer budget is spent. seeds: (S,) seed values (default `options.seed_list`; a seed may repeat with another
+    lr: same task, same samples until the policies differ); lrs: (S,) learning rates (default `options.lrs[0]`)."""
     t0 = time.perf_counter()
     seeds = list(options.seed_list if seeds is None else seeds)
     S, P = task.shape
@@ -117,14 +128,16 @@ def run_one(task: Task, spec: EstimatorSpec, G: int, options: SimOptions, seeds=
     B = N // G
     budget = options.budget
     rounds_cap = options.max_gen_batches if spec.dynamic_sampling else 1
+    gen = (options.gen_batch or B) if spec.dynamic_sampling else B  # prompts per generation batch
     order = options.resolved_order
-    prompts = stream(task, order, options.steps * B + rounds_cap * B, seeds)
+    prompts = stream(task, order, budget // G + rounds_cap * gen, seeds)
     rngs = [np.random.default_rng(np.random.SeedSequence([int(seed), G, 0x5A])) for seed in seeds]
     noise_rngs = [np.random.default_rng(np.random.SeedSequence([int(seed), G, 0x401])) for seed in seeds]
     n_shared = task.n_params - P
 
     theta = torch.zeros(S, task.n_params, dtype=F64)
-    opt = Optimizer(options.optimizer, options.lr, theta.shape)
+    lr = torch.as_tensor(np.full(S, options.lrs[0]) if lrs is None else np.asarray(lrs, dtype=np.float64))
+    opt = Optimizer(options.optimizer, lr.to(F64).reshape(S, 1), theta.shape)
     caller = AdvantageCaller(spec, S)
     cursor = np.zeros(S, dtype=np.int64)
     generated = np.zeros(S, dtype=np.int64)
@@ -132,6 +145,8 @@ def run_one(task: Task, spec: EstimatorSpec, G: int, options: SimOptions, seeds=
     zero = np.zeros(S, dtype=np.int64)
     updates = np.zeros(S, dtype=np.int64)
     short = np.zeros(S, dtype=np.int64)
+    degenerate = np.zeros(S, dtype=np.int64)
+    surplus = np.zeros(S, dtype=np.int64)
     curve = np.full((S, options.steps + 1), np.nan)
     curve[:, 0] = expected_success(task, theta).numpy()
     seed_ids = torch.arange(S)
@@ -139,23 +154,25 @@ def run_one(task: Task, spec: EstimatorSpec, G: int, options: SimOptions, seeds=
     with torch.no_grad(), process_prior_preserved():
         for _ in range(options.steps):
             remaining = budget - generated
-            rounds = np.minimum(rounds_cap, remaining // N)  # batches each seed may still generate
+            rounds = np.minimum(rounds_cap, remaining // (gen * G))  # batches each seed may still generate
             if not rounds.any():
                 break
-            width = int(rounds.max()) * B
+            width = int(rounds.max()) * gen
             slots = torch.from_numpy(cursor)[:, None] + torch.arange(width)
             pid = torch.gather(prompts, 1, slots)  # (S, width)
             p = torch.gather(torch.sigmoid(logits(task, theta)), 1, pid)  # (S, width)
             y = (_uniforms(rngs, rounds, B, G, width) < p.unsqueeze(-1)).to(F64)  # (S, width, G)
-            drawn = torch.arange(width)[None, :] < torch.from_numpy(rounds * B)[:, None]  # (S, width)
+            drawn = torch.arange(width)[None, :] < torch.from_numpy(rounds * gen)[:, None]  # (S, width)
             if spec.dynamic_sampling:
-                keep, used, full = dapo_select(y, drawn, rounds, B)
+                keep, used, full, deg, sur = dapo_select(y, drawn, rounds, B, gen)
                 short += ((~full) & (rounds > 0)).astype(np.int64)
+                degenerate += deg * G
+                surplus += sur * G
             else:
                 keep = drawn
                 used = rounds
-            generated += used * N
-            cursor += used * B
+            generated += used * gen * G
+            cursor += used * gen
 
             group_seed = seed_ids[:, None].expand_as(keep)[keep]  # (n_groups,) sorted by seed
             n_groups = int(group_seed.numel())
@@ -179,7 +196,7 @@ def run_one(task: Task, spec: EstimatorSpec, G: int, options: SimOptions, seeds=
                 updates += step.numpy()
             success = expected_success(task, theta).numpy()
             moved = used > 0
-            curve[moved, generated[moved] // N] = success[moved]
+            curve[moved, np.minimum(generated[moved] // N, options.steps)] = success[moved]
 
     # a seed's success stays what it was between its updates (DAPO skips grid points)
     for k in range(1, curve.shape[1]):
@@ -196,6 +213,8 @@ def run_one(task: Task, spec: EstimatorSpec, G: int, options: SimOptions, seeds=
         zero_adv=zero,
         updates=updates,
         short_batches=short,
+        degenerate=degenerate,
+        surplus=surplus,
         shrinkage_mean=float(np.mean(caller.shrinkage)) if caller.shrinkage else float("nan"),
         seconds=time.perf_counter() - t0,
     )

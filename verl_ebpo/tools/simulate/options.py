@@ -8,7 +8,12 @@ from typing import Any
 
 from verl_ebpo.spec import Spec, option
 
-DEFAULT_ESTIMATORS = ("grpo", "drgrpo", "dapo", "rloo", "ebpo", "ebpo_batch")
+DEFAULT_ESTIMATORS = ("grpo", "dapo", "ebpo")
+# the learning-rate grid each estimator is tuned over, per optimizer (`lr_grid auto`)
+LR_GRIDS = {"adam": (0.3, 1.0, 3.0, 10.0), "sgd": (1.0, 3.0, 10.0, 30.0), "nsgd": (0.3, 1.0, 3.0, 10.0)}
+REGIME_NAMES = ("shared", "shared_clean", "per_prompt", "per_prompt_clean", "hard", "hard_clean")
+# what a named regime fixes (see regimes.py); with a named regime (or `all`) these must stay at their defaults
+REGIME_KNOBS = ("beta", "transfer", "score_noise")
 
 
 def _ints(value: Any, what: str, lo: int) -> tuple[int, ...]:
@@ -74,6 +79,26 @@ def _beta(value: Any) -> tuple[float, float]:
     return (a, b)
 
 
+def _lr_grid(value: Any):
+    if isinstance(value, str) and value.strip().lower() == "auto":
+        return "auto"
+    items = value.replace(",", " ").split() if isinstance(value, str) else list(value)
+    try:
+        grid = tuple(float(v) for v in items)
+    except (TypeError, ValueError):
+        raise ValueError("must be `auto` or learning rates > 0") from None
+    if not grid or not all(math.isfinite(x) and 0 < x <= 1e3 for x in grid) or len(set(grid)) != len(grid):
+        raise ValueError("must be `auto` or distinct learning rates in (0, 1000]")
+    return grid
+
+
+def _regime(value: Any) -> str:
+    name = str(value).strip().lower()
+    if name not in ("all", "custom", *REGIME_NAMES):
+        raise ValueError(f"must be `all`, `custom` or one of {list(REGIME_NAMES)}")
+    return name
+
+
 def _transfer(value: Any) -> tuple[float, float, float, float]:
     items = value.replace(",", " ").split() if isinstance(value, str) else list(value)
     try:
@@ -92,13 +117,30 @@ class SimOptions(Spec):
     PREFIX = "simulate"
 
     G: tuple = option(
-        (2, 4, 8, 16),
+        (2, 8, 16),
         check=_group_sizes,
-        default_doc="`2 4 8 16`",
+        default_doc="`2 8 16`",
         doc="group sizes to sweep (answers per prompt); each must divide `answers_per_step`.",
     )
-    seeds: int = option(10, number=(1, 10_000), integer=True, doc="independent runs per estimator and G (seeds "
+    regime: str = option("all", check=_regime, doc="`all`: every named regime (docs/simulator.md); a name (`shared`, "
+                         "`shared_clean`, `per_prompt`, `per_prompt_clean`, `hard`, `hard_clean`): that one; `custom`: the "
+                         "model knobs as given. A named regime fixes `beta`, `transfer`, `score_noise`: set those only "
+                         "with `custom`.")
+    seeds: int = option(5, number=(1, 10_000), integer=True, doc="reporting seeds per estimator and G (seeds "
                         "`seed`, `seed+1`, ...); one seed gives no interval.")
+    tune_seeds: int = option(2, number=(1, 1_000), integer=True, doc="tuning seeds (`seed+seeds`, ...; disjoint from "
+                             "the reporting seeds): each estimator's learning rate is the grid value with the highest "
+                             "mean AUC on these, chosen before the reporting seeds are looked at.")
+    lr_grid: Any = option("auto", check=_lr_grid, default_doc="`auto`",
+                          doc="learning rates each estimator is tuned over; `auto`: adam/nsgd `0.3 1 3 10`, "
+                          "sgd `1 3 10 30`. One value: no tuning.")
+    negligible: float = option(0.005, number=(0.0, 1.0), doc="practical threshold: a resolved difference in final "
+                               "success smaller than this is reported as negligible (0.005 = half a point of success).")
+    target_gap: float = option(0.5, number=(0.0, 1.0), lo_open=True, hi_open=True, doc="answers-to-target: answers "
+                               "until success >= s0 + target_gap * (1 - s0), s0 the seed's initial success (a run that "
+                               "never gets there counts the whole budget).")
+    gen_batch: int = option(0, number=(0, 1_000_000), integer=True, doc="DAPO: prompts per generation batch (verl's "
+                            "`data.gen_batch_size`); 0: the training batch (answers_per_step / G).")
     seed: int = option(0, number=(0, 2**31 - 1), integer=True, doc="first seed.")
     estimators: tuple = option(
         DEFAULT_ESTIMATORS,
@@ -139,7 +181,6 @@ class SimOptions(Spec):
     optimizer: str = option("adam", choices=("adam", "sgd", "nsgd"), doc="`adam`: Adam, betas 0.9/0.999 (verl's "
                             "actor uses AdamW; no weight decay here). `sgd`: plain gradient ascent (an advantage's "
                             "scale is then a learning-rate factor). `nsgd`: a step of length `lr` along the gradient.")
-    lr: float = option(0.03, number=(0.0, math.inf), lo_open=True, hi_open=True, doc="learning rate.")
     score_noise: float = option(3.0, number=(0.0, math.inf), hi_open=True, doc="sigma_n: each answer's "
                                 "log-probability gradient also carries sigma_n * zeta_i, zeta_i ~ N(0, I), unrelated to "
                                 "success (the rest of its tokens); the update adds sum_i A_i zeta_i / N.")
@@ -155,6 +196,10 @@ class SimOptions(Spec):
 
     def __post_init__(self) -> None:
         super().__post_init__()
+        if self.regime != "custom":
+            fixed = [k for k in REGIME_KNOBS if getattr(self, k) != getattr(type(self), k)]
+            if fixed:
+                raise ValueError(f"simulate.{fixed[0]} is fixed by regime={self.regime}; set it with regime=custom")
         bad = [g for g in self.G if self.answers_per_step % g]
         if bad:
             raise ValueError(
@@ -176,3 +221,15 @@ class SimOptions(Spec):
     @property
     def seed_list(self) -> list[int]:
         return list(range(self.seed, self.seed + self.seeds))
+
+    @property
+    def tune_seed_list(self) -> list[int]:
+        return list(range(self.seed + self.seeds, self.seed + self.seeds + self.tune_seeds))
+
+    @property
+    def lrs(self) -> tuple:
+        return LR_GRIDS[self.optimizer] if self.lr_grid == "auto" else self.lr_grid
+
+    @property
+    def regime_names(self) -> tuple:
+        return REGIME_NAMES if self.regime == "all" else (self.regime,)

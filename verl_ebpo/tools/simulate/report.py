@@ -34,16 +34,32 @@ def _ebpo_and_baselines(sweep: Sweep) -> tuple[list[str], list[str]]:
     return ebpo, [label for label in labels if label not in ebpo]
 
 
-def summarize(sweep: Sweep) -> dict:
-    """The summary dict (summary.json): results per estimator and G, paired comparisons, verdicts."""
+def summarize(sweep: Sweep, negligible: float = 0.0, lrs: dict | None = None, where: str = "") -> dict:
+    """The summary dict (summary.json): results per estimator and G, paired comparisons, verdicts.
+
+    negligible: the practical threshold of `stats.verdict`; lrs: {(label, G): lr} chosen per cell (default: the
+    options' first grid lr); where: words added to each verdict's "what" (the regime)."""
+    from verl_ebpo.tools.simulate.regimes import answers_to_target, auc
+
     o = sweep.options
     results: dict = {}
     for (label, G), run in sweep.runs.items():
+        areas = mean_ci(auc(run.curve))
+        to_target, reached = answers_to_target(run.curve, o.answers_per_step, o.target_gap)
+        generated = np.maximum(run.generated, 1)
         final, held = mean_ci(run.final), mean_ci(run.heldout) if o.heldout else None
         zero = mean_ci(run.zero_adv_frac)
         results.setdefault(label, {})[str(G)] = {
             "final_mean": _r(final.mean),
             "ci95": [_r(x) for x in final.as_list()],
+            "auc_mean": _r(areas.mean),
+            "auc_ci95": [_r(x) for x in areas.as_list()],
+            "lr": (lrs or {}).get((label, G), o.lrs[0]),
+            "answers_to_target_mean": _r(float(to_target.mean()), 1),
+            "reached_target_frac": _r(float(reached.mean())),
+            "degenerate_discard_frac": _r(float((run.degenerate / generated).mean())) if run.degenerate is not None
+            else None,
+            "surplus_discard_frac": _r(float((run.surplus / generated).mean())) if run.surplus is not None else None,
             "zero_adv_frac": _r(zero.mean),
             "zero_adv_ci95": [_r(x) for x in zero.as_list()],
             "no_signal_frac": _r(float(run.no_signal_frac.mean())),
@@ -68,20 +84,28 @@ def summarize(sweep: Sweep) -> dict:
         for G in o.G:
             if (e, G) not in sweep.runs or (b, G) not in sweep.runs:
                 continue
-            diff = paired_diff_ci(sweep.runs[(e, G)].final, sweep.runs[(b, G)].final)
-            sentence = verdict(e, b, diff, f"final success at G={G}")
+            ra, rb = sweep.runs[(e, G)], sweep.runs[(b, G)]
+            diff = paired_diff_ci(ra.final, rb.final)
+            adiff = paired_diff_ci(auc(ra.curve), auc(rb.curve))
+            sentence = verdict(e, b, diff, f"final success at G={G}{where}", negligible=negligible)
+            asentence = verdict(e, b, adiff, f"AUC at G={G}{where}", negligible=negligible)
             comparisons.setdefault(key, {})[str(G)] = {
                 "diff": _r(diff.mean),
                 "ci95": [_r(x) for x in diff.as_list()],
                 "verdict": sentence,
+                "auc_diff": _r(adiff.mean),
+                "auc_ci95": [_r(x) for x in adiff.as_list()],
+                "auc_verdict": asentence,
             }
-            verdicts.append(sentence)
+            verdicts += [sentence, asentence]
     return {
         "seeds": o.seeds,
         "G": list(o.G),
         "results": results,
         "comparisons": comparisons,
         "verdicts": verdicts,
+        "n_comparisons": len(verdicts),
+        "negligible": negligible,
         "budget_answers": o.budget,
         "order": o.resolved_order,
         "options": {k: list(v) if isinstance(v, tuple) else v for k, v in o.to_mapping().items()},
@@ -132,7 +156,7 @@ def report_markdown(summary: dict) -> str:
         f"# verl-ebpo simulate\n\n{summary['seeds']} seeds, G in {summary['G']}, {o['prompts']} prompts "
         f"(p0 ~ Beta({o['beta'][0]:g}, {o['beta'][1]:g}), {o['topics']} topic(s), order {summary['order']}), "
         f"budget {summary['budget_answers']} answers per run ({o['answers_per_step']} per step), optimizer "
-        f"{o['optimizer']} lr {o['lr']:g}, score noise {o['score_noise']:g}; {summary['seconds']:.1f} s.\n\n"
+        f"{o['optimizer']} lr {summary['results'] and next(iter(next(iter(summary['results'].values())).values()))['lr']:g}, score noise {o['score_noise']:g}; {summary['seconds']:.1f} s.\n\n"
         "Final success: expected success over the training prompts when the budget is spent (exact, not "
         "sampled). Zero-adv share: answers trained on with |A| < 1e-6. No-signal share: answers generated that "
         "were discarded (DAPO) or had a zero advantage.\n\n"
@@ -216,4 +240,115 @@ def write_outputs(sweep: Sweep, out_dir: str, figure: bool = True) -> dict:
     atomic_write_text(os.path.join(out_dir, "curves.csv"), curves_csv(sweep))
     if figure:
         plot(sweep, summary, os.path.join(out_dir, "simulate.png"))
+    return summary
+
+
+# ---- the family of regimes (the default report) ----
+
+PAIRS = ("ebpo-grpo", "ebpo-dapo")
+
+
+def summarize_family(family) -> dict:
+    """summary.json of a family run: `results`/`comparisons` of the `shared` regime (or the only one run) as
+    before, plus `regimes[name][est][G]` (final_mean, ci95, auc_mean, lr, ...) and `regime_comparisons`."""
+    from verl_ebpo.tools.simulate.regimes import LR_RULE, REGIMES
+
+    o = family.options
+    per = {name: summarize(sweep, o.negligible, family.lrs[name], where=f" ({name})")
+           for name, sweep in family.sweeps.items()}
+    head = per.get("shared") or next(iter(per.values()))
+    verdicts = [v for s in per.values() for v in s["verdicts"]]
+    return {
+        **head,
+        "regime": o.regime,
+        "regimes": {name: s["results"] for name, s in per.items()},
+        "regime_comparisons": {name: s["comparisons"] for name, s in per.items()},
+        "regime_settings": {name: {k: list(v) if isinstance(v, tuple) else v for k, v in REGIMES[name].items()}
+                            for name in per if name in REGIMES},
+        "tune_auc": {name: {f"{label}|{G}": v for (label, G), v in t.items()} for name, t in family.tune_auc.items()},
+        "lr_grid": list(o.lrs),
+        "lr_rule": LR_RULE,
+        "tune_seeds": o.tune_seed_list,
+        "verdicts": verdicts,
+        "n_comparisons": len(verdicts),
+        "negligible": o.negligible,
+        "seconds": _r(family.seconds, 2),
+    }
+
+
+def _ci(mean, ci) -> str:
+    if mean is None:
+        return "n/a"
+    if ci[0] is None:
+        return signed(mean)
+    return f"{signed(mean)} [{signed(ci[0])}, {signed(ci[1])}]"
+
+
+def family_table(summary: dict) -> str:
+    """Markdown: per regime and G, EBPO minus each baseline, best-vs-best (final success and AUC)."""
+    pairs = [p for p in PAIRS if any(p in c for c in summary["regime_comparisons"].values())]
+    head = "| regime | G | " + " | ".join(f"{p} final | {p} AUC" for p in pairs) + " |"
+    rows = [head, "|---|---:|" + "---|---|" * len(pairs)]
+    for name, comps in summary["regime_comparisons"].items():
+        for G in summary["G"]:
+            cells = []
+            for p in pairs:
+                c = comps.get(p, {}).get(str(G))
+                cells += ["", ""] if c is None else [_ci(c["diff"], c["ci95"]), _ci(c["auc_diff"], c["auc_ci95"])]
+            rows.append(f"| {name} | {G} | " + " | ".join(cells) + " |")
+    return "\n".join(rows)
+
+
+def cells_table(summary: dict) -> str:
+    """Markdown: every regime x estimator x G cell with its chosen lr and metrics."""
+    rows = ["| regime | estimator | G | lr | final success [95% CI] | AUC | answers to target (reached) "
+            "| discards: degenerate / surplus |", "|---|---|---:|---:|---|---:|---:|---|"]
+    for name, per_est in summary["regimes"].items():
+        for label, per_g in per_est.items():
+            for G, r in per_g.items():
+                lo, hi = r["ci95"]
+                ci = f"[{lo:.3f}, {hi:.3f}]" if lo is not None else "[n/a]"
+                disc = ("" if not r.get("degenerate_discard_frac") and not r.get("surplus_discard_frac") else
+                        f"{r['degenerate_discard_frac']:.3f} / {r['surplus_discard_frac']:.3f}")
+                rows.append(f"| {name} | {label} | {G} | {r['lr']:g} | {r['final_mean']:.3f} {ci} | {r['auc_mean']:.3f} "
+                            f"| {r['answers_to_target_mean']:,.0f} ({r['reached_target_frac']:.2f}) | {disc} |")
+    return "\n".join(rows)
+
+
+def family_markdown(summary: dict) -> str:
+    o = summary["options"]
+    verdicts = "\n".join(f"- {v}" for v in summary["verdicts"])
+    return (
+        f"# verl-ebpo simulate: {len(summary['regimes'])} regime(s)\n\n{summary['seeds']} reporting seeds and "
+        f"{len(summary['tune_seeds'])} tuning seeds, G in {summary['G']}, budget {summary['budget_answers']} answers "
+        f"per run, optimizer {o['optimizer']}, lr grid {summary['lr_grid']} (chosen per estimator, regime and G: "
+        f"{summary['lr_rule']}); {summary['seconds']:.1f} s.\n\nAUC: mean success over the run (area under success "
+        "vs answers generated / budget). Answers to target: until success closes "
+        f"{o['target_gap']:g} of the gap to 1.\n\n## EBPO minus each baseline, best-vs-best, paired by seed, 95% CI\n\n"
+        f"{family_table(summary)}\n\n## Cells\n\n{cells_table(summary)}\n\n## Verdicts ({summary['n_comparisons']} "
+        f"comparisons, 95% intervals not corrected for multiplicity; |difference| < {summary['negligible']:g}: "
+        f"negligible)\n\n{verdicts}\n"
+    )
+
+
+def family_curves_csv(family) -> str:
+    """regime,estimator,G,answers,mean,lo,hi."""
+    out = io.StringIO()
+    out.write("regime,estimator,G,answers,mean,ci95_lo,ci95_hi\n")
+    for name, sweep in family.sweeps.items():
+        for line in curves_csv(sweep).splitlines()[1:]:
+            out.write(f"{name},{line}\n")
+    return out.getvalue()
+
+
+def write_family_outputs(family, out_dir: str, figure: bool = True) -> dict:
+    """Write FILES into out_dir (created if missing) for a family run; the figure shows the first regime."""
+    summary = summarize_family(family)
+    os.makedirs(out_dir, exist_ok=True)
+    atomic_write_text(os.path.join(out_dir, "summary.json"), json.dumps(summary, indent=2) + "\n")
+    atomic_write_text(os.path.join(out_dir, "results.md"), family_markdown(summary))
+    atomic_write_text(os.path.join(out_dir, "curves.csv"), family_curves_csv(family))
+    if figure:
+        first = "shared" if "shared" in family.sweeps else next(iter(family.sweeps))
+        plot(family.sweeps[first], summarize(family.sweeps[first]), os.path.join(out_dir, "simulate.png"))
     return summary

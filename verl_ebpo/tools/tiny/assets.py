@@ -192,15 +192,25 @@ def rl_row(
     }
 
 
-def write_rl_parquet(rows: Iterable[dict], path: str | os.PathLike) -> Path:
-    """Write RL rows (see `rl_row`) to a parquet file; returns its path."""
-    import pandas as pd
+def write_rl_parquet(rows: Iterable[dict], path: str | os.PathLike, chunk: int = 20_000) -> Path:
+    """Write RL rows (see `rl_row`; any iterable, consumed in chunks of `chunk` rows, never all in memory) to a
+    parquet file; returns its path."""
+    import itertools
 
-    rows = list(rows)
-    if not rows:
-        raise ValueError(f"no rows to write to {path}")
+    import pandas as pd
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+
     path = Path(path)
+    it = iter(rows)
+    first = list(itertools.islice(it, chunk))
+    if not first:
+        raise ValueError(f"no rows to write to {path}")
     path.parent.mkdir(parents=True, exist_ok=True)
     with atomic_output(path) as tmp:
-        pd.DataFrame(rows).to_parquet(tmp, index=False)
+        table = pa.Table.from_pandas(pd.DataFrame(first), preserve_index=False)
+        with pq.ParquetWriter(tmp, table.schema) as writer:
+            writer.write_table(table)
+            while block := list(itertools.islice(it, chunk)):
+                writer.write_table(pa.Table.from_pandas(pd.DataFrame(block), schema=table.schema, preserve_index=False))
     return path

@@ -21,16 +21,19 @@ def question(n: int) -> str:
     return f"{n}+1="
 
 
-def make_rows(count: int, seed: int, split: str = "train") -> list[dict]:
-    """`count` rows in verl's RL format, operands drawn uniformly (seeded)."""
+def iter_rows(count: int, seed: int, split: str = "train"):
+    """`count` rows in verl's RL format, operands drawn uniformly (seeded), one at a time."""
     from verl_ebpo.tools.tiny.assets import rl_row
 
     rng = random.Random(seed)
-    rows = []
     for i in range(count):
         n = rng.choice(OPERANDS)
-        rows.append(rl_row(i, question(n), str(n + 1), DATA_SOURCE, split=split, extra_info={"operand": n}))
-    return rows
+        yield rl_row(i, question(n), str(n + 1), DATA_SOURCE, split=split, extra_info={"operand": n})
+
+
+def make_rows(count: int, seed: int, split: str = "train") -> list[dict]:
+    """`iter_rows` as a list (small counts only)."""
+    return list(iter_rows(count, seed, split))
 
 
 def validation_rows() -> list[dict]:

@@ -1,0 +1,127 @@
+"""The default report: a family of model regimes, each estimator at its own best learning rate (best-vs-best).
+
+A regime fixes the model knobs that decide where all-fail groups matter (`REGIMES`):
+
+| regime | beta (difficulty) | transfer (glob, topic, feat, own) | score noise |
+|---|---|---|---|
+| `shared` | 0.5 1.5 (mean 0.25) | 0.3 0.3 0.2 0.2: learning mostly global | 3 |
+| `per_prompt` | 0.5 1.5 | 0.05 0.05 0.1 0.8: per-prompt parameters dominate | 3 |
+| `hard` | 0.3 3 (mean 0.09) | 0.3 0.3 0.2 0.2 | 3 |
+| `*_clean` | as above | as above | 0 |
+
+Learning rate: for every (regime, estimator, G) all grid values run at once (rows of one batched run, seeds x
+lrs); the lr with the highest mean AUC on the *tuning* seeds (`SimOptions.tune_seed_list`, disjoint from the
+reporting seeds) is chosen, ties to the smaller lr, before the reporting seeds are read; the reporting seeds at
+that lr are the reported cell. Every row of a seed shares its task and its samples' random stream.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import time
+
+import numpy as np
+
+from verl_ebpo.tools.simulate.engine import RunResult, Sweep, one_torch_thread, run_one
+from verl_ebpo.tools.simulate.estimators import parse_estimator
+from verl_ebpo.tools.simulate.options import SimOptions
+
+_BASE = {"beta": (0.5, 1.5), "transfer": (0.3, 0.3, 0.2, 0.2), "score_noise": 3.0}
+REGIMES: dict[str, dict] = {
+    "shared": dict(_BASE),
+    "shared_clean": {**_BASE, "score_noise": 0.0},
+    "per_prompt": {**_BASE, "transfer": (0.05, 0.05, 0.1, 0.8)},
+    "per_prompt_clean": {**_BASE, "transfer": (0.05, 0.05, 0.1, 0.8), "score_noise": 0.0},
+    "hard": {**_BASE, "beta": (0.3, 3.0)},
+    "hard_clean": {**_BASE, "beta": (0.3, 3.0), "score_noise": 0.0},
+}
+LR_RULE = "highest mean AUC on the tuning seeds (ties: the smaller lr); reporting seeds not used"
+
+
+def regime_options(options: SimOptions, name: str) -> SimOptions:
+    """The options of regime `name` (`custom`: the options as given)."""
+    if name == "custom":
+        return options
+    return dataclasses.replace(options, regime="custom", **REGIMES[name])
+
+
+def auc(curve: np.ndarray) -> np.ndarray:
+    """(S,) area under success vs answers generated, divided by the budget (trapezoids over the step grid):
+    the mean success over the run. curve: (S, steps + 1)."""
+    if curve.shape[1] < 2:
+        return curve[:, 0].copy()
+    return ((curve[:, 1:] + curve[:, :-1]) / 2).mean(axis=1)
+
+
+def answers_to_target(curve: np.ndarray, answers_per_step: int, gap: float) -> tuple[np.ndarray, np.ndarray]:
+    """(S,) answers until success >= s0 + gap (1 - s0) (s0 = curve[:, 0]), the whole budget when never; (S,) bool
+    reached. curve: (S, steps + 1), point k after k * answers_per_step answers."""
+    target = curve[:, :1] + gap * (1.0 - curve[:, :1])
+    hit = curve >= target
+    reached = hit.any(axis=1)
+    first = np.where(reached, hit.argmax(axis=1), curve.shape[1] - 1)
+    return first * answers_per_step, reached
+
+
+def subset(run: RunResult, rows) -> RunResult:
+    """The rows `rows` of a batched run (every per-seed array indexed; scalars kept)."""
+    fields = {f.name: getattr(run, f.name) for f in dataclasses.fields(run)}
+    return RunResult(**{k: (v[rows] if isinstance(v, np.ndarray) else v) for k, v in fields.items()})
+
+
+@dataclasses.dataclass
+class Family:
+    options: SimOptions
+    sweeps: dict = dataclasses.field(default_factory=dict)  # regime -> Sweep (reporting seeds, chosen lr)
+    lrs: dict = dataclasses.field(default_factory=dict)  # regime -> {(label, G): lr}
+    tune_auc: dict = dataclasses.field(default_factory=dict)  # regime -> {(label, G): [mean AUC per grid lr]}
+    seconds: float = 0.0
+
+
+def run_cell(task, spec, G: int, options: SimOptions) -> tuple[RunResult, float, list[float]]:
+    """One (estimator, G) of a regime: every lr x (tuning + reporting seeds) in one batched run. Returns the
+    reporting seeds' run at the chosen lr, that lr, and the tuning seeds' mean AUC per grid lr."""
+    lrs, tune, report = options.lrs, options.tune_seed_list, options.seed_list
+    per_lr = len(tune) + len(report)
+    seeds = [s for _ in lrs for s in (*tune, *report)]
+    run = run_one(task, spec, G, options, seeds=seeds, lrs=np.repeat(lrs, per_lr))
+    a = auc(run.curve).reshape(len(lrs), per_lr)
+    scores = a[:, : len(tune)].mean(axis=1)
+    best = int(np.flatnonzero(scores == scores.max())[0])  # the grid is increasing in the order given
+    rows = np.arange(best * per_lr + len(tune), (best + 1) * per_lr)
+    return subset(run, rows), float(lrs[best]), scores.tolist()
+
+
+def run_family(options: SimOptions, progress=None) -> Family:
+    """Every regime of `options.regime_names` (or `custom`) x estimator x G, best-vs-best."""
+    t0 = time.perf_counter()
+    family = Family(options)
+    specs = [parse_estimator(e) for e in options.estimators]
+    names = ("custom",) if options.regime == "custom" else options.regime_names
+    with one_torch_thread():
+        for name in names:
+            o = regime_options(options, name)
+            task = build_task_rows(o)
+            sweep = Sweep(o)
+            family.lrs[name], family.tune_auc[name] = {}, {}
+            for spec in specs:
+                for G in o.G:
+                    run, lr, scores = run_cell(task, spec, G, o)
+                    sweep.runs[(spec.label, G)] = run
+                    family.lrs[name][(spec.label, G)] = lr
+                    family.tune_auc[name][(spec.label, G)] = scores
+                    if progress is not None:
+                        progress(name, run, lr)
+            sweep.seconds = time.perf_counter() - t0
+            family.sweeps[name] = sweep
+    family.seconds = time.perf_counter() - t0
+    return family
+
+
+def build_task_rows(options: SimOptions):
+    """The task of every row of `run_cell` (lr-major; tuning seeds, then reporting seeds)."""
+    from verl_ebpo.tools.simulate.task import make_task
+
+    rows = [s for _ in options.lrs for s in (*options.tune_seed_list, *options.seed_list)]
+    return make_task(rows, options.prompts, options.heldout, options.beta, options.topics, options.concentration,
+                     options.features, options.transfer)
