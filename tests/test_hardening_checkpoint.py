@@ -131,10 +131,25 @@ def test_inspect_cli_on_a_fifo_in_a_fresh_process_exits_at_once(tmp_path):
         (json.dumps(_state(step=True)), ["no valid global_step"]),
         (json.dumps([1, 2]), ["not an EBPO prior state"]),
         (b"\xff\xfe{}", ["not UTF-8"]),
-        (" " * (1 << 20) + "{}", ["larger than"]),
+        (" " * (1 << 20) + "{}", ["not an EBPO prior state"]),
+        # the accumulators' invariants (issue 19.3/19.4), each refused naming the field
+        (json.dumps(_state(reward={"weight": 0, "mean": 0, "m2": 1e6})),
+         ["reward.weight is 0 but", "reward.m2 is 1000000.0", "mean = m2 = 0"]),
+        (json.dumps(_state(reward={"weight": 0, "mean": 0.5, "m2": 0})), ["reward.weight is 0 but reward.mean is 0.5"]),
+        (json.dumps(_state(reward={"weight": 8, "mean": 1e200, "m2": 2})), ["reward.mean is 1e+200", "1e+100 bound"]),
+        (json.dumps(_state(group_mean={"weight": 2, "mean": -1e101, "m2": 0})), ["group_mean.mean is -1e+101"]),
+        (json.dumps(_state(reward={"weight": 8, "mean": 0.5, "m2": 1e250})), ["reward.m2 is 1e+250", "reward.weight"]),
+        (json.dumps(_state(reward={"weight": -1, "mean": 0.5, "m2": 2})), ["reward.weight is -1.0", "never negative"]),
+        (json.dumps(_state(group_mean={"weight": 2, "mean": 0.5, "m2": -0.1})), ["group_mean.m2 is -0.1"]),
+        (json.dumps(_state(group_mean={"weight": 9, "mean": 0.5, "m2": 0.1})),
+         ["group_mean.weight (9.0) is larger than reward.weight (8.0)"]),
+        (json.dumps(_state(group_mean={"weight": 0, "mean": 0, "m2": 0})), ["group_mean.weight is 0.0 but reward.weight is 8.0"]),
+        (json.dumps(_state(updates=0)), ["updates is 0 but reward.weight is 8.0"]),
     ],
     ids=["deep", "shaping-str", "shaping-list", "inf-weight", "huge-int", "huge-int-digits", "updates-str",
-         "group-mean-str", "step-bool", "list", "not-utf8", "oversized"],
+         "group-mean-str", "step-bool", "list", "not-utf8", "oversized", "empty-with-m2", "empty-with-mean",
+         "mean-past-bound", "group-mean-past-bound", "m2-past-bound", "negative-weight", "negative-m2",
+         "more-groups-than-scores", "groups-without-weight", "updates-without-batches"],
 )
 def test_malformed_prior_files_are_one_line_errors_naming_the_file(tmp_path, capsys, content, words):
     folder = tmp_path / "global_step_3"
