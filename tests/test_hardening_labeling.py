@@ -388,7 +388,7 @@ def test_an_index_field_of_lists_or_dicts_is_one_line_naming_the_field_and_row(t
     out = tmp_path / "o.parquet"
     res = _cli(capsys, "label-difficulty", src, roll, out, "--scorer", f"{scorers}:good", "--index-field", field,
                "--no-progress")
-    _refused(res, "label-difficulty", f"--index-field {field!r}: row 0 holds a {kind}", "numbers or strings")
+    _refused(res, "label-difficulty", f"--index-field {field!r}: row 0 holds a {kind}", "integers or strings")
     assert not out.exists()
     with pytest.raises(lab.LabelingError, match=f"row 0 holds a {kind}"):
         lab.label_difficulty(pq.read_table(src), str(roll), scorer=good_scorer, index_field=field, progress=False)
@@ -470,3 +470,21 @@ def test_a_bad_scorer_is_one_line(tmp_path, src, rollouts, capsys, monkeypatch, 
         lab.load_scorer(spec)
     _refused(_cli(capsys, "label-difficulty", src, rollouts, tmp_path / "o.parquet", "--scorer", spec,
                   "--no-progress"), "label-difficulty", words)
+
+
+# -- issue 19.10: an index that is not an integer row number or text is refused, with and without --index-field ----
+
+
+@pytest.mark.parametrize("key", [True, 2.0, False, 1.5])
+@pytest.mark.parametrize("index_field", [None, "extra_info.index"])
+def test_a_bool_or_float_index_is_refused_with_and_without_index_field(tmp_path, capsys, scorers, key, index_field):
+    """Before: with --index-field, `true` matched row 1 and `2.0` row 2 (1 == True, 2 == 2.0 as dict keys)."""
+    src = _write_nested(tmp_path / "in.parquet")
+    roll = _rollouts(tmp_path / "r.jsonl", [{"index": 0, "response": "0"}, {"index": key, "response": "1"}])
+    out = tmp_path / "o.parquet"
+    extra = ["--index-field", index_field] if index_field else []
+    res = _cli(capsys, "label-difficulty", src, roll, out, "--scorer", f"{scorers}:good", *extra, "--no-progress",
+               "--missing", "keep")
+    words = (f"{roll}:2: index is a {type(key).__name__}",) if index_field else (f"{roll}:2: index {key!r} is not a row",)
+    _refused(res, "label-difficulty", *words)
+    assert not out.exists()

@@ -489,12 +489,11 @@ def load_scorer(spec: str | None) -> Callable[..., Any]:
 
 
 def _is_index_value(key: Any) -> bool:
-    """A value an index can be matched on: hashable (not a list/dict/array from a nested field)."""
-    try:
-        hash(key)
-    except TypeError:
-        return False
-    return True
+    """A value an index can be matched on: an integer or text. Not a bool or a float (true == 1 and 2.0 == 2 would
+    match rows by accident), nor a list/dict/array from a nested field."""
+    from verl_ebpo.samplers.labels import label_kind
+
+    return label_kind(key) in ("integer", "text")
 
 
 def _describe(value: Any) -> str:
@@ -526,7 +525,7 @@ def read_rollouts(
                 field = f"--index-field {index_field!r}" if index_field else "the index field"
                 if not _is_index_value(key):
                     raise LabelingError(f"{path}:{lineno}: index is {_describe(key)}, which cannot match a value "
-                                        f"of {field}; write the row's {field} value (a number or a string)")
+                                        f"of {field}; write the row's {field} value (an integer or a string)")
                 if key not in index_of:
                     raise LabelingError(f"{path}:{lineno}: index {key!r} matches no row's value of {field}")
                 row = index_of[key]
@@ -577,7 +576,7 @@ def label_difficulty(
             if not _is_index_value(key):
                 raise LabelingError(
                     f"--index-field {index_field!r}: row {i} holds {_describe(key)}, which cannot match a rollout's "
-                    "'index'; choose a field of numbers or strings (e.g. extra_info.index), or omit --index-field "
+                    "'index'; choose a field of integers or strings (e.g. extra_info.index), or omit --index-field "
                     "to match row numbers"
                 )
             if key in index_of:
