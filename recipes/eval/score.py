@@ -40,7 +40,7 @@ from benchmarks import BENCHMARKS, METHOD_TITLES, METHODS, MODEL_TITLES, SAMPLES
 from verl_ebpo.tools.cli import one_line  # noqa: E402
 from verl_ebpo.files import atomic_write_text, check_output_paths, unreadable_reason  # noqa: E402
 from verl_ebpo.rewards.score import is_correct  # noqa: E402  (the verdict training uses; one definition)
-from verl_ebpo.tools.labeling import load_scorer  # noqa: E402  (the one scorer loader: one-line errors)
+from verl_ebpo.rewards.scorer import load_scorer  # noqa: E402  (the one scorer loader: one-line errors)
 
 PAPER_RESULTS = Path(__file__).resolve().parent / "paper_results.json"
 DEFAULT_SCORER = "verl_ebpo.rewards:compute_score"
