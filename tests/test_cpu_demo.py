@@ -306,7 +306,7 @@ def test_owned_folders_of_a_new_empty_or_unrelated_folder_are_none(tmp_path):
 @pytest.mark.parametrize("present", [("runs",), ("assets",), ("runs", "assets")])
 def test_demo_refuses_runs_or_assets_it_did_not_make_and_touches_nothing(tmp_path, present):
     from verl_ebpo.tools.demo.runner import claim_out_folder, owned_folders
-    from verl_ebpo.files import MARKER, FolderNotOurs
+    from verl_ebpo.tools.folders import MARKER, FolderNotOurs
 
     for name in present:
         (tmp_path / name / "sub").mkdir(parents=True)
@@ -325,7 +325,7 @@ def test_demo_refuses_runs_or_assets_it_did_not_make_and_touches_nothing(tmp_pat
 def test_claim_writes_the_marker_and_a_rerun_replaces_only_the_demos_own_folders(tmp_path):
     from verl_ebpo import __version__
     from verl_ebpo.tools.demo.runner import claim_out_folder, owned_folders
-    from verl_ebpo.files import MARKER
+    from verl_ebpo.tools.folders import MARKER
 
     out = tmp_path / "demo"
     claim_out_folder(out)
@@ -343,7 +343,7 @@ def test_claim_writes_the_marker_and_a_rerun_replaces_only_the_demos_own_folders
 
 def test_only_the_demos_own_plain_marker_proves_ownership(tmp_path):
     from verl_ebpo.tools.demo.runner import claim_out_folder, owned_folders
-    from verl_ebpo.files import MARKER, FolderNotOurs
+    from verl_ebpo.tools.folders import MARKER, FolderNotOurs
 
     claim_out_folder(tmp_path / "ours")
     good = (tmp_path / "ours" / MARKER).read_text()

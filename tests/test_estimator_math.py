@@ -308,3 +308,41 @@ def test_readme_options_table_is_the_spec():
     """The README's option table is rendered from EBPOOptions' declarations (one definition)."""
     readme = (Path(__file__).resolve().parents[1] / "README.md").read_text()
     assert EBPOOptions.markdown_table() in readme
+
+
+# --------------------------------------------------------------------------- unit-free degenerate-S rule (issue 19.11)
+
+
+def test_small_unit_rewards_keep_the_paper_shrinkage():
+    """Rewards in [0, 0.001]: the same S = 7/11 as 0/1 rewards (before: an absolute epsilon made every S = 1)."""
+    for c in (1.0, 1e-3, 1e-6):
+        prior = EBPOPrior()
+        tlr, mask, index = batch([[c, 0, 0, 0], [0, 0, 0, 0]], dtype=torch.float64)
+        adv, diag = ebpo_advantage(tlr, mask, index, prior, EBPOOptions(normalize="none"))
+        assert diag["ebpo/shrinkage_mean"] == pytest.approx(7 / 11, rel=1e-12), c
+        expected = c * torch.tensor([1 - 15 / 88] + [-15 / 88] * 3 + [-7 / 88] * 4, dtype=torch.float64)
+        torch.testing.assert_close(scalars(adv), expected, rtol=1e-12, atol=0)
+
+
+@settings(max_examples=60, deadline=None)
+@given(
+    calls=st.lists(
+        st.lists(st.lists(st.floats(0, 1, allow_nan=False), min_size=1, max_size=6), min_size=1, max_size=4),
+        min_size=1, max_size=3,
+    ),
+    log_c=st.floats(-6, 6),
+    mode=st.sampled_from(["none", "center"]),
+)
+def test_advantages_do_not_depend_on_the_rewards_unit(calls, log_c, mode):
+    """Every reward times c in [1e-6, 1e6]: S is the same and the advantages scale by c (normalize none/center;
+    `batch` divides by std + epsilon, whose absolute epsilon is verl's GRPO convention)."""
+    c = 10.0 ** log_c
+    p1, pc = EBPOPrior(), EBPOPrior()
+    for groups in calls:
+        tlr, mask, index = batch(groups, dtype=torch.float64)
+        a1, d1 = ebpo_advantage(tlr, mask, index, p1, EBPOOptions(normalize=mode))
+        ac, dc = ebpo_advantage(tlr * c, mask, index, pc, EBPOOptions(normalize=mode))
+        for key in ("ebpo/shrinkage_mean", "ebpo/shrinkage_min", "ebpo/shrinkage_max"):
+            assert dc[key] == pytest.approx(d1[key], rel=1e-9, abs=1e-9), key
+        scale = float(scalars(a1).abs().max()) + float(tlr.abs().max())
+        torch.testing.assert_close(scalars(ac) / c, scalars(a1), rtol=0, atol=1e-9 * max(scale, 1e-300))

@@ -1,7 +1,8 @@
-"""verl_ebpo.files: the one atomic-write helper (permissions, refusals, stale temporaries)."""
+"""verl_ebpo.files: the one atomic-write helper (permissions, refusals, failed writes naming the file)."""
 
 from __future__ import annotations
 
+import errno
 import json
 import os
 import socket
@@ -94,14 +95,25 @@ def test_failed_write_leaves_old_content_and_no_temporary(tmp_path):
     assert p.read_text() == "old" and os.listdir(tmp_path) == ["f"]
 
 
-def test_stale_temporary_of_a_dead_writer_is_removed(tmp_path):
-    p = tmp_path / "f.json"
-    stale = tmp_path / ".f.json.tmp-999999999-abc"  # no such pid
-    stale.write_text("half")
-    live = tmp_path / f".f.json.tmp-{os.getppid()}-abc"  # a live writer's temporary stays
-    live.write_text("in progress")
-    atomic_write_text(p, "x")
-    assert not stale.exists() and live.exists()
+@pytest.mark.parametrize("where", ["os.replace", "os.fsync", "os.open"])
+@pytest.mark.parametrize("err", [errno.ENOSPC, errno.EACCES])
+def test_disk_full_or_no_permission_names_the_file_and_keeps_the_old_one(tmp_path, monkeypatch, where, err):
+    """Before: the OSError said only "No space left on device" (or named the hidden temporary file)."""
+    p = tmp_path / "prior.json"
+    p.write_text("old")
+    real = getattr(os, where.split(".")[1])
+
+    def fail(*args, **kwargs):
+        if where == "os.open" and not str(args[0]).startswith(str(tmp_path / ".prior.json")):
+            return real(*args, **kwargs)
+        raise OSError(err, os.strerror(err), str(tmp_path / ".prior.json.tmp-1-x"))
+
+    monkeypatch.setattr(os, where.split(".")[1], fail)
+    with pytest.raises(OSError) as e:
+        atomic_write_text(p, "new")
+    monkeypatch.undo()
+    assert e.value.errno == err and f"cannot write {p}: {os.strerror(err)}" in str(e.value)
+    assert p.read_text() == "old" and os.listdir(tmp_path) == ["prior.json"]
 
 
 # -- unreadable_reason: the one "can this input be read as a file, and if not why" ------------------------------
@@ -258,7 +270,7 @@ def test_two_outputs_that_are_one_file_are_refused(tmp_path):
 
 def test_claim_folder_deletes_only_sub_folders_its_own_tool_marked(tmp_path):
     """One tool's marker does not let another tool delete (the demo's runs/ are not cpu.run's, and vice versa)."""
-    from verl_ebpo.files import MARKER, FolderNotOurs, claim_folder, owned_subfolders
+    from verl_ebpo.tools.folders import MARKER, FolderNotOurs, claim_folder, owned_subfolders
 
     out = tmp_path / "out"
     claim_folder(out, ("run",), "tool a")

@@ -290,7 +290,9 @@ def no_sklearn(monkeypatch):
 @pytest.fixture
 def embed_calls(monkeypatch):
     calls = []
-    monkeypatch.setattr(lab, "embed_texts", lambda texts, **kw: calls.append(len(texts)) or [[1.0, 0.0]] * len(texts))
+    from verl_ebpo.tools.labeling import topics
+
+    monkeypatch.setattr(topics, "embed_texts", lambda texts, **kw: calls.append(len(texts)) or [[1.0, 0.0]] * len(texts))
     return calls
 
 
@@ -324,7 +326,8 @@ def test_kmeans_without_scikit_learn_names_the_extra_before_embedding(tmp_path, 
 def test_topic_options_are_checked_before_embedding(tmp_path, src, capsys, embed_calls, argv, words):
     _refused(_cli(capsys, "label-topics", src, tmp_path / "o.parquet", *argv), "label-topics", words)
     assert embed_calls == []
-    with pytest.raises(lab.LabelingError, match=words.split(",")[0].replace("(", r"\(")):
+    library_words = words.replace("--k", "k").replace("--batch-size", "batch_size").replace("--top-words", "top_words")
+    with pytest.raises(lab.LabelingError, match=library_words.split(",")[0].replace("(", r"\(")):  # names arguments
         lab.label_topics(pq.read_table(src), k=int(argv[1]) if argv[0] == "--k" else 2,
                          batch_size=int(argv[1]) if argv[0] == "--batch-size" else 64,
                          top_words=int(argv[1]) if argv[0] == "--top-words" else 6)
@@ -388,7 +391,7 @@ def test_an_index_field_of_lists_or_dicts_is_one_line_naming_the_field_and_row(t
     out = tmp_path / "o.parquet"
     res = _cli(capsys, "label-difficulty", src, roll, out, "--scorer", f"{scorers}:good", "--index-field", field,
                "--no-progress")
-    _refused(res, "label-difficulty", f"--index-field {field!r}: row 0 holds a {kind}", "numbers or strings")
+    _refused(res, "label-difficulty", f"--index-field {field!r}: row 0 holds a {kind}", "integers or strings")
     assert not out.exists()
     with pytest.raises(lab.LabelingError, match=f"row 0 holds a {kind}"):
         lab.label_difficulty(pq.read_table(src), str(roll), scorer=good_scorer, index_field=field, progress=False)
@@ -409,9 +412,11 @@ def test_a_rollout_index_that_is_a_list_or_object_is_one_line_naming_the_line_an
 
 def test_outputs_are_checked_once_before_any_work(tmp_path, src, rollouts, capsys, scorers, monkeypatch):
     events = []
-    real_check, real_read = lab.check_outputs, lab.read_table
-    monkeypatch.setattr(lab, "check_outputs", lambda *a, **k: events.append(("check", list(a[0]))) or real_check(*a, **k))
-    monkeypatch.setattr(lab, "read_table", lambda *a: events.append(("read",)) or real_read(*a))
+    from verl_ebpo.tools.labeling import cli
+
+    real_check, real_read = cli.check_outputs, cli.read_table
+    monkeypatch.setattr(cli, "check_outputs", lambda *a, **k: events.append(("check", list(a[0]))) or real_check(*a, **k))
+    monkeypatch.setattr(cli, "read_table", lambda *a: events.append(("read",)) or real_read(*a))
     out, summary = str(tmp_path / "o.parquet"), str(tmp_path / "s.json")
     rc, _, err = _cli(capsys, "label-topics", src, out, "--from-field", "type", "--missing", "drop",
                       "--summary-json", summary)
@@ -441,7 +446,9 @@ def test_the_in_place_hint_is_given_only_for_output_over_input(tmp_path, src, ca
 
 
 def _field_exists(path):
-    return lab._field_exists(pq.read_table(path), "extra_info.topic")
+    from verl_ebpo.tools.labeling.io import _field_exists as exists
+
+    return exists(pq.read_table(path), "extra_info.topic")
 
 
 # -- the one scorer loader -------------------------------------------------------------------------------------------
@@ -466,7 +473,27 @@ def test_a_bad_scorer_is_one_line(tmp_path, src, rollouts, capsys, monkeypatch, 
     monkeypatch.syspath_prepend(str(tmp_path))
     for name in ("broken_at_import_mod", "syntax_error_mod"):
         monkeypatch.delitem(sys.modules, name, raising=False)
-    with pytest.raises(lab.LabelingError, match=re.escape(words)):
-        lab.load_scorer(spec)
+    from verl_ebpo.rewards.scorer import ScorerError, load_scorer  # the one loader, with the reward
+
+    with pytest.raises(ScorerError, match=re.escape(words)):
+        load_scorer(spec)
     _refused(_cli(capsys, "label-difficulty", src, rollouts, tmp_path / "o.parquet", "--scorer", spec,
                   "--no-progress"), "label-difficulty", words)
+
+
+# -- issue 19.10: an index that is not an integer row number or text is refused, with and without --index-field ----
+
+
+@pytest.mark.parametrize("key", [True, 2.0, False, 1.5])
+@pytest.mark.parametrize("index_field", [None, "extra_info.index"])
+def test_a_bool_or_float_index_is_refused_with_and_without_index_field(tmp_path, capsys, scorers, key, index_field):
+    """Before: with --index-field, `true` matched row 1 and `2.0` row 2 (1 == True, 2 == 2.0 as dict keys)."""
+    src = _write_nested(tmp_path / "in.parquet")
+    roll = _rollouts(tmp_path / "r.jsonl", [{"index": 0, "response": "0"}, {"index": key, "response": "1"}])
+    out = tmp_path / "o.parquet"
+    extra = ["--index-field", index_field] if index_field else []
+    res = _cli(capsys, "label-difficulty", src, roll, out, "--scorer", f"{scorers}:good", *extra, "--no-progress",
+               "--missing", "keep")
+    words = (f"{roll}:2: index is a {type(key).__name__}",) if index_field else (f"{roll}:2: index {key!r} is not a row",)
+    _refused(res, "label-difficulty", *words)
+    assert not out.exists()

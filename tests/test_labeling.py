@@ -44,9 +44,12 @@ def _write(path, types, texts=TEXTS, with_topic=False):
 
 
 def _run(kind, argv):
+    from verl_ebpo.tools.labeling import cli
+
+    command = cli.TOPICS if kind == "label_topics" else cli.DIFFICULTY
     p = argparse.ArgumentParser()
-    getattr(lab, f"add_arguments_{kind}")(p)
-    return getattr(lab, f"run_{kind}")(p.parse_args(argv))
+    command.add_arguments(p)
+    return command.run(p.parse_args(argv))
 
 
 TYPES = ["Geometry", "Probability", "Geometry", "Probability", "Geometry", "Probability"]

@@ -123,7 +123,7 @@ def test_labelling_and_evaluation_use_the_training_verdict():
     import importlib.util
     import sys
 
-    from verl_ebpo.tools import labeling
+    from verl_ebpo.tools.labeling import difficulty as labeling
 
     assert not hasattr(labeling, "is_correct")  # no second definition
     source = open(labeling.__file__).read()

@@ -271,3 +271,51 @@ def test_the_verifier_is_the_callers_own_copy(tmp_path):
     out = subprocess.run([sys.executable, str(script)], cwd=other, env=env, capture_output=True, text=True, timeout=300)
     assert out.returncode == 0, out.stderr[-2000:]
     assert out.stdout.strip() == "correct"
+
+
+# -- issue 19.1: any exception hands the process back; waiting has a deadline; options bounded ----------------------
+
+
+def test_any_exception_during_a_job_replaces_the_process_and_later_calls_still_return(fake_pool, monkeypatch):
+    """Before: only EOFError/OSError released the process, so an OverflowError (timeout=3e6) lost it and every later
+    call waited forever."""
+    from verl_ebpo.rewards.pool import _Worker
+
+    pool = fake_pool(size=1)
+    assert pool.run(["1"], "1", "latex", 5.0, 2.0) == "correct"
+    real = _Worker.request
+
+    def boom(self, job, wait_s):
+        raise OverflowError("timeout is too large")
+
+    monkeypatch.setattr(_Worker, "request", boom)
+    with pytest.raises(OverflowError):
+        pool.run(["1"], "1", "latex", 5.0, 2.0)
+    monkeypatch.setattr(_Worker, "request", real)
+    start = time.monotonic()
+    assert pool.run(["1"], "2", "latex", 5.0, 2.0) == "wrong"  # a replacement process answers
+    assert time.monotonic() - start < 60
+
+
+def test_waiting_for_a_free_process_ends_in_verifier_unavailable(fake_pool):
+    pool = fake_pool(size=1)
+    assert pool.run(["1"], "1", "latex", 10.0, 2.0) == "correct"  # its one process is up
+    pool.acquire_timeout = 1.0
+    with ThreadPoolExecutor(1) as ex:
+        busy = ex.submit(pool.run, ["1"], "sleep4", "latex", 10.0, 2.0)
+        time.sleep(0.5)
+        start = time.monotonic()
+        with pytest.raises(VerifierUnavailable, match="no verifier process became free within 1 s"):
+            pool.run(["1"], "1", "latex", 10.0, 2.0)
+        assert time.monotonic() - start < 5
+        assert busy.result() == "wrong"
+
+
+@pytest.mark.parametrize("key, value", [("timeout", 3e6), ("timeout", 3601), ("kill_grace", 601),
+                                        ("processes", 257), ("max_answer_chars", 10**7 + 1),
+                                        ("memory_limit_mb", 2**30 + 1)])
+def test_reward_options_have_upper_bounds(key, value):
+    from verl_ebpo.rewards.score import RewardOptions
+
+    with pytest.raises(ValueError, match=f"reward_kwargs.{key} must be"):
+        RewardOptions(**{key: value})

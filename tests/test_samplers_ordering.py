@@ -220,10 +220,10 @@ def test_options_validate_themselves_with_the_key_in_the_message():
         (dict(seed=-1), r"data\.ordering\.seed must be a non-negative integer, got -1"),
         (dict(seed=True), r"data\.ordering\.seed must be a non-negative integer"),
         (dict(seed=1.5), r"data\.ordering\.seed"),
-        (dict(batch_size=0), r"data\.ordering\.batch_size must be a positive integer, got 0"),
+        (dict(batch_size=0), r"data\.ordering\.batch_size must be an integer in \[1, 1048576\], got 0"),
         (dict(align="pad_all"), r"data\.ordering\.align must be one of \['none', 'drop', 'pad'\]"),
         (dict(remainder="keep"), r"data\.ordering\.remainder must be one of \['pad', 'drop', 'error'\]"),
-        (dict(passes=0), r"data\.ordering\.passes must be a whole number in \[1, inf\]"),
+        (dict(passes=0), r"data\.ordering\.passes must be a whole number in \[1, 10000\]"),
         (dict(cluster_order="size"), r"data\.ordering\.cluster_order must be one of \['first_seen'"),
         (dict(cluster_order=["a", "b", "a"]), r"data\.ordering\.cluster_order lists a cluster twice \(\['a'\]\)"),
         (dict(cluster_order={"a": 1}), r"data\.ordering\.cluster_order"),
@@ -295,7 +295,7 @@ def test_remainder_drop_lists_every_row_never_served_and_error_refuses():
         plan_epoch(RATES, DifficultyOptions(remainder="error"), loader_batch=4)
     with pytest.raises(ValueError, match="leaves nothing to serve"):
         plan_epoch(RATES, DifficultyOptions(remainder="drop"), loader_batch=8)
-    with pytest.raises(ValueError, match="batch size must be a positive integer"):
+    with pytest.raises(ValueError, match=r"batch size must be an integer in \[1, 1048576\]"):
         plan_epoch(RATES, DifficultyOptions(), loader_batch=0)
 
 
@@ -346,3 +346,54 @@ def test_plan_epoch_serves_every_batch_full_and_never_drops_silently(labels, see
         assert idx == one_epoch.indices.tolist()[: len(idx)] and len(one_epoch) - len(idx) < batch
         assert set(plan.cut) == before - served and set(plan.cut) <= set(plan.dropped)
         assert sum(s.size for s in plan.segments) == len(idx)
+
+
+# -- issue 19.6 / 19.8 / 19.9: one kind of label; bounded passes, batch_size and visits ---------------------------
+
+
+@pytest.mark.parametrize("labels, words", [
+    ([1, "1", "a", "a", "1", 1], ["mixes label kinds", "integer (first at row 0)", "text (first at row 1)"]),
+    ([1, 1.0, 2, 2.0], ["mixes label kinds", "integer (first at row 0)", "float (first at row 1)"]),
+    (["a", True, "b"], ["row 1", "holds bool True", "not a topic label"]),
+    ([np.int64(1), np.bool_(True)], ["row 1", "holds bool"]),
+    (["a", {"x": 1}], ["row 1", "holds dict", "'extra_info.topic'"]),
+    (["a", ["x", "y"]], ["row 1", "holds list"]),
+    (["a", np.array(["x"])], ["row 1", "holds ndarray"]),
+])
+def test_mixed_or_unhashable_labels_are_refused_naming_field_and_row(labels, words):
+    with pytest.raises(ValueError) as e:
+        topic_order(labels, cluster_order=["1", "a"] if "1" in labels else "first_seen")
+    assert all(w in str(e.value) for w in words), str(e.value)
+
+
+def test_one_kind_of_label_serves_every_row_with_a_listed_order():
+    """numpy and Python scalars of one kind are one label; every row is served once."""
+    labels = [1, np.int64(2), 1, 2, np.int32(1)]
+    plan = topic_order(labels, cluster_order=["2", "1"])
+    assert sorted(plan.indices.tolist()) == list(range(5)) and plan.dropped == ()
+    assert [labels[i] for i in plan.indices] == [2, 2, 1, 1, 1]
+    floats = topic_order([0.5, float("nan"), 0.25, 0.5], unlabelled="drop", cluster_order="name")
+    assert sorted([*floats.indices.tolist(), *floats.dropped]) == [0, 1, 2, 3] and floats.dropped == (1,)
+
+
+@pytest.mark.parametrize("options, words", [
+    ({"passes": 10**9}, r"data\.ordering\.passes must be a whole number in \[1, 10000\]"),
+    ({"batch_size": 10**12, "align": "pad"}, r"data\.ordering\.batch_size must be an integer in \[1, 1048576\]"),
+])
+def test_passes_and_batch_size_have_upper_bounds(options, words):
+    with pytest.raises(ValueError, match=words):
+        plan_epoch(list("abcdefghij"), TopicOptions(**options))
+
+
+def test_an_epoch_past_the_visit_bound_is_refused_before_it_is_built():
+    import time
+
+    start = time.monotonic()
+    with pytest.raises(ValueError, match=r"passes=10000 makes 200,000,000 visits .* more than the 100,000,000"):
+        plan_epoch(["a", "b"] * 10_000, TopicOptions(passes=10_000))
+    labels = [str(i) for i in range(200)]  # 200 one-row clusters padded to 2^20 each: 2e8 visits
+    with pytest.raises(ValueError, match=r"align=pad makes 209,715,200 visits"):
+        topic_order(labels, align="pad", batch_size=2**20)
+    with pytest.raises(ValueError, match=r"loader's batch size must be an integer in \[1, 1048576\]"):
+        plan_epoch(list("ab"), TopicOptions(), loader_batch=10**12)
+    assert time.monotonic() - start < 5

@@ -152,5 +152,5 @@ def test_drop_last_loader_serves_every_row_each_epoch_and_resumes(cls, arg):
     fresh = _loader(sampler(), 0, 3)
     fresh.load_state_dict(loader.state_dict())
     assert head + _take(fresh, 6) == reference
-    with pytest.raises(ValueError, match="batch size must be a positive integer"):
+    with pytest.raises(ValueError, match=r"batch size must be an integer in \[1, 1048576\]"):
         cls(arg, loader_batch_size=0)

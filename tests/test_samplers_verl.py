@@ -510,3 +510,38 @@ def test_bench_ordering_runs(capsys):
     assert exit_info.value.code == 0
     out = capsys.readouterr().out
     assert "pure orderings over 300 rows" in out and "TopicOrderedDataset:" in out and "reordered" in out
+
+
+# -- issue 19.7 / 19.9: an empty train set, a 0-row file, struct-valued topics: one line naming file/field/row ------
+
+
+def test_an_empty_train_set_after_verls_filter_is_refused_naming_the_file(compose_cfg, tmp_path, tokenizer):
+    from verl.trainer.ppo.utils import create_rl_dataset
+
+    path = str(tmp_path / "all_long.parquet")
+    pq.write_table(pa.Table.from_pylist(_rows(6, prompt_of=lambda i: "q" * 200)), path)
+    for remainder in ("pad", "drop", "error"):
+        cfg = compose_cfg([*overrides("topic", remainder=remainder), "data.filter_overlong_prompts=True",
+                           "data.max_prompt_length=40", "data.filter_overlong_prompts_workers=1"], path, path)
+        with pytest.raises(ValueError, match=f"no row of {path} is left after verl's filters"):
+            create_rl_dataset(cfg.data.train_files, cfg.data, tokenizer, None)
+
+
+def test_a_zero_row_parquet_is_refused_naming_the_file(compose_cfg, tmp_path, tokenizer):
+    from verl.trainer.ppo.utils import create_rl_dataset
+
+    path = str(tmp_path / "empty.parquet")
+    pq.write_table(pa.Table.from_pylist(_rows(2)).slice(0, 0), path)
+    cfg = compose_cfg(overrides("topic"), path, path)
+    with pytest.raises(ValueError, match=f"^{path}: the file holds no rows"):
+        create_rl_dataset(cfg.data.train_files, cfg.data, tokenizer, None)
+
+
+def test_a_struct_valued_topic_names_field_and_row(compose_cfg, tmp_path, tokenizer):
+    from verl.trainer.ppo.utils import create_rl_dataset
+
+    path = str(tmp_path / "struct.parquet")
+    pq.write_table(pa.Table.from_pylist(_rows(4, topic_of=lambda i: {"name": "alg", "id": i})), path)
+    cfg = compose_cfg(overrides("topic"), path, path)
+    with pytest.raises(ValueError, match=r"^row 0: 'extra_info.topic' holds dict .*not a topic label"):
+        create_rl_dataset(cfg.data.train_files, cfg.data, tokenizer, None)

@@ -26,12 +26,8 @@ malformed fields are "corrupt" errors naming the file, never a traceback.
 
 from __future__ import annotations
 
-import contextlib
-import glob
 import logging
 import os
-import stat
-import time
 from dataclasses import dataclass
 from typing import Any
 
@@ -167,39 +163,23 @@ def check_tracker(root: str) -> int | None:
 # -- the prior file ----------------------------------------------------------------------------------
 
 
-_LEGACY_TMP_GLOB = ".tmp-*" + PRIOR_FILENAME  # temp names of verl_ebpo <= 0.1.0's writer (no pid in them)
-_LEGACY_TMP_AGE_S = 600.0
-
-
 def save_prior(checkpoint_dir: str | os.PathLike, global_step: int, prior: EBPOPrior | None = None) -> str:
     """Write `prior` (default: the process-wide one) to `<checkpoint_dir>/ebpo_prior.json` atomically.
 
     Returns the file's path. The JSON holds the prior's state_dict (schema, version, both accumulators, updates,
-    shaping) plus `global_step` and `verl_ebpo_version`. A temporary file left by a save that was killed
-    mid-write is removed (`verl_ebpo.files`; also the older writer's `.tmp-*ebpo_prior.json` names, once they are
-    10 minutes old). Refuses (ValueError naming the file) a non-finite prior or a target that is not a regular file.
+    shaping) plus `global_step` and `verl_ebpo_version`. Refuses (ValueError naming the file) a non-finite prior or
+    a target that is not a regular file; a failed write (disk full) is an OSError naming it, the old file intact.
     """
     prior = get_prior() if prior is None else prior
     path = os.path.join(os.fspath(checkpoint_dir), PRIOR_FILENAME)
     prior.save(path, global_step=int(global_step), verl_ebpo_version=__version__)
-    _remove_legacy_temps(os.fspath(checkpoint_dir))
     return path
-
-
-def _remove_legacy_temps(folder: str) -> None:
-    now = time.time()
-    for tmp in glob.glob(os.path.join(glob.escape(folder), _LEGACY_TMP_GLOB)):
-        with contextlib.suppress(OSError):
-            st = os.lstat(tmp)
-            if stat.S_ISREG(st.st_mode) and now - st.st_mtime > _LEGACY_TMP_AGE_S:
-                os.unlink(tmp)
 
 
 def read_prior_file(path: str | os.PathLike) -> tuple[EBPOPrior, int]:
     """Load a file written by `save_prior`: (prior, global_step). Any defect -> EBPOCheckpointError naming the file.
 
-    Never blocks (a FIFO is refused before it is opened) and never recurses without bound (deeply nested JSON is
-    refused as corrupt).
+    Never blocks (a FIFO is refused by a stat before it is opened).
     """
     path = os.fspath(path)
     try:

@@ -2,8 +2,10 @@
 
 `atomic_write_text` / `atomic_write_bytes` / `atomic_output` write to a temporary file in the target's folder,
 fsync it, give it the permissions a plain `open(path, "w")` would (the target's own mode when it exists, else
-0o666 minus the umask), rename it over the target and fsync the folder. A crash leaves the old file or the new
-one, never half a file; a temporary file left by a killed writer is removed by the next write of that target.
+0o666 minus the umask, applied by the kernel at creation), rename it over the target and fsync the folder. A crash
+leaves the old file or the new one, never half a file (a writer killed mid-write may leave its hidden
+`.NAME.tmp-*` beside it: harmless, never read). A failed write (disk full, no permission) is an OSError naming
+the target; the target is untouched and the temporary file removed.
 
 They refuse, with `OutputPathError` naming the path and the way out:
 - a target that exists and is not a regular file (a FIFO, a device, a folder, a socket): writing would replace it;
@@ -15,30 +17,20 @@ A symlink to a regular file is followed: the file it points to is replaced and t
 Reading: `unreadable_reason(path)` says why a path cannot be read as an input file (missing, a dangling link, a
 link loop, a folder, a FIFO/device/socket, no read permission), without opening it, so a FIFO never blocks.
 
-Deleting: a tool that replaces its own sub-folders of a user-given folder on a re-run (`verl-ebpo demo`'s
-`runs/`, `python -m verl_ebpo.tools.cpu.run`'s `run/`) first `claim_folder`s it: the sub-folders are deleted only
-under a marker file (`.verl-ebpo-owner`) that the same tool wrote there; otherwise `FolderNotOurs`, nothing touched.
+Ownership markers of the tools' output folders live with those tools (`verl_ebpo.tools.folders`).
 """
 
 from __future__ import annotations
 
 import contextlib
 import errno
-import glob
-import json
 import os
-import shutil
+import secrets
 import stat
-import tempfile
-from pathlib import Path
 from typing import Iterable, Iterator
 
 __all__ = [
-    "MARKER",
-    "FolderNotOurs",
     "OutputPathError",
-    "claim_folder",
-    "owned_subfolders",
     "atomic_output",
     "atomic_write_bytes",
     "atomic_write_text",
@@ -65,15 +57,8 @@ class OutputPathError(ValueError):
 
 
 def current_umask() -> int:
-    """The process umask, read without changing it where the kernel reports it (Linux >= 4.7)."""
-    try:
-        with open("/proc/self/status", encoding="ascii") as f:
-            for line in f:
-                if line.startswith("Umask:"):
-                    return int(line.split()[1], 8)
-    except (OSError, ValueError):
-        pass
-    mask = os.umask(0o022)  # fallback: read by setting (not thread-safe, hence last resort)
+    """The process umask (set and restored: call it from one thread; recipes/data/prepare_data.py uses it)."""
+    mask = os.umask(0o022)
     os.umask(mask)
     return mask
 
@@ -194,18 +179,9 @@ def _kind(mode: int) -> str:
     return "not a regular file"
 
 
-def _remove_stale_temps(directory: str, name: str) -> None:
-    """Temporary files of `name` whose writer process is gone (killed mid-write)."""
-    for tmp in glob.glob(os.path.join(glob.escape(directory), f".{glob.escape(name)}{_TMP_TAG}*")):
-        pid_part = os.path.basename(tmp)[len(name) + 1 + len(_TMP_TAG) :].split("-", 1)[0]
-        if pid_part.isdigit() and pid_alive(int(pid_part)):
-            continue
-        with contextlib.suppress(OSError):
-            os.unlink(tmp)
-
-
 def pid_alive(pid: int) -> bool:
-    """Whether process `pid` exists (this process counts as alive)."""
+    """Whether process `pid` exists (this process counts as alive). Stays for recipes/data/prepare_data.py's
+    staging folders."""
     if pid == os.getpid():
         return True
     try:
@@ -240,21 +216,30 @@ def atomic_output(path: "str | os.PathLike[str]", inputs: Iterable["str | os.Pat
     """
     real = check_output_path(path, inputs)
     directory, name = os.path.split(real)
-    os.makedirs(directory or ".", exist_ok=True)
-    _remove_stale_temps(directory, name)
-    fd, tmp = tempfile.mkstemp(prefix=f".{name}{_TMP_TAG}{os.getpid()}-", dir=directory)
-    os.close(fd)
+    tmp = None
     try:
+        os.makedirs(directory or ".", exist_ok=True)
+        while tmp is None:  # O_EXCL with mode 0o666: the kernel applies the umask, as open(path, "w") does
+            tmp = os.path.join(directory, f".{name}{_TMP_TAG}{os.getpid()}-{secrets.token_hex(4)}")
+            try:
+                os.close(os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o666))
+            except FileExistsError:
+                tmp = None
         yield tmp
-        mode = stat.S_IMODE(os.stat(real).st_mode) if os.path.exists(real) else 0o666 & ~current_umask()
-        os.chmod(tmp, mode)
+        if os.path.exists(real):
+            os.chmod(tmp, stat.S_IMODE(os.stat(real).st_mode))
         with open(tmp, "rb+") as f:
             os.fsync(f.fileno())
         check_output_path(path, inputs)  # still safe to replace (nothing swapped in meanwhile)
         os.replace(tmp, real)
-    except BaseException:
-        with contextlib.suppress(OSError):
-            os.unlink(tmp)
+    except BaseException as exc:
+        if tmp is not None:
+            with contextlib.suppress(OSError):
+                os.unlink(tmp)
+        if isinstance(exc, OSError) and not isinstance(exc, OutputPathError):
+            # disk full, no permission: name the file (the OS error names at most our hidden temporary)
+            msg = f"cannot write {os.fspath(path)}: {exc.strerror or exc}"
+            raise (OSError(exc.errno, msg) if exc.errno else OSError(msg)) from exc
         raise
     fsync_dir(directory)
 
@@ -269,64 +254,3 @@ def atomic_write_bytes(path: "str | os.PathLike[str]", data: bytes, inputs: Iter
 def atomic_write_text(path: "str | os.PathLike[str]", text: str, inputs: Iterable["str | os.PathLike[str]"] = ()) -> None:
     """Write `text` (UTF-8) to `path` atomically (see the module docstring)."""
     atomic_write_bytes(path, text.encode("utf-8"), inputs)
-
-
-MARKER = ".verl-ebpo-owner"  # in a tool's output folder: the sub-folders it names were made by that tool
-
-
-class FolderNotOurs(ValueError):
-    """A folder holds sub-folders a tool would replace but cannot prove it made: they are left alone."""
-
-
-def _marker_tool(marker: str) -> "str | None":
-    """The tool named by a marker that is a regular file (not a link) holding our JSON; else None."""
-    try:
-        if os.path.islink(marker) or not os.path.isfile(marker):
-            return None
-        with open(marker, encoding="utf-8") as f:
-            tool = json.load(f).get("tool")
-        return tool if isinstance(tool, str) else None
-    except (OSError, ValueError, AttributeError):
-        return None
-
-
-def owned_subfolders(out: "str | os.PathLike[str]", names: "tuple[str, ...]", tool: str) -> list[Path]:
-    """The sub-folders `names` of `out` that `tool` may delete on a re-run, as `pathlib.Path`s (those that exist).
-
-    A new or empty folder, or one without any of them, gives []. Raises `FolderNotOurs` (one line: what and the
-    way out), touching nothing, when one exists and `out/.verl-ebpo-owner` is missing or was written by another
-    tool, or when one is not a plain folder (a link, a file).
-    """
-    out = Path(out)
-    present = [out / name for name in names if os.path.lexists(out / name)]
-    if not present:
-        return []
-    listed = " and ".join(f"{p.name}/" for p in present)
-    if _marker_tool(str(out / MARKER)) != tool:
-        raise FolderNotOurs(
-            f"--out {out} already holds {listed} that {tool} did not make (no {MARKER} marker of {tool} there): "
-            f"choose a new or empty folder for --out, or move {listed} away first"
-        )
-    for p in present:
-        if p.is_symlink() or not p.is_dir():
-            raise FolderNotOurs(f"--out {out}: {p.name} is not a plain folder (a link or a file), so {tool} will "
-                                f"not replace it: remove it or choose another folder for --out")
-    return present
-
-
-def claim_folder(out: "str | os.PathLike[str]", names: "tuple[str, ...]", tool: str) -> None:
-    """Make `out` `tool`'s: check what a re-run would delete (`owned_subfolders`, raises before any change),
-    create the folder, write the marker atomically, delete the stale sub-folders. A folder that cannot be written
-    is one line (ValueError), not a traceback."""
-    from verl_ebpo import __version__
-
-    stale = owned_subfolders(out, names, tool)
-    out = os.fspath(out)
-    try:
-        os.makedirs(out, exist_ok=True)
-        marker = {"tool": tool, "version": __version__, "owns": list(names)}
-        atomic_write_text(os.path.join(out, MARKER), json.dumps(marker, sort_keys=True) + "\n")
-        for folder in stale:
-            shutil.rmtree(folder)
-    except OSError as exc:  # not writable: say so in one line (a stale checkpoint left behind would be resumed)
-        raise ValueError(f"cannot prepare --out {out}: {exc.strerror or exc} ({exc.filename or out})") from exc

@@ -45,7 +45,7 @@ from benchmarks import BENCHMARKS, METHOD_TITLES, METHODS, MODEL_TITLES, SAMPLES
 from verl_ebpo.tools.cli import one_line  # noqa: E402
 from verl_ebpo.files import atomic_write_text, check_output_paths, unreadable_reason  # noqa: E402
 from verl_ebpo.rewards.score import is_correct  # noqa: E402  (the verdict training uses; one definition)
-from verl_ebpo.tools.labeling import load_scorer  # noqa: E402  (the one scorer loader: one-line errors)
+from verl_ebpo.rewards.scorer import load_scorer  # noqa: E402  (the one scorer loader: one-line errors)
 from verl_ebpo.tools.compare import evals  # noqa: E402  (the one scoring implementation, shared with compare)
 from verl_ebpo.tools.compare.evals import REQUIRED_FIELDS, ScoreError, score_rows  # noqa: E402,F401
 

@@ -6,7 +6,9 @@ Notation (paper, Algorithm 1):
     mu_glob      running mean of all scores seen           (Welford accumulator W_r)
     sigma2       running population variance of all scores (W_r)
     tau2         running population variance of the group means m_q (W_mu)
-    S_q          = (sigma2 / G_q) / (sigma2 / G_q + tau2), or 1 when that denominator <= epsilon
+    S_q          = (sigma2 / G_q) / (sigma2 / G_q + tau2), or 1 when that denominator <= epsilon * (sigma2 + tau2)
+                   (unit-free: sigma2 = tau2 = 0, or G_q >= 1/epsilon with tau2 ~ 0; multiplying every score by
+                   c > 0 scales both sides by c^2, so S does not depend on the reward's unit)
     V_q          = (1 - S_q) * m_q + S_q * mu_glob
     raw_i        = r_i - V_q(i)
     A_i          = normalize(raw)_i: `batch` (raw - mean) / (std + epsilon), `center` raw - mean, `none` raw
@@ -145,7 +147,12 @@ def group_stats(scores: torch.Tensor, valid: torch.Tensor, gid: torch.Tensor, n:
 
 
 def shrinkage(count: torch.Tensor, sigma2: float, tau2: float, epsilon: float) -> torch.Tensor:
-    """S_q = (sigma2 / G_q) / (sigma2 / G_q + tau2); S_q = 1 where the denominator <= epsilon.
+    """S_q = (sigma2 / G_q) / (sigma2 / G_q + tau2); S_q = 1 where the denominator <= epsilon * (sigma2 + tau2).
+
+    The degenerate rule is relative, so S is the same for scores in any unit (scores times c > 0 scale sigma2,
+    tau2 and the bound by c^2): it fires when both variances are 0 (every score so far equal), or when tau2 is
+    negligible and G_q >= 1/epsilon (where S is 1 to within epsilon anyway). For 0/1 rewards
+    sigma2 + tau2 <= 0.5, so every denominator above the former absolute bound epsilon is still above it.
 
     Args:
         count: (n,) float64 group sizes G_q (entries <= 0 give S = 1; callers ignore those groups).
@@ -154,7 +161,7 @@ def shrinkage(count: torch.Tensor, sigma2: float, tau2: float, epsilon: float) -
     """
     noise = sigma2 / count.clamp_min(1.0)
     denom = noise + tau2
-    safe = denom > epsilon
+    safe = denom > epsilon * (sigma2 + tau2)
     return torch.where(safe, noise / torch.where(safe, denom, torch.ones_like(denom)), torch.ones_like(denom))
 
 

@@ -12,48 +12,37 @@ from __future__ import annotations
 import json
 import math
 import os
-import stat
 from dataclasses import dataclass, field
 
 import torch
 
-from verl_ebpo.advantage.math import Moments, merge_moments, shrinkage
-from verl_ebpo.files import _kind, atomic_write_text, unreadable_reason
+from verl_ebpo.advantage.math import MAX_ABS_SCORE, Moments, merge_moments, shrinkage
+from verl_ebpo.files import atomic_write_text, unreadable_reason
 
 SCHEMA = "verl_ebpo.prior"
 SCHEMA_VERSION = 1
-MAX_STATE_BYTES = 1 << 20  # a prior file is a few hundred bytes; anything larger is not one
 
 
 class UnreadableStateFile(ValueError):
-    """The path cannot be read as a state file at all (missing, a link loop, not a regular file, too large)."""
+    """The path cannot be read as a state file at all (missing, a link loop, not a regular file)."""
 
 
 def read_state_file(path: str | os.PathLike) -> dict:
-    """The JSON value in `path`, read without ever blocking or recursing without bound.
-
-    Raises ValueError with the reason (the caller names the file): `verl_ebpo.files.unreadable_reason` (it does
-    not exist, is a dangling symlink or a symlink loop, is not a regular file: a FIFO is refused before it is
-    opened, so nothing waits for a writer), or it is larger than MAX_STATE_BYTES, is not UTF-8 JSON, or is nested too deeply to parse.
-    """
+    """The JSON value in `path`. Raises UnreadableStateFile (`verl_ebpo.files.unreadable_reason`: missing, a
+    dangling link or a loop, not a regular file -- a stat before opening, so a FIFO never blocks) or ValueError
+    (not UTF-8 JSON); the caller names the file."""
     path = os.fspath(path)
     why = unreadable_reason(path)
     if why:
         raise UnreadableStateFile(why)
-    try:  # O_NONBLOCK: if a FIFO was swapped in since the stat, opening it still returns at once
-        fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK | getattr(os, "O_NOCTTY", 0))
+    try:
+        with open(path, "rb") as f:
+            data = f.read()
     except OSError as e:
         raise UnreadableStateFile(e.strerror or str(e)) from None
-    with os.fdopen(fd, "rb") as f:
-        st = os.fstat(fd)
-        if not stat.S_ISREG(st.st_mode):
-            raise UnreadableStateFile(f"it is {_kind(st.st_mode)}, not a regular file")
-        data = f.read(MAX_STATE_BYTES + 1)
-    if len(data) > MAX_STATE_BYTES:
-        raise UnreadableStateFile(f"it is larger than {MAX_STATE_BYTES} bytes, far more than a prior state")
     try:
         return json.loads(data.decode("utf-8"))
-    except RecursionError:
+    except RecursionError:  # stays: a hand-edited or foreign file must be one line, not a RecursionError traceback
         raise ValueError("it is JSON nested too deeply to be a prior state") from None
     except UnicodeDecodeError as e:
         raise ValueError(f"it is not UTF-8 text ({e.reason} at byte {e.start})") from None
@@ -81,6 +70,35 @@ def _check_shaping(shaping) -> dict | None:
             f"\"prior_decay\": 1.0}}), got {shaping!r:.80}"
         )
     return dict(shaping)
+
+
+def _check_moments(name: str, m: Moments) -> None:
+    """The invariants of one accumulator of scores bounded by MAX_ABS_SCORE (what the estimator accepts):
+    weight >= 0; m2 >= 0; |mean| <= 1e100; m2 <= weight * 1e200 (the variance of values in [-1e100, 1e100] is at
+    most 1e200, also after decay); an empty accumulator (weight 0) has mean = m2 = 0. ValueError naming the field."""
+    if m.weight < 0:
+        raise ValueError(f"{name}.weight is {m.weight!r}: a weight is never negative")
+    if m.m2 < 0:
+        raise ValueError(f"{name}.m2 is {m.m2!r}: a sum of squared deviations is never negative")
+    if m.weight == 0 and (m.mean != 0 or m.m2 != 0):
+        raise ValueError(f"{name}.weight is 0 but {name}.mean is {m.mean!r} and {name}.m2 is {m.m2!r}: an empty "
+                         "accumulator has mean = m2 = 0")
+    if abs(m.mean) > MAX_ABS_SCORE:
+        raise ValueError(f"{name}.mean is {m.mean!r}: beyond the {MAX_ABS_SCORE:g} bound on scores")
+    if m.m2 > m.weight * MAX_ABS_SCORE**2:
+        raise ValueError(f"{name}.m2 is {m.m2!r}: more than {name}.weight * {MAX_ABS_SCORE:g}^2 "
+                         f"({m.weight * MAX_ABS_SCORE**2!r}), the most scores within the bound can give")
+
+
+def _check_counts(reward: Moments, group_mean: Moments) -> None:
+    """Every group mean comes from at least one score, both decayed alike: group_mean.weight <= reward.weight,
+    and both are 0 or both are > 0."""
+    if group_mean.weight > reward.weight:
+        raise ValueError(f"group_mean.weight ({group_mean.weight!r}) is larger than reward.weight "
+                         f"({reward.weight!r}): every group holds at least one score")
+    if (group_mean.weight == 0) != (reward.weight == 0):
+        raise ValueError(f"group_mean.weight is {group_mean.weight!r} but reward.weight is {reward.weight!r}: "
+                         "both are 0 (nothing merged) or both > 0")
 
 
 @dataclass
@@ -167,15 +185,20 @@ class EBPOPrior:
                     f"weight, mean and m2, got {d!r:.80}"
                 )
             m = Moments(*(_number(f"{name}.{key}", d[key]) for key in ("weight", "mean", "m2")))
-            if not all(math.isfinite(x) for x in (m.weight, m.mean, m.m2)) or m.weight < 0 or m.m2 < 0:
+            if not all(math.isfinite(x) for x in (m.weight, m.mean, m.m2)):
                 raise ValueError(f"{name} has invalid moments {d}")
+            _check_moments(name, m)
             acc[name] = m
+        _check_counts(acc["reward"], acc["group_mean"])
         updates = state.get("updates")
         if isinstance(updates, bool) or not isinstance(updates, int) or updates < 0:
             raise ValueError(
                 f"EBPO prior state is missing or has a malformed field: updates must be a non-negative integer, "
                 f"got {updates!r:.40}"
             )
+        if (updates == 0) != (acc["reward"].weight == 0):
+            raise ValueError(f"updates is {updates} but reward.weight is {acc['reward'].weight!r}: a prior that "
+                             "merged no batch has weight 0, and one that merged a batch has weight > 0")
         shaping = _check_shaping(state.get("shaping"))
         self.assign(EBPOPrior(acc["reward"], acc["group_mean"], updates, shaping))
 

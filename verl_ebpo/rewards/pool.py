@@ -10,6 +10,8 @@ no fork of a threaded parent, no re-import of the parent's `__main__`):
   and a replacement is started in the background; the job counts as a timeout;
 - a process that dies mid-job is replaced and the job retried once on a fresh process;
 - a job that timed out is remembered (bounded LRU): the same answer again is a timeout at once;
+- a caller waits at most `acquire_timeout` (default 600 s) for a free process, then `VerifierUnavailable`;
+- on any other exception while a job is out (an interrupt, a bug) the process is replaced, never lost to the pool;
 - processes start lazily, up to `size`; they exit when their pipe closes (`shutdown()`, run at interpreter
   exit) or when the parent process dies, even mid-job. A forked child of the parent forgets the pool and
   starts its own.
@@ -54,6 +56,9 @@ _PKG_ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__fi
 # A timed-out job is remembered this long, so one group's repeated answer costs one timeout, not G; after
 # that it is tried again (a timeout caused by a loaded machine must not mark that answer wrong for a whole run).
 TIMEOUT_MEMORY_S = 120.0
+# How long a caller waits for a free verifier process before VerifierUnavailable (a pool whose every process is
+# stuck must not hang verl's reward threads forever).
+ACQUIRE_TIMEOUT_S = 600.0
 
 class VerifierUnavailable(RuntimeError):
     """No verifier process could be started (e.g. math-verify is not importable). Not caused by model output."""
@@ -163,8 +168,10 @@ class VerifierPool:
         memory_limit_mb: int = 4096,
         startup_timeout: float = 120.0,
         worker_module: str = WORKER_MODULE,
+        acquire_timeout: float = ACQUIRE_TIMEOUT_S,
     ):
         self.size = max(1, int(size))
+        self.acquire_timeout = float(acquire_timeout)
         self.worker_module = worker_module
         # Jobs that timed out, so a repeated pathological answer (a policy repeats itself within a group)
         # costs one timeout, not one per sample. Keyed by the job and its timeout; bounded.
@@ -220,6 +227,7 @@ class VerifierPool:
             w.kill()
 
     def _acquire(self) -> _Worker:
+        deadline = time.monotonic() + self.acquire_timeout
         with self._cv:
             while True:
                 if self._closed:
@@ -232,7 +240,12 @@ class VerifierPool:
                     raise VerifierUnavailable(f"no verifier process could be started: {err}") from err
                 if self._live < self.size:
                     self._spawn_async()
-                self._cv.wait(timeout=1.0)
+                left = deadline - time.monotonic()
+                if left <= 0:
+                    raise VerifierUnavailable(
+                        f"no verifier process became free within {self.acquire_timeout:g} s ({self.size} busy)"
+                    )
+                self._cv.wait(timeout=min(1.0, left))
 
     def _release(self, w: _Worker, healthy: bool) -> None:
         with self._cv:
@@ -280,6 +293,10 @@ class VerifierPool:
                     self.counters["crashed"] += 1
                 self._release(w, healthy=False)
                 continue
+            except BaseException:
+                # Anything else (an interrupt, a bug): the job's state is unknown, so the process is replaced.
+                self._release(w, healthy=False)
+                raise
             if reply is None:
                 with self._cv:
                     self.counters["killed"] += 1

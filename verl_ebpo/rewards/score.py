@@ -29,7 +29,6 @@ PRED_LOG_CHARS = 200
 # Keyword arguments verl's reward managers pass that this scorer has no use for.
 _VERL_EXTRA_KWARGS = frozenset({"reward_router_address", "reward_model_tokenizer"})
 _ANY = (-math.inf, math.inf)
-_POSITIVE = (0.0, math.inf)
 
 
 def _optional_finite(value: Any) -> Optional[float]:
@@ -62,28 +61,30 @@ class RewardOptions(Spec):
         doc="score when no answer can be extracted (a format penalty, e.g. `-1`); `null`: `wrong_score`",
     )
     timeout: float = option(
-        3.0, number=_POSITIVE, lo_open=True, doc="wall-clock seconds of verifier time per answer; past it the answer is wrong"
+        3.0, number=(0.0, 3600.0), lo_open=True,
+        doc="in (0, 3600]: wall-clock seconds of verifier time per answer; past it the answer is wrong",
     )
     kill_grace: float = option(
-        2.0, number=_POSITIVE, lo_open=True, doc="extra seconds before a verifier process that ignores its timeout is killed"
+        2.0, number=(0.0, 600.0), lo_open=True,
+        doc="in (0, 600]: extra seconds before a verifier process that ignores its timeout is killed",
     )
     processes: int = option(
         2,
-        number=(1, math.inf),
+        number=(1, 256),
         integer=True,
-        doc="verifier processes per calling process (each of verl's `reward.num_workers` has its own; ~60 MB each)",
+        doc="in [1, 256]: verifier processes per calling process (each of verl's `reward.num_workers` has its own; ~60 MB each)",
     )
     max_answer_chars: int = option(
         1000,
-        number=(1, math.inf),
+        number=(1, 10**7),
         integer=True,
-        doc="a longer extracted answer is wrong without being parsed (`verdict=too_long`)",
+        doc="in [1, 1e7]: a longer extracted answer is wrong without being parsed (`verdict=too_long`)",
     )
     memory_limit_mb: int = option(
         4096,
-        number=(0, math.inf),
+        number=(0, 1 << 30),
         integer=True,
-        doc="how much a verifier process may grow (address space, Linux; `0`: no limit)",
+        doc="in [0, 2^30]: how much a verifier process may grow (address space, Linux; `0`: no limit)",
     )
 
     def score_of(self, verdict: str) -> float:

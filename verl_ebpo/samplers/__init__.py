@@ -5,7 +5,7 @@
 - `verl_ebpo.samplers.dataset`: `TopicOrderedDataset`, `DifficultyOrderedDataset` (the `data.custom_cls` route).
 - `TopicSampler`, `DifficultySampler`: resumable torch Samplers for hand-built loaders.
 - `topic_order`, `difficulty_order` (one pass), `plan_epoch` (passes and the last batch): the pure orderings.
-- `verl_ebpo.tools.labeling`: `verl-ebpo label-topics` / `label-difficulty`.
+- `verl_ebpo.tools.labeling` (library) and `.cli`: `verl-ebpo label-topics` / `label-difficulty`.
 
 Importing this package is light (numpy only); torch and verl load when a sampler or dataset is used.
 """

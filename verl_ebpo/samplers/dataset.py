@@ -79,6 +79,22 @@ def build_plan(table: Any, opts: OrderingOptions, *, loader_batch: int | None = 
     return plan_epoch(values, opts, difficulties=more[0] if more else None, loader_batch=loader_batch)
 
 
+def refuse_empty_file(path: Any) -> None:
+    """A local parquet file with 0 rows (or an empty JSON file) is one line naming it, not a DatasetGenerationError
+    from inside datasets."""
+    path = os.fspath(path)
+    if not os.path.isfile(path):
+        return  # verl reports what is wrong with it
+    if path.endswith(".parquet"):
+        import pyarrow.parquet as pq
+
+        empty = pq.ParquetFile(path).metadata.num_rows == 0
+    else:
+        empty = os.path.getsize(path) == 0
+    if empty:
+        raise ValueError(f"{path}: the file holds no rows, so there is nothing to train on")
+
+
 def _norm_files(files: Any) -> list[str]:
     if files is None:
         return []
@@ -102,6 +118,8 @@ class OrderedRLHFDataset(RLHFDataset):
             )
 
     def _read_files_and_tokenize(self):  # VERL_READ_HOOK (see above)
+        for path in self.data_files:
+            refuse_empty_file(path)
         super()._read_files_and_tokenize()
         self._apply_ordering()
 
@@ -123,8 +141,14 @@ class OrderedRLHFDataset(RLHFDataset):
                 f"{type(self).__name__} orders the prompts itself; data.shuffle=True would reshuffle them. "
                 "Set data.shuffle=False."
             )
+        files = ", ".join(map(str, getattr(self, "original_data_files", self.data_files)))
+        if len(self.dataframe) == 0:
+            raise ValueError(f"{type(self).__name__}: no row of {files} is left after verl's filters "
+                             "(data.max_prompt_length with filter_overlong_prompts, train_max_samples): nothing to order")
         # verl's train loader drops an incomplete last batch, its validation loader does not
         plan = build_plan(self.dataframe, opts, loader_batch=loader_batch(self.config) if is_train else None)
+        if len(plan) == 0:
+            raise ValueError(f"{type(self).__name__}: the order of {files} serves no row ({plan.summary()})")
         content = self._content_fingerprint(opts)
         msg = f"[verl_ebpo] {type(self).__name__}: {plan.summary()}"
         if plan.cut:

@@ -16,13 +16,16 @@ from verl_ebpo.samplers.fields import split_path
 from verl_ebpo.spec import Spec, option
 
 CLUSTER_ORDERS = ("first_seen", "name", "random", "easy_first", "hard_first")
+MAX_BATCH = 1 << 20  # prompts per step; far beyond any real batch, small enough that padding stays cheap
+MAX_PASSES = 10_000
+MAX_VISITS = 10**8  # visits in one epoch's order (800 MB of int64 indices): checked before they are built
 BY_DIFFICULTY = ("easy_first", "hard_first")
 
 
-def _whole(value: Any, least: int, what: str) -> int:
-    """An exact whole number >= least (an int or its decimal text; never a bool or a float)."""
+def _whole(value: Any, least: int, what: str, most: float = float("inf")) -> int:
+    """An exact whole number in [least, most] (an int or its decimal text; never a bool or a float)."""
     ok = isinstance(value, numbers.Integral) or (isinstance(value, str) and value.strip().isdigit())
-    if isinstance(value, bool) or not ok or int(value) < least:
+    if isinstance(value, bool) or not ok or not least <= int(value) <= most:
         raise ValueError(f"must be {what}")
     return int(value)
 
@@ -32,7 +35,7 @@ def _seed(value: Any) -> int:
 
 
 def _batch_size(value: Any) -> int | None:
-    return None if value is None else _whole(value, 1, "a positive integer")
+    return None if value is None else _whole(value, 1, f"an integer in [1, {MAX_BATCH}]", MAX_BATCH)
 
 
 def _path(value: Any) -> str:
@@ -76,7 +79,7 @@ class OrderingOptions(Spec):
         None,
         check=_batch_size,
         default_doc="`data.train_batch_size`",
-        doc="prompts per step: the unit of `align`",
+        doc=f"in [1, {MAX_BATCH}]: prompts per step: the unit of `align`",
     )
     remainder: str = option(
         "pad",
@@ -89,9 +92,9 @@ class OrderingOptions(Spec):
     )
     passes: int = option(
         1,
-        number=(1, float("inf")),
+        number=(1, MAX_PASSES),
         integer=True,
-        doc="N passes unrolled into one epoch, each reshuffled inside clusters (topic) or with new tie-breaks "
+        doc=f"in [1, {MAX_PASSES}] (and at most 10^8 visits per epoch): N passes unrolled into one epoch, each reshuffled inside clusters (topic) or with new tie-breaks "
         "(difficulty); use with `trainer.total_epochs=1`",
     )
     seed: int = option(

@@ -18,14 +18,13 @@ from __future__ import annotations
 
 import dataclasses
 import hashlib
-import math
-import numbers
 from dataclasses import dataclass
 from typing import Any, Hashable, Sequence
 
 import numpy as np
 
-from verl_ebpo.samplers.options import DifficultyOptions, OrderingOptions, TopicOptions
+from verl_ebpo.samplers.labels import group_labels, is_missing, label_sort_key, numeric_values  # noqa: F401 (is_missing: re-exported)
+from verl_ebpo.samplers.options import MAX_BATCH, MAX_VISITS, DifficultyOptions, OrderingOptions, TopicOptions
 
 UNLABELLED = "__unlabelled__"  # segment label of the unlabelled rows (unlabelled=first|last)
 
@@ -107,60 +106,11 @@ def _rng(seed: int, purpose: int, *more: int) -> np.random.Generator:
     return np.random.default_rng(np.random.SeedSequence([int(seed), int(purpose), *[int(m) for m in more]]))
 
 
-def is_missing(value: Any) -> bool:
-    """None, NaN and empty strings count as 'no label'."""
-    if value is None:
-        return True
-    if isinstance(value, float) and math.isnan(value):
-        return True
-    if isinstance(value, str) and value.strip() == "":
-        return True
-    return False
-
-
 def _missing_error(field_name: str, missing: Sequence[int], n: int, hint: str) -> UnlabelledRowsError:
     return UnlabelledRowsError(
         f"{len(missing)} of {n} rows have no value in {field_name!r} "
         f"(first row indices: {list(missing[:_SHOW])}); {hint}"
     )
-
-
-def _label_key(label: Hashable) -> tuple:
-    """Sort key for cluster names: numbers numerically, then strings."""
-    if isinstance(label, numbers.Real) and not isinstance(label, bool):
-        return (0, float(label), "")
-    return (1, 0.0, str(label))
-
-
-def _hashable(label: Any) -> Hashable:
-    if isinstance(label, np.generic):
-        label = label.item()
-    if isinstance(label, list):
-        return tuple(label)
-    return label
-
-
-def _numeric_values(values: Sequence[Any], field_name: str) -> np.ndarray:
-    """float array with NaN for missing values; an error names non-numeric or infinite values."""
-    if set(map(type, values)) <= {float, int}:  # the common case, converted at C speed
-        out = np.array(values, dtype=np.float64)
-        if not np.isinf(out).any():
-            return out
-    out = np.empty(len(values), dtype=np.float64)
-    bad: list[tuple[int, Any]] = []
-    for i, v in enumerate(values):
-        if is_missing(v):
-            out[i] = np.nan
-        elif isinstance(v, bool) or not isinstance(v, (numbers.Real, np.integer, np.floating)) or math.isinf(v):
-            bad.append((i, v))
-        else:
-            out[i] = float(v)
-    if bad:
-        raise ValueError(
-            f"{len(bad)} rows have a non-numeric or infinite value in {field_name!r} "
-            f"(first (row, value): {bad[:_SHOW]}); the difficulty must be a number such as a pass rate"
-        )
-    return out
 
 
 # ------------------------------------------------------------------------------------------------
@@ -198,6 +148,8 @@ def topic_order(
     if missing and opts.unlabelled in ("first", "last"):
         entry = (UNLABELLED, missing, len(names))
         groups = [entry, *groups] if opts.unlabelled == "first" else [*groups, entry]
+    if opts.align == "pad":
+        _check_visits(sum(-(-len(rows) // opts.batch_size) * opts.batch_size for _, rows, _ in groups), "align=pad")
     plan = _shuffle_and_align(groups, opts, epoch, len(labels))
     if opts.unlabelled == "drop":
         plan = dataclasses.replace(plan, dropped=tuple(sorted([*plan.dropped, *missing])))
@@ -206,13 +158,7 @@ def topic_order(
 
 def _clusters(labels: Sequence[Any], opts: TopicOptions) -> tuple[dict[Hashable, list[int]], list[int]]:
     """Row numbers per label (labels in first-seen order), and the rows without a label."""
-    members: dict[Hashable, list[int]] = {}
-    missing: list[int] = []
-    for i, raw in enumerate(labels):
-        if is_missing(raw):
-            missing.append(i)
-        else:
-            members.setdefault(_hashable(raw), []).append(i)
+    members, missing = group_labels(labels, opts.field)  # one kind of label, refused naming field and row
     if missing and opts.unlabelled == "error":
         raise _missing_error(
             opts.field, missing, len(labels), "label them, or choose where they go with unlabelled=drop|first|last"
@@ -228,7 +174,7 @@ def _cluster_sequence(names: list, members: dict, opts: TopicOptions, difficulti
     if order == "first_seen":
         return names
     if order == "name":
-        return sorted(names, key=_label_key)
+        return sorted(names, key=label_sort_key)
     if order == "random":
         return [names[j] for j in _rng(opts.seed, _P_CLUSTERS).permutation(len(names))]
     return _by_difficulty(names, members, opts, difficulties)
@@ -253,7 +199,7 @@ def _by_difficulty(names: list, members: dict, opts: TopicOptions, difficulties:
     """easy_first / hard_first: clusters by the mean difficulty of their rows (missing values ignored)."""
     if difficulties is None:
         raise ValueError(f"cluster_order={opts.cluster_order!r} needs a difficulty value per row")
-    values = _numeric_values(difficulties, opts.difficulty_field)
+    values = numeric_values(difficulties, opts.difficulty_field)
     means = {}
     for name in names:
         v = values[members[name]]
@@ -318,7 +264,7 @@ def difficulty_order(
       1.0 = always solved = easy); higher_is_easier=False for a field where a larger number means harder.
     """
     opts = DifficultyOptions.build(options, **option_values)
-    v = _numeric_values(values, opts.field)
+    v = numeric_values(values, opts.field)
     n = v.size
     missing = np.flatnonzero(np.isnan(v))
     if missing.size and opts.unlabelled == "error":
@@ -382,8 +328,17 @@ def plan_epoch(
         one = lambda p: difficulty_order(values, options, epoch=p)  # noqa: E731
     else:
         raise ValueError(f"options must be TopicOptions or DifficultyOptions, got {type(options).__name__}")
-    plan = concat_plans([one(epoch * options.passes + p) for p in range(options.passes)])
+    first = one(epoch * options.passes)
+    _check_visits(len(first) * options.passes, f"passes={options.passes}")
+    plan = concat_plans([first, *(one(epoch * options.passes + p) for p in range(1, options.passes))])
     return plan if loader_batch is None else _fit_last_batch(plan, options.remainder, int(loader_batch))
+
+
+def _check_visits(visits: int, why: str) -> None:
+    """Refuse, before building it, an epoch of more than MAX_VISITS visits (memory: 8 bytes each)."""
+    if visits > MAX_VISITS:
+        raise ValueError(f"{why} makes {visits:,} visits in one epoch, more than the {MAX_VISITS:,} allowed "
+                         f"({visits * 8 / 2**30:.1f} GiB of indices); use fewer passes or a smaller batch_size")
 
 
 def concat_plans(plans: Sequence[OrderPlan], description: str | None = None) -> OrderPlan:
@@ -410,8 +365,8 @@ def concat_plans(plans: Sequence[OrderPlan], description: str | None = None) -> 
 
 def _fit_last_batch(plan: OrderPlan, remainder: str, b: int) -> OrderPlan:
     """The plan with its last incomplete batch of `b` completed (pad), cut (drop) or refused (error)."""
-    if b < 1:
-        raise ValueError(f"the loader's batch size must be a positive integer, got {b}")
+    if not 1 <= b <= MAX_BATCH:
+        raise ValueError(f"the loader's batch size must be an integer in [1, {MAX_BATCH}], got {b}")
     total = len(plan)
     r = total % b
     if r == 0:

@@ -1,6 +1,6 @@
 """`verl-ebpo` console script. Each subcommand lives in its own module, imported only when used.
 
-Each module named below exposes `add_arguments(parser)` and `run(args) -> int`.
+Each target named below (a module, or `module:object`) exposes `add_arguments(parser)` and `run(args) -> int`.
 
 A subcommand whose modules are missing (the GPU install, `pip install -e .`, has no extras) stops before it parses
 or does anything, with one line naming the `pip install` that fixes it (exit 2).
@@ -18,8 +18,8 @@ SUBCOMMANDS = {
     "compare": ("verl_ebpo.tools.compare", "EBPO vs GRPO / DAPO over seeds from verl's metrics files and generations"),
     "demo": ("verl_ebpo.tools.demo", "EBPO vs GRPO / DAPO (/ Dr.GRPO) on CPU with verl's real trainer, over seeds"),
     "inspect": ("verl_ebpo.tools.inspect_prior", "print the EBPO prior saved in a verl checkpoint folder"),
-    "label-topics": ("verl_ebpo.tools.labeling", "add a topic label to a verl RL parquet file"),
-    "label-difficulty": ("verl_ebpo.tools.labeling", "add a pass-rate difficulty to a verl RL parquet file"),
+    "label-topics": ("verl_ebpo.tools.labeling.cli:TOPICS", "add a topic label to a verl RL parquet file"),
+    "label-difficulty": ("verl_ebpo.tools.labeling.cli:DIFFICULTY", "add a pass-rate difficulty to a verl RL parquet file"),
     "simulate": ("verl_ebpo.tools.simulate", "seeded RLVR simulator: EBPO vs GRPO, DAPO, ... over seeds and G"),
 }
 
@@ -64,10 +64,11 @@ def build_parser(command: str | None = None) -> argparse.ArgumentParser:
         p = sub.add_parser(name, help=help_text, description=help_text)
         if name != command:
             continue
-        mod = importlib.import_module(module)
-        suffix = name.replace("-", "_")
-        (getattr(mod, f"add_arguments_{suffix}", None) or mod.add_arguments)(p)
-        p.set_defaults(_run=getattr(mod, f"run_{suffix}", None) or mod.run)
+        module_name, _, attr = module.partition(":")
+        target = importlib.import_module(module_name)
+        target = getattr(target, attr) if attr else target
+        target.add_arguments(p)
+        p.set_defaults(_run=target.run)
     return parser
 
 

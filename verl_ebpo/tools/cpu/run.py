@@ -31,7 +31,7 @@ def main(argv=None) -> int:
     from verl_ebpo.tools import verl_logs
     from verl_ebpo.tools.tiny import assets, task
     from verl_ebpo.tools.cpu.launch import CPURun, TrainerFailed, run_main_ppo
-    from verl_ebpo.files import claim_folder
+    from verl_ebpo.tools.folders import claim_folder
 
     out = Path(args.out).resolve()
     try:  # run/ is replaced (a stale checkpoint would be resumed), but only if an earlier cpu.run made it

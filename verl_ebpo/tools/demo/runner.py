@@ -11,7 +11,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from verl_ebpo.tools.demo.options import DemoOptions
-from verl_ebpo.files import claim_folder, owned_subfolders
+from verl_ebpo.tools.folders import claim_folder, owned_subfolders
 
 
 class PeakMemory:
@@ -64,13 +64,13 @@ MARKER_TOOL = "verl-ebpo demo"
 
 
 def owned_folders(out: Path) -> list[Path]:
-    """The demo's `runs/` and `assets/` in `out` that a re-run may delete (`verl_ebpo.files.owned_subfolders`:
+    """The demo's `runs/` and `assets/` in `out` that a re-run may delete (`verl_ebpo.tools.folders.owned_subfolders`:
     only under the marker an earlier demo wrote; otherwise `FolderNotOurs`, nothing touched)."""
     return owned_subfolders(out, OWNED, MARKER_TOOL)
 
 
 def claim_out_folder(out: Path) -> None:
-    """Make `out` the demo's (`verl_ebpo.files.claim_folder`): checked, marked, its stale runs/ and assets/ gone."""
+    """Make `out` the demo's (`verl_ebpo.tools.folders.claim_folder`): checked, marked, its stale runs/ and assets/ gone."""
     claim_folder(out, OWNED, MARKER_TOOL)
 
 

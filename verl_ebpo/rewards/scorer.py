@@ -1,0 +1,32 @@
+"""`load_scorer("module:function")`: the one loader of a scorer (a verl reward function), used by
+`verl-ebpo label-difficulty` and recipes/eval/score.py."""
+
+from __future__ import annotations
+
+import importlib
+from typing import Any, Callable
+
+
+class ScorerError(ValueError):
+    """A scorer spec that cannot be loaded (the message names it)."""
+
+
+def load_scorer(spec: str | None) -> Callable[..., Any]:
+    """`module:function` (default verl_ebpo.rewards:compute_score), imported now: the one scorer loader of the
+    labelling tools and recipes/eval/score.py. Any failure (a malformed spec, a module that is missing or raises
+    while importing, a missing or non-callable attribute) is a one-line ScorerError naming the spec."""
+    spec = spec or "verl_ebpo.rewards:compute_score"
+    mod, sep, name = spec.partition(":")
+    if not sep or not mod.strip() or not name.strip():
+        raise ScorerError(f"--scorer must look like module:function, got {spec!r}")  # both callers take --scorer
+    try:
+        module = importlib.import_module(mod)
+    except Exception as e:  # noqa: BLE001 - a scorer module that fails to import is a set-up error, said in one line
+        why = " ".join(str(e).split())[:200]
+        raise ScorerError(f"cannot load scorer {spec!r}: importing {mod!r} failed ({type(e).__name__}: {why})") from None
+    if not hasattr(module, name):
+        raise ScorerError(f"cannot load scorer {spec!r}: module {mod!r} has no attribute {name!r}")
+    fn = getattr(module, name)
+    if not callable(fn):
+        raise ScorerError(f"scorer {spec!r} is not callable (it is a {type(fn).__name__})")
+    return fn
