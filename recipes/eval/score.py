@@ -25,7 +25,7 @@
   run_eval.sh runs it before it merges or generates anything. A --run file may not exist yet then.
 - Files: --out-md and --out-json are checked before anything is scored (verl_ebpo.files.check_output_paths):
   neither may be a --run file or a --data-dir benchmark file (also through links), a FIFO/device/folder, or the
-  same file as the other. Writes are atomic. A bad --scorer (labeling.load_scorer, the one loader) and every
+  same file as the other. Writes are atomic. A bad --scorer (rewards.scorer.load_scorer, the one loader) and every
   other error: one line on stderr, exit code 2.
 """
 

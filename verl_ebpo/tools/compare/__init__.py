@@ -96,7 +96,7 @@ def _parse_samples(text: str) -> dict[str, int]:
 def score_evals(specs: dict, scorer_name: Optional[str], samples: dict, allow_partial: bool, workers: int) -> tuple:
     """--eval files scored once each: (rates algo->seed->bench->{problem: share}, pass1 algo->seed->bench->...)."""
     from verl_ebpo.tools.compare import evals
-    from verl_ebpo.tools.labeling import load_scorer
+    from verl_ebpo.rewards.scorer import load_scorer
 
     scorer = load_scorer(scorer_name or evals.DEFAULT_SCORER)
     scored = {}
