@@ -223,7 +223,8 @@ def test_runs_are_deterministic_and_a_seed_does_not_depend_on_the_others():
 
 def test_simulation_leaves_the_process_wide_prior_alone():
     reset_prior()
-    get_prior().load_state_dict({**get_prior().state_dict(), "reward": {"weight": 3.0, "mean": 0.5, "m2": 0.75}})
+    get_prior().load_state_dict({**get_prior().state_dict(), "reward": {"weight": 3.0, "mean": 0.5, "m2": 0.75},
+                                  "group_mean": {"weight": 1.0, "mean": 0.5, "m2": 0.0}, "updates": 1})
     before = get_prior().state_dict()
     engine.run_sweep(SimOptions(**{**TINY, "estimators": ("ebpo",), "G": (2,)}))
     assert get_prior().state_dict() == before

@@ -11,7 +11,7 @@ Notation (paper, Algorithm 1):
                    c > 0 scales both sides by c^2, so S does not depend on the reward's unit)
     V_q          = (1 - S_q) * m_q + S_q * mu_glob
     raw_i        = r_i - V_q(i)
-    A_i          = normalize(raw)_i: `batch` (raw - mean) / (std + epsilon), `center` raw - mean, `none` raw
+    A_i          = normalize(raw)_i: `batch` c / (std + epsilon * max|c|), c = raw - mean, `center` raw - mean, `none` raw
 
 When the prior mean matters (tests/test_estimator_prior_mean.py): with equal group sizes and normalize=batch or
 center, mu_glob adds the same -S mu_glob to every row and the centring removes it; with rbar the batch mean,
@@ -177,8 +177,10 @@ def normalize_advantage(raw: torch.Tensor, valid: torch.Tensor, mode: str, epsil
 
     Args:
         raw: (bs,) float64. valid: (bs,) bool.
-        mode: "batch" -> (raw - mean) / (std_unbiased + epsilon); "center" -> raw - mean; "none" -> raw.
-              With fewer than two valid rows "batch" and "center" give 0.
+        mode: "batch" -> c / (std_unbiased + epsilon * max|c|) with c = raw - mean; "center" -> c;
+              "none" -> raw. With fewer than two valid rows "batch" and "center" give 0. The epsilon is relative
+              to the largest |c|, so `batch` is unit-free and shift-free like the rest (for 0/1 rewards
+              max|c| <= 1: at most verl's absolute 1e-6; c all 0 gives 0).
     Returns:
         (bs,) float64, 0 on invalid rows.
     """
@@ -196,7 +198,8 @@ def normalize_advantage(raw: torch.Tensor, valid: torch.Tensor, mode: str, epsil
     if mode == "center":
         return centered
     std = torch.std(picked, unbiased=True)
-    return centered / (std + epsilon)
+    denom = std + epsilon * centered.abs().max()
+    return centered / denom if denom > 0 else torch.zeros_like(raw)
 
 
 def ebpo_scalar_advantage(

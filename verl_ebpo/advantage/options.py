@@ -41,7 +41,7 @@ class EBPOOptions(Spec):
         1e-6,
         number=(0.0, 1.0),
         lo_open=True,
-        doc="in (0, 1]: S = 1 when `sigma2/G + tau2 <= epsilon·(sigma2+tau2)` (unit-free); added to the std in `batch` normalisation.",
+        doc="in (0, 1]: S = 1 when `sigma2/G + tau2 <= epsilon·(sigma2+tau2)`; `batch` divides by `std + epsilon·max(abs(raw - mean))`. Both unit-free.",
     )
     on_nonfinite: str = option(
         "error",
