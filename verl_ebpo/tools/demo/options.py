@@ -6,22 +6,11 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from verl_ebpo.spec import Spec, option
+from verl_ebpo.tools import algorithms as _algorithms
 
-# name -> (what it is, verl overrides on top of the shared settings). Everything else is identical.
-ALGORITHMS: dict[str, tuple[str, tuple[str, ...]]] = {
-    "grpo": ("GRPO: group-mean baseline, advantage divided by the group's std (verl's `grpo`)",
-             ("algorithm.adv_estimator=grpo",)),
-    "drgrpo": ("Dr.GRPO: GRPO without the std division, sequence-sum loss normalised by a constant",
-               ("algorithm.adv_estimator=grpo", "algorithm.norm_adv_by_std_in_grpo=False",
-                "actor_rollout_ref.actor.loss_agg_mode=seq-mean-token-sum-norm")),
-    "dapo": ("DAPO: GRPO plus verl's dynamic sampling (groups whose answers all score the same are dropped and "
-             "replaced by new prompts) and clip-higher (ratio clipped to [0.8, 1.28])",
-             ("algorithm.adv_estimator=grpo", "algorithm.filter_groups.enable=True",
-              "algorithm.filter_groups.metric=reward", "actor_rollout_ref.actor.clip_ratio_low=0.2",
-              "actor_rollout_ref.actor.clip_ratio_high=0.28")),
-    "ebpo": ("EBPO: baseline shrunk toward a running prior mean (`algorithm.adv_estimator=ebpo`, default options)",
-             ("algorithm.adv_estimator=ebpo",)),
-}
+# name -> what it is. The verl keys of each come from `verl_ebpo.tools.algorithms` (paper protocol), the one
+# definition the recipes use too; everything else is identical between the algorithms.
+ALGORITHMS: dict[str, str] = dict(_algorithms.DESCRIPTIONS)
 DEFAULT_ALGOS = ("grpo", "dapo", "ebpo")
 
 
@@ -48,7 +37,7 @@ class DemoOptions(Spec):
     batch_size: int = option(16, number=(1, 4096), integer=True, doc="prompts per training step")
     group_size: int = option(4, number=(2, 64), integer=True, doc="answers per prompt (G)")
     lr: float = option(2.5e-3, number=(0.0, 1.0), lo_open=True, doc="actor learning rate")
-    max_response_length: int = option(4, number=(1, 64), integer=True, doc="answer length limit (tokens)")
+    max_response_length: int = option(4, number=(2, 64), integer=True, doc="answer length limit (tokens)")
     temperature: float = option(1.0, number=(0.0, 10.0), lo_open=True, doc="sampling temperature of the rollout")
     timeout: float = option(3600.0, number=(1.0, 86400.0),
                             doc="seconds allowed per run before it is stopped as hung (DAPO runs take longest)")
@@ -66,11 +55,13 @@ class DemoOptions(Spec):
         return max(4096, 4 * self.batch_size * self.steps)
 
     def overrides(self, algo: str) -> list[str]:
-        return list(ALGORITHMS[algo][1])
+        """The recipes' keys of `algo` (paper protocol), sized to this demo's response length."""
+        return _algorithms.overrides(algo, "paper", max_response_length=self.max_response_length)
 
 
 def algorithms_table() -> str:
     rows = ["| algorithm | what it is | verl overrides |", "|---|---|---|"]
-    for name, (doc, overrides) in ALGORITHMS.items():
+    for name, doc in ALGORITHMS.items():
+        overrides = _algorithms.overrides(name, "paper", max_response_length=DemoOptions.max_response_length)
         rows.append(f"| `{name}` | {doc} | {', '.join(f'`{o}`' for o in overrides)} |")
     return "\n".join(rows)
