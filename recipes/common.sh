@@ -116,7 +116,8 @@ else
 fi
 TRAIN_FILE="${TRAIN_FILE:-$DATA_DIR/dapo_math_17k.parquet}"
 CKPTS_ROOT="${CKPTS_ROOT:-$HOME/ckpts}"
-PYTHON="${PYTHON:-python3}"
+PYTHON="${PYTHON:-python3}"                # the trainer's (on the cluster under LAUNCH=ray-job)
+RECIPE_PYTHON="${RECIPE_PYTHON:-python3}"  # this machine's, for the algorithm keys and SMOKE=cpu
 
 # ---- cluster and launch -----------------------------------------------------------------------
 NNODES="${NNODES:-4}"
@@ -378,7 +379,7 @@ _recipe_build() {
 
     # ---- the algorithm's own keys: verl_ebpo.tools.algorithms, the one definition -------------
     local keys
-    keys="$(PYTHONPATH="$REPO_ROOT${PYTHONPATH:+:$PYTHONPATH}" "$PYTHON" -m verl_ebpo.tools.algorithms "$ALGO_KEYS" \
+    keys="$(PYTHONPATH="$REPO_ROOT${PYTHONPATH:+:$PYTHONPATH}" "$RECIPE_PYTHON" -m verl_ebpo.tools.algorithms "$ALGO_KEYS" \
         --protocol "$PROTOCOL" --max-response-length "$MAX_RESPONSE_LENGTH" --overlong-buffer-len "$OVERLONG_BUFFER_LEN" \
         --overlong-penalty "$OVERLONG_PENALTY" --prior-scope "$EBPO_PRIOR_SCOPE" 2>&1)" \
         || _recipe_die "the algorithm's keys: ${keys##*$'\n'}"
@@ -421,7 +422,7 @@ recipe_run() {
     local trainer=("$PYTHON" -m verl.trainer.main_ppo
         "${COMMON_ARGS[@]}" "${BACKEND_ARGS[@]}" "${ORDER_ARGS[@]}" "${ALGO_ARGS[@]}" "${overrides[@]}" "${flags[@]}")
     if [[ -n "$SMOKE" ]]; then
-        local smoke=("$PYTHON" -m verl_ebpo.tools.cpu.smoke --launch "$LAUNCH" --ray-address "$RAY_ADDRESS"
+        local smoke=("$RECIPE_PYTHON" -m verl_ebpo.tools.cpu.smoke --launch "$LAUNCH" --ray-address "$RAY_ADDRESS"
             --working-dir "$WORKING_DIR" --ckpt-dir "$CKPT_DIR" --metrics-file "$METRICS_FILE"
             --name "$(basename "$MODEL_DIR")/run_${ALGO}.sh")
         [[ "${RECIPE_DRY_RUN:-0}" == 1 ]] && smoke+=(--dry-run)
