@@ -92,6 +92,7 @@ FAMILIES = [("grpo", "paper"), ("drgrpo", "authors"), ("drgrpo", "paper"), ("dap
             ("ebpo_diff", "authors"), ("grpo_diff", "paper")]
 
 
+@pytest.mark.e2e
 @pytest.mark.recipe_smoke
 @pytest.mark.parametrize("algo, protocol", FAMILIES)
 def test_smoke_every_family_under_both_protocols(tmp_path, algo, protocol):
@@ -110,6 +111,7 @@ def _free_port() -> int:
         return sock.getsockname()[1]
 
 
+@pytest.mark.e2e
 @pytest.mark.recipe_smoke
 def test_smoke_through_ray_job_submit_on_a_token_authenticated_cluster(tmp_path):
     from verl_ebpo.tools.cpu.launch import _kill_group, cpu_env
@@ -144,3 +146,36 @@ def test_smoke_through_ray_job_submit_on_a_token_authenticated_cluster(tmp_path)
     finally:
         _kill_group(proc)  # `ray start --block` stops its cluster when signalled
         shutil.rmtree(temp_dir, ignore_errors=True)
+
+
+# ---- without the trainer ----------------------------------------------------------------------------------------
+
+_POLICY = """
+import verl_ebpo.tools.cpu.backend
+import verl.workers.engine.fsdp.transformer_impl as impl
+from torch.distributed.fsdp import CPUOffloadPolicy
+policy = impl.CPUOffloadPolicy(pin_memory=True)
+print(policy.pin_memory, isinstance(policy, CPUOffloadPolicy))
+"""
+
+
+@pytest.mark.parametrize("platform, pinned", [("cpu", "False"), ("", "True")])
+def test_reference_policy_offload_is_unpinned_on_the_cpu_platform_only(platform, pinned):
+    env = {**os.environ, "PYTHONPATH": str(ROOT), "VERL_PLATFORM": platform}
+    out = subprocess.run([sys.executable, "-c", _POLICY], env=env, capture_output=True, text=True, timeout=300)
+    assert out.returncode == 0, out.stderr[-2000:]
+    assert out.stdout.split()[-2:] == [pinned, "True"]  # still verl's CPUOffloadPolicy for its isinstance checks
+
+
+def test_tiny_rows_carry_the_labels_the_orders_read():
+    from verl_ebpo.samplers.fields import read_field
+    from verl_ebpo.tools.cpu.smoke import labelled_rows
+
+    import pyarrow as pa
+
+    rows = labelled_rows(64, seed=3, difficulty_field="extra_info.difficulty_qwen3_8b")
+    table = pa.Table.from_pylist(rows)
+    operands = [r["extra_info"]["operand"] for r in rows]
+    assert list(read_field(table, "extra_info.topic")) == ["low" if n < 5 else "high" for n in operands]
+    assert list(read_field(table, "extra_info.difficulty_qwen3_8b")) == [round(1 - n / 10, 3) for n in operands]
+    assert all("difficulty" not in k for k in labelled_rows(4, 3, None)[0]["extra_info"])
