@@ -165,6 +165,7 @@ def test_smoke_swaps_only_hardware_keys(tmp_path, protocol, algo):
     assert "smoke_cpu-qwen3_8b" in smoke["trainer.experiment_name"]
     if protocol == "paper" and algo == "dapo":
         assert smoke["reward.reward_kwargs.max_resp_len"] == 8  # the interpolation follows the swapped length
+        assert smoke["reward.reward_kwargs.overlong_buffer_cfg.len"] == 4  # and the buffer with it (< 8)
 
 
 def test_smoke_dry_run_prints_the_swapped_command_and_launches_nothing(tmp_path):

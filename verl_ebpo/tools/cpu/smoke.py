@@ -99,6 +99,8 @@ def swapped(recipe: list[str], *, assets: Path, ckpt_dir: Path, steps: int, ray_
         "trainer.test_freq=-1",
         "trainer.log_val_generations=0",
     ]
+    buffer = "reward.reward_kwargs.overlong_buffer_cfg.len"  # DAPO's, a share of the (swapped) response length
+    cpu += [f"{o.split('=', 1)[0]}={TINY_RESPONSE // 2}" for o in recipe if _override_key(o) == buffer][-1:]
     kept = [o for o in recipe if not _override_key(o).startswith(DROP_PREFIXES)]
     merged = merge_overrides(kept, cpu)
     recipe_values = {_override_key(o): o.split("=", 1)[1] if "=" in o else "(removed)" for o in recipe}
