@@ -243,7 +243,11 @@ def schedule(protocol: str, algo: str) -> dict:
 
 
 # keys that may differ from the GRPO run of the same model and protocol (beyond the algorithm's keys)
-RUN_IDENTITY = {"trainer.experiment_name", "trainer.default_local_dir", METRICS_KEY}
+# (plus the keys verl's config copies from them by interpolation, visible in the resolved composition: the trace's
+# experiment name and served model name, and the critic's loss aggregation, which mirrors the actor's: no critic runs here)
+RUN_IDENTITY = {"trainer.experiment_name", "trainer.default_local_dir", METRICS_KEY,
+                "actor_rollout_ref.rollout.trace.experiment_name", "critic.loss_agg_mode", "critic.loss_scale_factor",
+                "actor_rollout_ref.rollout.prometheus.served_model_name"}
 
 
 def shared_settings(protocol: str, model: str) -> dict:
