@@ -397,8 +397,8 @@ _recipe_ray_auth() {
 # recipe_run "$@": run verl's trainer with the shared, backend, order and algorithm keys, then the
 # caller's extra overrides (which win: Hydra keeps the last value of a key). Hydra's own flags among the
 # caller's arguments (--cfg job, --resolve, --info, ...) go last, where Hydra's argument parser wants them.
-# LAUNCH=ray-job submits it with `ray job submit` (each argument shell-quoted: Ray runs the entrypoint
-# through a shell); a command with Hydra flags (--cfg job, ...) only prints, so it always runs here.
+# LAUNCH=ray-job submits it with `ray job submit` (which shell-quotes each argument, shlex.join, and runs the
+# line through a shell); a command with Hydra flags (--cfg job, ...) only prints, so it always runs here.
 # SMOKE=cpu hands the same command to verl_ebpo.tools.cpu.smoke, which swaps the hardware keys only.
 recipe_run() {
     local overrides=() flags=()
@@ -432,9 +432,12 @@ recipe_run() {
     fi
     local submit=()
     if [[ "$LAUNCH" == ray-job && ${#flags[@]} -eq 0 ]]; then
+        # `ray job submit` shell-quotes each argument (shlex.join) and runs the line through a shell on the head
+        # node: the arguments go as they are. The metrics folder is made there first (checkpoints need a shared
+        # filesystem anyway): bash -c 'mkdir -p "$(dirname "$0")" && exec "$@"' <metrics file> <trainer...>
         # shellcheck disable=SC2206  # RAY_JOB_ARGS: extra flags, split on spaces on purpose
         submit=(ray job submit --address "$RAY_ADDRESS" --runtime-env "$RUNTIME_ENV" --working-dir "$WORKING_DIR"
-            ${RAY_JOB_ARGS} --)
+            ${RAY_JOB_ARGS} -- bash -c 'mkdir -p "$(dirname "$0")" && exec "$@"' "$METRICS_FILE")
     fi
     if [[ "${RECIPE_DRY_RUN:-0}" == 1 ]]; then
         printf '%s\n' "${submit[@]}" "${trainer[@]}"
@@ -445,10 +448,7 @@ recipe_run() {
         "metrics=$METRICS_FILE launch=${submit[0]:+ray job submit to $RAY_ADDRESS}${submit[0]:-here}" >&2
     if ((${#submit[@]})); then
         _recipe_ray_auth
-        local quoted=() arg
-        for arg in "${trainer[@]}"; do quoted+=("$(printf '%q' "$arg")"); done
-        # the metrics folder is made where the job's driver runs (checkpoints need a shared filesystem anyway)
-        exec "${submit[@]}" mkdir -p "$(printf '%q' "$(dirname "$METRICS_FILE")")" '&&' "${quoted[@]}"
+        exec "${submit[@]}" "${trainer[@]}"
     fi
     ((${#flags[@]})) || mkdir -p "$(dirname "$METRICS_FILE")"
     exec "${trainer[@]}"

@@ -514,7 +514,9 @@ def test_ray_job_submit_is_the_default_launch_and_local_runs_here():
     sep = cmd.index("--")
     assert cmd[:sep] == ["ray", "job", "submit", "--address", "http://head:8265", "--runtime-env",
                          str(RECIPES / "runtime_env.yaml"), "--working-dir", str(ROOT), "--no-wait"]
-    assert cmd[sep + 1:sep + 4] == ["python3", "-m", "verl.trainer.main_ppo"]
+    metrics = next(a for a in cmd if a.startswith("+" + METRICS_KEY)).split("=", 1)[1]
+    assert cmd[sep + 1:sep + 8] == ["bash", "-c", 'mkdir -p "$(dirname "$0")" && exec "$@"', metrics,
+                                    "python3", "-m", "verl.trainer.main_ppo"]
     local = dry_command("qwen3_8b", "ebpo", {"LAUNCH": "local", "PROTOCOL": "authors"})
     assert local[:3] == ["python3", "-m", "verl.trainer.main_ppo"]
     # run here, the authors' reward is reached by its absolute path; in a job, relative to the working dir
@@ -522,10 +524,12 @@ def test_ray_job_submit_is_the_default_launch_and_local_runs_here():
 
 
 def test_ray_job_submit_gets_every_argument_intact(tmp_path):
-    """A stand-in `ray` joins the entrypoint with spaces and runs it through /bin/sh, as `ray job submit`
-    does; the trainer (a stand-in python) must receive exactly the arguments of the dry run."""
+    """A stand-in `ray` joins the entrypoint with shlex.join and runs it through /bin/sh, as `ray job submit`
+    does (Ray 2.60: dashboard/modules/job/cli.py); the trainer (a stand-in python) must receive exactly the
+    arguments of the dry run."""
     fake_ray = tmp_path / "ray"
-    fake_ray.write_text('#!/bin/sh\nwhile [ "$1" != "--" ]; do shift; done; shift\nexec /bin/sh -c "$*"\n')
+    fake_ray.write_text(f"#!{sys.executable}\nimport os, shlex, sys\nargs = sys.argv[sys.argv.index('--') + 1:]\n"
+                        "os.execv('/bin/sh', ['/bin/sh', '-c', shlex.join(args)])\n")
     fake_python = tmp_path / "fakepython"
     fake_python.write_text('#!/bin/sh\nfor a in "$@"; do printf "%s\\n" "$a"; done > "$ARGS_OUT"\n')
     for f in (fake_ray, fake_python):

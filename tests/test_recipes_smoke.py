@@ -33,7 +33,9 @@ def smoke(model: str, algo: str, ckpts: Path, steps: int = 1, timeout: float = 9
             full.pop(key, None)
     out = subprocess.run(["bash", str(RECIPES / model / f"run_{algo}.sh")], env=full, capture_output=True, text=True,
                          timeout=timeout, cwd=ROOT)
-    assert out.returncode == 0, (out.stdout[-3000:], out.stderr[-5000:])
+    if out.returncode != 0:
+        (ckpts / "smoke_failure.log").write_text(out.stdout + "\n--- stderr\n" + out.stderr)
+    assert out.returncode == 0, f"see {ckpts / 'smoke_failure.log'}:\n{out.stdout[-3000:]}\n{out.stderr[-3000:]}"
     return out
 
 

@@ -171,12 +171,14 @@ def main(argv=None) -> int:
         return 2
     # the driver's environment through the entrypoint (the actors get it from ray_init.runtime_env, which the
     # job's own runtime_env must not repeat: Ray refuses to merge two runtime envs that set the same variable)
-    driver_env = " ".join(f"{k}={shlex.quote(env[k])}" for k in ("VERL_USE_EXTERNAL_MODULES", "VERL_PLATFORM",
-                          "VERL_ENGINE_DEVICE", "VERL_FILE_LOGGER_PATH", "HYDRA_FULL_ERROR"))
-    entry = " ".join(shlex.quote(a) for a in trainer)
+    # `ray job submit` shell-quotes each argument (shlex.join) and runs the line through a shell: the arguments go
+    # as they are. The driver gets the CPU backend's variables through `env`, the workers through
+    # ray_init.runtime_env (never both in the job's runtime env: Ray refuses to merge two that set the same variable).
+    driver_env = [f"{k}={env[k]}" for k in ("VERL_USE_EXTERNAL_MODULES", "VERL_PLATFORM", "VERL_ENGINE_DEVICE",
+                                            "VERL_FILE_LOGGER_PATH", "HYDRA_FULL_ERROR")]
     submit = [ray, "job", "submit", "--address", args.ray_address, "--working-dir", args.working_dir,
               "--runtime-env-json", json.dumps({"excludes": ["/.git/", "*.parquet", "/runs/", "/outputs/"]}),
-              "--", f"cd {shlex.quote(str(workdir))} && env {driver_env} {entry}"]
+              "--", "bash", "-c", 'cd "$0" && exec "$@"', str(workdir), "env", *driver_env, *trainer]
     print("[recipes] " + " ".join(shlex.quote(a) for a in submit[:6]) + " ...", file=sys.stderr)
     sys.stdout.flush()
     return subprocess.call(submit)
