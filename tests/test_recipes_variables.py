@@ -120,7 +120,7 @@ def test_the_demo_compares_what_the_recipes_run():
 
     options = DemoOptions()
     for algo in ALGORITHMS:
-        argv = dry_run("qwen3_8b", algo, {"MAX_RESPONSE_LENGTH": str(options.max_response_length)})
+        argv = dry_run("qwen3_8b", algo, {"MAX_RESPONSE_LENGTH": str(options.max_response_length), "OVERLONG_PENALTY": "0"})
         recipe_keys = argv[argv.index(options.overrides(algo)[0]):][:len(options.overrides(algo))]
         assert recipe_keys == options.overrides(algo), algo
     assert "actor_rollout_ref.actor.loss_scale_factor=${data.max_response_length}" in options.overrides("drgrpo")

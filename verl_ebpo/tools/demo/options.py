@@ -55,13 +55,16 @@ class DemoOptions(Spec):
         return max(4096, 4 * self.batch_size * self.steps)
 
     def overrides(self, algo: str) -> list[str]:
-        """The recipes' keys of `algo` (paper protocol), sized to this demo's response length."""
-        return _algorithms.overrides(algo, "paper", max_response_length=self.max_response_length)
+        """The recipes' keys of `algo` (paper protocol), sized to this demo's response length, with DAPO's overlong
+        penalty at 0 (the recipes' `OVERLONG_PENALTY=0`): at a budget of a few tokens nearly every answer is "overlong"
+        by DAPO's rule (longer than half the budget), so the penalty would shift DAPO's logged reward by about -1 and
+        the report would compare shaped against unshaped rewards."""
+        return _algorithms.overrides(algo, "paper", max_response_length=self.max_response_length, overlong_penalty=0.0)
 
 
 def algorithms_table() -> str:
     rows = ["| algorithm | what it is | verl overrides |", "|---|---|---|"]
     for name, doc in ALGORITHMS.items():
-        overrides = _algorithms.overrides(name, "paper", max_response_length=DemoOptions.max_response_length)
+        overrides = DemoOptions().overrides(name)
         rows.append(f"| `{name}` | {doc} | {', '.join(f'`{o}`' for o in overrides)} |")
     return "\n".join(rows)
