@@ -33,6 +33,11 @@ PROTOCOLS = ("paper", "authors")
 TABLE1_ALGOS = ("grpo", "drgrpo", "dapo", "ebpo", "ebpo_topic")
 DIFF_ALGOS = ("grpo_diff", "drgrpo_diff", "dapo_diff", "ebpo_diff")
 ALGOS = TABLE1_ALGOS + DIFF_ALGOS
+# the run name's model part: the basename of the model actually used, lower-case
+MODEL_NAMES = {"meta-llama/Llama-3.1-8B-Instruct": "llama-3.1-8b-instruct", "Qwen/Qwen3-8B": "qwen3-8b",
+               "Qwen/Qwen3-14B": "qwen3-14b", "meta-llama/Llama-3.1-8B": "llama-3.1-8b",
+               "Qwen/Qwen3-8B-Base": "qwen3-8b-base", "Qwen/Qwen3-14B-Base": "qwen3-14b-base"}
+METRICS_KEY = "ray_kwargs.ray_init.runtime_env.env_vars.VERL_FILE_LOGGER_PATH"
 MODEL_PATHS = {"llama3_8b": "meta-llama/Llama-3.1-8B-Instruct", "qwen3_8b": "Qwen/Qwen3-8B", "qwen3_14b": "Qwen/Qwen3-14B"}
 BASE_MODEL_PATHS = {"llama3_8b": "meta-llama/Llama-3.1-8B", "qwen3_8b": "Qwen/Qwen3-8B-Base",
                     "qwen3_14b": "Qwen/Qwen3-14B-Base"}
@@ -47,7 +52,9 @@ RECIPE_VARS = (
     "VAL_BEFORE_TRAIN LOGGER ROLLOUT_TP SP_SIZE MEGATRON_TP MEGATRON_PP GPU_MEM_UTIL OFFLOAD EBPO_PRIOR_SCOPE "
     "OVERLONG_BUFFER_LEN OVERLONG_PENALTY PYTHON RECIPE_DRY_RUN DIFFICULTY_MODEL DIFFICULTY_FIELD "
     "ACTOR_MAX_TOKENS_PER_GPU INFER_MAX_TOKENS_PER_GPU PROTOCOL LAUNCH RAY_ADDRESS WORKING_DIR RUNTIME_ENV "
-    "RAY_JOB_ARGS POSTTRAINED_MODEL_PATH BASE_MODEL_PATH"
+    "RAY_JOB_ARGS POSTTRAINED_MODEL_PATH BASE_MODEL_PATH SEED TRAIN_BATCH_SIZE PPO_MINI_BATCH_SIZE LR "
+    "MAX_PROMPT_LENGTH MAX_RESPONSE_LENGTH ROLLOUT PRESET SMOKE SMOKE_STEPS METRICS_FILE RECIPE_PYTHON ALGO_KEYS "
+    "WEIGHT_DECAY KL_LOSS_COEF CLIP_RATIO"
 ).split()
 
 
@@ -99,7 +106,10 @@ def compose(argv: list[str]) -> dict:
             _main()
     finally:
         sys.argv = saved
-    return yaml.safe_load(buf.getvalue())
+    from omegaconf import OmegaConf
+
+    # resolved, as verl resolves it: keys that derive from another (${data.max_response_length}) show their value
+    return OmegaConf.to_container(OmegaConf.create(yaml.safe_load(buf.getvalue())), resolve=True)
 
 
 def validate(cfg: dict) -> None:
@@ -233,8 +243,11 @@ def schedule(protocol: str, algo: str) -> dict:
 
 
 # keys that may differ from the GRPO run of the same model and protocol (beyond the algorithm's keys)
-RUN_IDENTITY = {"trainer.experiment_name", "trainer.default_local_dir",
-                "ray_kwargs.ray_init.runtime_env.env_vars.VERL_FILE_LOGGER_ROOT"}
+# (plus the keys verl's config copies from them by interpolation, visible in the resolved composition: the trace's
+# experiment name and served model name, and the critic's loss aggregation, which mirrors the actor's: no critic runs here)
+RUN_IDENTITY = {"trainer.experiment_name", "trainer.default_local_dir", METRICS_KEY,
+                "actor_rollout_ref.rollout.trace.experiment_name", "critic.loss_agg_mode", "critic.loss_scale_factor",
+                "actor_rollout_ref.rollout.prometheus.served_model_name"}
 
 
 def shared_settings(protocol: str, model: str) -> dict:
@@ -256,6 +269,7 @@ def shared_settings(protocol: str, model: str) -> dict:
         "actor_rollout_ref.actor.strategy": "fsdp2",
         "actor_rollout_ref.actor.fsdp_config.strategy": "fsdp2",
         "actor_rollout_ref.rollout.name": "vllm",
+        "trainer.logger": ["console", "wandb", "file"],
         "actor_rollout_ref.rollout.temperature": 1.0,
         "actor_rollout_ref.rollout.top_p": 1.0,
         "data.train_files": f"{data}/dapo_math_17k.parquet",
@@ -316,8 +330,13 @@ def test_composed_config_has_the_protocols_settings_and_algorithm_keys(configs, 
     if algo in ("grpo", "drgrpo", "dapo") or (algo == "ebpo" and protocol == "paper"):
         assert flat["data.shuffle"] is True and flat["data.custom_cls.path"] is None
     suffix = "" if protocol == "paper" else "-authors"
-    assert flat["trainer.experiment_name"] == f"{model}-{algo}-g4{suffix}"
-    assert flat["trainer.default_local_dir"] == f"/home/researcher/ckpts/verl_ebpo/{model}-{algo}-g4{suffix}"
+    name = f"{MODEL_NAMES[flat['actor_rollout_ref.model.path']]}-{algo}-g4-s{flat['data.seed']}{suffix}"
+    assert flat["trainer.experiment_name"] == name
+    assert flat["trainer.default_local_dir"] == f"/home/researcher/ckpts/verl_ebpo/{name}"
+    assert flat["actor_rollout_ref.rollout.seed"] == flat["data.seed"]
+    # one metrics file per attempt, under the checkpoint folder
+    assert re.fullmatch(rf"/home/researcher/ckpts/verl_ebpo/{re.escape(name)}/metrics/attempt-\d{{8}}T\d{{6}}Z-\d+\.jsonl",
+                        flat[METRICS_KEY])
     validate(cfg)
 
 
@@ -435,14 +454,16 @@ def test_models_differ_only_in_model_and_parallelism(configs, protocol):
         assert differing <= allowed, sorted(differing - allowed)
 
 
-def test_environment_reaches_the_config():
+def test_environment_reaches_the_config(tmp_path):
+    (tmp_path / "q").mkdir()
+    (tmp_path / "q" / "config.json").write_text("{}")
     env = {
-        "MODEL_PATH": "/models/q", "DATA_DIR": "/d", "NNODES": "1", "N_GPUS_PER_NODE": "2", "GROUP_SIZE": "8",
+        "MODEL_PATH": str(tmp_path / "q"), "DATA_DIR": "/d", "NNODES": "1", "N_GPUS_PER_NODE": "2", "GROUP_SIZE": "8",
         "PROJECT_NAME": "proj", "EXPERIMENT_NAME": "exp1", "CKPTS_ROOT": "/ck", "LOGGER": "[console]",
         "SAVE_FREQ": "7", "VAL_N": "2", "TOTAL_STEPS": "11",
     }
     cfg = flatten(compose(dry_run("qwen3_8b", "ebpo", env)))
-    assert cfg["actor_rollout_ref.model.path"] == "/models/q"
+    assert cfg["actor_rollout_ref.model.path"] == str(tmp_path / "q")
     assert cfg["data.train_files"] == "/d/dapo_math_17k.parquet"
     assert cfg["data.val_files"] == ["/d/dapo_math_holdout.parquet"]
     assert (cfg["trainer.nnodes"], cfg["trainer.n_gpus_per_node"]) == (1, 2)
@@ -454,13 +475,9 @@ def test_environment_reaches_the_config():
     assert cfg["trainer.total_training_steps"] == 11
     # G and the protocol appear in the default experiment name, so such runs do not share checkpoints
     default = flatten(compose(dry_run("qwen3_8b", "grpo", {"GROUP_SIZE": "16", "PROTOCOL": "authors"})))
-    assert default["trainer.experiment_name"] == "qwen3_8b-grpo-g16-authors"
-    # verl's file logger on by default (what `verl-ebpo compare` reads), one folder per attempt under the run's
-    assert default["trainer.logger"] == ["console", "wandb", "file"]
-    root = cfg["ray_kwargs.ray_init.runtime_env.env_vars.VERL_FILE_LOGGER_ROOT"]
-    assert re.fullmatch(r"/ck/proj/exp1/metrics/attempt-\d{8}T\d{6}Z", root), root
+    assert default["trainer.experiment_name"] == "qwen3-8b-grpo-g16-s1-authors"
     # an explicit MODEL_PATH wins over the curriculum's base model too
-    assert dry_run("qwen3_14b", "grpo_diff", {"MODEL_PATH": "/m/b"}).count("actor_rollout_ref.model.path=/m/b") == 1
+    assert dry_run("qwen3_14b", "grpo_diff", {"MODEL_PATH": "m/b"}).count("actor_rollout_ref.model.path=m/b") == 1
 
 
 @pytest.mark.parametrize("algo", ["dapo", "ebpo_topic"])
@@ -497,7 +514,9 @@ def test_ray_job_submit_is_the_default_launch_and_local_runs_here():
     sep = cmd.index("--")
     assert cmd[:sep] == ["ray", "job", "submit", "--address", "http://head:8265", "--runtime-env",
                          str(RECIPES / "runtime_env.yaml"), "--working-dir", str(ROOT), "--no-wait"]
-    assert cmd[sep + 1:sep + 4] == ["python3", "-m", "verl.trainer.main_ppo"]
+    metrics = next(a for a in cmd if a.startswith("+" + METRICS_KEY)).split("=", 1)[1]
+    assert cmd[sep + 1:sep + 8] == ["bash", "-c", 'mkdir -p "$(dirname "$0")" && exec "$@"', metrics,
+                                    "python3", "-m", "verl.trainer.main_ppo"]
     local = dry_command("qwen3_8b", "ebpo", {"LAUNCH": "local", "PROTOCOL": "authors"})
     assert local[:3] == ["python3", "-m", "verl.trainer.main_ppo"]
     # run here, the authors' reward is reached by its absolute path; in a job, relative to the working dir
@@ -505,17 +524,20 @@ def test_ray_job_submit_is_the_default_launch_and_local_runs_here():
 
 
 def test_ray_job_submit_gets_every_argument_intact(tmp_path):
-    """A stand-in `ray` joins the entrypoint with spaces and runs it through /bin/sh, as `ray job submit`
-    does; the trainer (a stand-in python) must receive exactly the arguments of the dry run."""
+    """A stand-in `ray` joins the entrypoint with shlex.join and runs it through /bin/sh, as `ray job submit`
+    does (Ray 2.60: dashboard/modules/job/cli.py); the trainer (a stand-in python) must receive exactly the
+    arguments of the dry run."""
     fake_ray = tmp_path / "ray"
-    fake_ray.write_text('#!/bin/sh\nwhile [ "$1" != "--" ]; do shift; done; shift\nexec /bin/sh -c "$*"\n')
+    fake_ray.write_text(f"#!{sys.executable}\nimport os, shlex, sys\nargs = sys.argv[sys.argv.index('--') + 1:]\n"
+                        "os.execv('/bin/sh', ['/bin/sh', '-c', shlex.join(args)])\n")
     fake_python = tmp_path / "fakepython"
     fake_python.write_text('#!/bin/sh\nfor a in "$@"; do printf "%s\\n" "$a"; done > "$ARGS_OUT"\n')
     for f in (fake_ray, fake_python):
         f.chmod(0o755)
     env = {"PATH": f"{tmp_path}:{os.environ['PATH']}", "PYTHON": str(fake_python),
            "ARGS_OUT": str(tmp_path / "args.txt"), "DATA_DIR": "/data dir/with space",
-           "LOGGER": "[console,wandb]", "PROTOCOL": "authors"}
+           "LOGGER": "[console,wandb]", "PROTOCOL": "authors", "CKPTS_ROOT": str(tmp_path / "ck"),
+           "METRICS_FILE": str(tmp_path / "ck" / "m" / "attempt.jsonl")}
     extra = ("trainer.experiment_name=it's $HOME", "+x.y=[a,b]")
     out = subprocess.run(["bash", str(script("qwen3_8b", "ebpo")), *extra], env=recipe_env(env),
                          capture_output=True, text=True, timeout=60, cwd=tmp_path)
@@ -523,6 +545,7 @@ def test_ray_job_submit_gets_every_argument_intact(tmp_path):
     received = (tmp_path / "args.txt").read_text().splitlines()
     assert received[:2] == ["-m", "verl.trainer.main_ppo"]
     assert received[2:] == dry_run("qwen3_8b", "ebpo", env, extra)
+    assert (tmp_path / "ck" / "m").is_dir()  # the job's entrypoint makes the metrics folder first
     assert "data.train_files=/data dir/with space/dapo_math_17k.parquet" in received
     assert received[-2:] == list(extra)
 
@@ -545,10 +568,10 @@ def test_grpo_diff_uses_the_same_order_keys_as_ebpo_diff():
                 "trainer.total_training_steps", "data.train_files", "actor_rollout_ref.model.path"):
         assert grpo[key] == ebpo[key], key
     assert ebpo["data.ordering.field"] == "extra_info.difficulty_qwen3_8b"
-    assert grpo["trainer.experiment_name"] == "qwen3_8b-grpo_diff-g4"
+    assert grpo["trainer.experiment_name"] == "qwen3-8b-base-grpo_diff-g4-s42"
     # the older spelling still works: the post-trained model in difficulty order, named apart
     old = dry_run("qwen3_8b", "grpo", {"ORDER": "diff", "TOTAL_EPOCHS": "1", "TOTAL_STEPS": "null"})
-    assert "trainer.experiment_name=qwen3_8b-grpo-g4-diff" in old and "actor_rollout_ref.model.path=Qwen/Qwen3-8B" in old
+    assert "trainer.experiment_name=qwen3-8b-grpo-g4-s42-diff" in old and "actor_rollout_ref.model.path=Qwen/Qwen3-8B" in old
 
 
 def test_order_keys_equal_the_samplers_overrides():
@@ -576,6 +599,18 @@ def test_order_keys_equal_the_samplers_overrides():
         ({"NNODES": "0"}, "NNODES must be a positive integer"),
         ({"EBPO_PRIOR_SCOPE": "global"}, "EBPO_PRIOR_SCOPE must be running or batch"),
         ({"LAUNCH": "slurm"}, "LAUNCH must be ray-job or local"),
+        ({"ROLLOUT": "trtllm"}, "ROLLOUT must be vllm or sglang, got 'trtllm'"),
+        ({"SEED": "1.5"}, "SEED must be a non-negative integer, got '1.5'"),
+        ({"SEED": "abc"}, "SEED must be a non-negative integer"),
+        ({"MODEL_PATH": "Qwen3-8B"}, "MODEL_PATH must be an HF id (org/name) or a folder with config.json"),
+        ({"MODEL_PATH": "/no/such/model"}, "MODEL_PATH must be an HF id (org/name) or a folder with config.json"),
+        ({"MODEL_PATH": "/tmp"}, "MODEL_PATH '/tmp' is a folder without config.json"),
+        ({"SMOKE": "gpu"}, "SMOKE must be cpu (or unset), got 'gpu'"),
+        ({"SMOKE": "1"}, "SMOKE must be cpu (or unset)"),
+        ({"PRESET": "big"}, "PRESET must be 1gpu or 1node"),
+        ({"MAX_RESPONSE_LENGTH": "8k"}, "MAX_RESPONSE_LENGTH must be an integer >= 2"),
+        ({"TRAIN_BATCH_SIZE": "0"}, "TRAIN_BATCH_SIZE must be an integer >= 1"),
+        ({"LR": "fast"}, "LR must be a positive number"),
     ],
 )
 def test_bad_environment_fails_with_a_clear_message(env, message):
@@ -583,7 +618,7 @@ def test_bad_environment_fails_with_a_clear_message(env, message):
                          capture_output=True, text=True, timeout=60)
     assert out.returncode == 2
     assert message in out.stderr
-    assert out.stdout == ""
+    assert out.stdout == "" and out.stderr.count("\n") == 1  # one line, nothing launched or printed
 
 
 def test_literal_cfg_job_on_cpu():

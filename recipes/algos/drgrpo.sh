@@ -4,22 +4,7 @@
 #            constant (the response budget) instead of each length: true Dr.GRPO.
 #   authors: no division by the group's std, token-mean loss (drgrpo_fsdp_math_17k_*.sh @75b0147 set
 #            loss_agg_mode="token-mean"): only the std normalisation is Dr.GRPO's.
-# Sourced by recipes/common.sh for ALGO=drgrpo: schedule and order defaults first, then algo_args.
+# Sourced by recipes/common.sh for ALGO=drgrpo: schedule and order defaults first, then the keys of verl_ebpo.tools.algorithms.
+# the verl keys: `python -m verl_ebpo.tools.algorithms drgrpo --protocol paper|authors` (written once there)
+ALGO_KEYS=drgrpo
 SCHEDULE=baseline
-
-algo_args() {
-    if [[ "$PROTOCOL" == authors ]]; then
-        ALGO_ARGS=(
-            algorithm.adv_estimator=grpo
-            algorithm.norm_adv_by_std_in_grpo=False
-            actor_rollout_ref.actor.loss_agg_mode=token-mean
-        )
-    else
-        ALGO_ARGS=(
-            algorithm.adv_estimator=grpo
-            algorithm.norm_adv_by_std_in_grpo=False
-            actor_rollout_ref.actor.loss_agg_mode=seq-mean-token-sum-norm
-            actor_rollout_ref.actor.loss_scale_factor="$MAX_RESPONSE_LENGTH"
-        )
-    fi
-}

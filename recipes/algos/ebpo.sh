@@ -6,17 +6,10 @@
 #            statistics in every call, i.e. the current batch); data.shuffle=False over the unsorted
 #            file (ebpo_fsdp_math_17k_naive_qwen3_*_multi_nodes.sh); 20 epochs, a checkpoint every 10 steps.
 # Sourced by recipes/common.sh for ALGO=ebpo (and, through them, ebpo_topic/ebpo_diff): defaults first,
-# then algo_args fills ALGO_ARGS. EBPO_PRIOR_SCOPE [running / batch] is set by common.sh.
+# then the keys of verl_ebpo.tools.algorithms. EBPO_PRIOR_SCOPE [running / batch] is set by common.sh.
+# the verl keys: `python -m verl_ebpo.tools.algorithms ebpo --protocol paper|authors` (written once there)
+ALGO_KEYS=ebpo
 SCHEDULE=ebpo
 if [[ "$PROTOCOL" == authors ]]; then
     DEFAULT_ORDER=file
 fi
-
-algo_args() {
-    ALGO_ARGS=(
-        algorithm.adv_estimator=ebpo
-        algorithm.norm_adv_by_std_in_grpo=True
-        +algorithm.ebpo.prior_scope="$EBPO_PRIOR_SCOPE"
-        trainer.checkpoint_callback_class=verl_ebpo.EBPOCheckpointCallback
-    )
-}

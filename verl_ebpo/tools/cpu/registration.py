@@ -66,10 +66,32 @@ def wrap_process_group_init() -> None:
         importer.initialize_global_process_group_ray = dist_utils.initialize_global_process_group_ray
 
 
+def unpin_offload_on_cpu() -> None:
+    """verl's forward-only FSDP2 engine (the reference policy of a run with a KL loss) shards with
+    `CPUOffloadPolicy(pin_memory=True)`; pinning needs an accelerator. On the `cpu` platform the policy is
+    built with pin_memory=False (a subclass, so verl's isinstance checks still hold); elsewhere unchanged."""
+    import verl.workers.engine.fsdp.transformer_impl as impl
+
+    base = impl.CPUOffloadPolicy
+    if base is None or getattr(base, "_verl_ebpo_cpu", False):
+        return
+
+    class CPUOffloadPolicyOnCPU(base):
+        _verl_ebpo_cpu = True
+
+        def __init__(self, pin_memory: bool = True):
+            from verl.plugin.platform import get_platform
+
+            super().__init__(pin_memory=pin_memory and get_platform().device_name != "cpu")
+
+    impl.CPUOffloadPolicy = CPUOffloadPolicyOnCPU
+
+
 def register() -> None:
     """Register the `cpu` platform, the `hf` rollout and the gloo process-group wrap (idempotent)."""
     from verl_ebpo.tools.cpu.platform import register_platform
 
     register_platform()
     wrap_process_group_init()
+    unpin_offload_on_cpu()
     register_rollout()

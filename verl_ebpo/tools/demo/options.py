@@ -6,22 +6,11 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from verl_ebpo.spec import Spec, option
+from verl_ebpo.tools import algorithms as _algorithms
 
-# name -> (what it is, verl overrides on top of the shared settings). Everything else is identical.
-ALGORITHMS: dict[str, tuple[str, tuple[str, ...]]] = {
-    "grpo": ("GRPO: group-mean baseline, advantage divided by the group's std (verl's `grpo`)",
-             ("algorithm.adv_estimator=grpo",)),
-    "drgrpo": ("Dr.GRPO: GRPO without the std division, sequence-sum loss normalised by a constant",
-               ("algorithm.adv_estimator=grpo", "algorithm.norm_adv_by_std_in_grpo=False",
-                "actor_rollout_ref.actor.loss_agg_mode=seq-mean-token-sum-norm")),
-    "dapo": ("DAPO: GRPO plus verl's dynamic sampling (groups whose answers all score the same are dropped and "
-             "replaced by new prompts) and clip-higher (ratio clipped to [0.8, 1.28])",
-             ("algorithm.adv_estimator=grpo", "algorithm.filter_groups.enable=True",
-              "algorithm.filter_groups.metric=reward", "actor_rollout_ref.actor.clip_ratio_low=0.2",
-              "actor_rollout_ref.actor.clip_ratio_high=0.28")),
-    "ebpo": ("EBPO: baseline shrunk toward a running prior mean (`algorithm.adv_estimator=ebpo`, default options)",
-             ("algorithm.adv_estimator=ebpo",)),
-}
+# name -> what it is. The verl keys of each come from `verl_ebpo.tools.algorithms` (paper protocol), the one
+# definition the recipes use too; everything else is identical between the algorithms.
+ALGORITHMS: dict[str, str] = dict(_algorithms.DESCRIPTIONS)
 DEFAULT_ALGOS = ("grpo", "dapo", "ebpo")
 # refused without --force past these (docs/demo.md, "Cost")
 MAX_SECONDS = 12 * 3600.0
@@ -52,7 +41,7 @@ class DemoOptions(Spec):
     batch_size: int = option(16, number=(1, 4096), integer=True, doc="prompts per training step")
     group_size: int = option(4, number=(2, 64), integer=True, doc="answers per prompt (G)")
     lr: float = option(2.5e-3, number=(0.0, 1.0), lo_open=True, doc="actor learning rate")
-    max_response_length: int = option(4, number=(1, 64), integer=True, doc="answer length limit (tokens)")
+    max_response_length: int = option(4, number=(2, 64), integer=True, doc="answer length limit (tokens)")
     temperature: float = option(1.0, number=(0.0, 10.0), lo_open=True, doc="sampling temperature of the rollout")
     timeout: float = option(3600.0, number=(1.0, 86400.0),
                             doc="seconds allowed per run before it is stopped as hung (DAPO runs take longest)")
@@ -89,11 +78,16 @@ class DemoOptions(Spec):
                 f"{MAX_BYTES / 2**30:g} GiB)"), ok
 
     def overrides(self, algo: str) -> list[str]:
-        return list(ALGORITHMS[algo][1])
+        """The recipes' keys of `algo` (paper protocol), sized to this demo's response length, with DAPO's overlong
+        penalty at 0 (the recipes' `OVERLONG_PENALTY=0`): at a budget of a few tokens nearly every answer is "overlong"
+        by DAPO's rule (longer than half the budget), so the penalty would shift DAPO's logged reward by about -1 and
+        the report would compare shaped against unshaped rewards."""
+        return _algorithms.overrides(algo, "paper", max_response_length=self.max_response_length, overlong_penalty=0.0)
 
 
 def algorithms_table() -> str:
     rows = ["| algorithm | what it is | verl overrides |", "|---|---|---|"]
-    for name, (doc, overrides) in ALGORITHMS.items():
+    for name, doc in ALGORITHMS.items():
+        overrides = DemoOptions().overrides(name)
         rows.append(f"| `{name}` | {doc} | {', '.join(f'`{o}`' for o in overrides)} |")
     return "\n".join(rows)

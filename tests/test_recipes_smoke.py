@@ -1,0 +1,183 @@
+"""`SMOKE=cpu bash recipes/<model>/run_<algo>.sh`: verl's real trainer runs each recipe's own keys on the CPU
+backend (tiny model and data made offline, hardware keys swapped), writes checkpoints under CKPTS_ROOT and one
+metrics file per attempt, and a second invocation resumes.
+
+Default suite (`-m e2e`, run under `flock /tmp/verl-trainer.lock`): EBPO (2 steps, then resumed to 3) and DAPO.
+On demand (`pytest -m recipe_smoke tests/test_recipes_smoke.py`, under the same flock): one run per algorithm family
+under both protocols, and `LAUNCH=ray-job` through a local Ray head with its dashboard and token authentication.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import secrets
+import shutil
+import socket
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parents[1]
+RECIPES = ROOT / "recipes"
+
+
+def smoke(model: str, algo: str, ckpts: Path, steps: int = 1, timeout: float = 900, **env) -> subprocess.CompletedProcess:
+    full = {**os.environ, "PYTHONPATH": f"{ROOT}:{os.environ.get('PYTHONPATH', '')}", "SMOKE": "cpu",
+            "CKPTS_ROOT": str(ckpts), "SMOKE_STEPS": str(steps), **env}
+    for key in ("MODEL_PATH", "DATA_DIR", "EXPERIMENT_NAME", "LAUNCH", "RECIPE_DRY_RUN", "METRICS_FILE"):
+        if key not in env:
+            full.pop(key, None)
+    out = subprocess.run(["bash", str(RECIPES / model / f"run_{algo}.sh")], env=full, capture_output=True, text=True,
+                         timeout=timeout, cwd=ROOT)
+    if out.returncode != 0:
+        (ckpts / "smoke_failure.log").write_text(out.stdout + "\n--- stderr\n" + out.stderr)
+    assert out.returncode == 0, f"see {ckpts / 'smoke_failure.log'}:\n{out.stdout[-3000:]}\n{out.stderr[-3000:]}"
+    return out
+
+
+def run_folder(ckpts: Path) -> Path:
+    (folder,) = list((ckpts / "verl_ebpo").iterdir())
+    return folder
+
+
+def metrics(folder: Path) -> list[dict[int, dict]]:
+    """One {step: metrics} per attempt, oldest first."""
+    files = sorted((folder / "metrics").glob("attempt-*.jsonl"), key=lambda p: p.stat().st_mtime)
+    return [{(r := json.loads(line))["step"]: r["data"] for line in f.read_text().splitlines() if line.strip()}
+            for f in files]
+
+
+@pytest.mark.e2e
+def test_smoke_ebpo_writes_its_prior_and_metrics_and_a_second_invocation_resumes(tmp_path):
+    started = time.time()
+    out = smoke("qwen3_8b", "ebpo", tmp_path, steps=2)
+    first = time.time() - started
+    assert "swapped (hardware)" in out.stderr and "actor_rollout_ref.rollout.name: vllm -> hf" in out.stderr
+    folder = run_folder(tmp_path)
+    assert folder.name == "smoke_cpu-qwen3_8b-ebpo-g4-s42"
+    prior = json.loads((folder / "global_step_2" / "ebpo_prior.json").read_text())
+    assert prior["global_step"] == 2 and prior["updates"] == 2 and prior["shaping"]["prior_scope"] == "running"
+    (attempt,) = metrics(folder)
+    assert sorted(s for s in attempt if s >= 1) == [1, 2]
+    assert attempt[2]["ebpo/prior_weight"] == 2 * attempt[1]["ebpo/prior_weight"]  # the running prior grows
+    assert "actor/kl_loss" in attempt[1]  # the recipe's KL loss to the reference policy runs on CPU too
+
+    started = time.time()
+    out = smoke("qwen3_8b", "ebpo", tmp_path, steps=3)
+    second = time.time() - started
+    assert "Resuming from" in out.stdout + out.stderr
+    earlier, latest = metrics(folder)
+    assert earlier == attempt  # the resume did not erase the first attempt's metrics
+    assert sorted(s for s in latest if s >= 1) == [3]
+    prior = json.loads((folder / "global_step_3" / "ebpo_prior.json").read_text())
+    assert prior["updates"] == 3  # restored from step 2, then one more update
+    print(f"\nSMOKE=cpu run_ebpo.sh: 2 steps {first:.0f} s, resumed to step 3 {second:.0f} s", file=sys.stderr)
+
+
+@pytest.mark.e2e
+def test_smoke_dapo_runs_its_dynamic_sampling_and_overlong_shaping(tmp_path):
+    out = smoke("qwen3_8b", "dapo", tmp_path, steps=1)
+    assert "reward.reward_kwargs.max_resp_len" not in out.stderr.split("swapped (hardware)")[1].split("[recipes] checkpoints")[0]
+    folder = run_folder(tmp_path)
+    assert folder.name == "smoke_cpu-qwen3_8b-dapo-g4-s42"
+    assert (folder / "global_step_1" / "actor").is_dir()
+    (attempt,) = metrics(folder)
+    assert 1 in attempt and "critic/score/mean" in attempt[1]
+
+
+FAMILIES = [("grpo", "paper"), ("drgrpo", "authors"), ("drgrpo", "paper"), ("dapo", "authors"),
+            ("ebpo", "authors"), ("ebpo_topic", "paper"), ("ebpo_topic", "authors"), ("dapo_diff", "paper"),
+            ("ebpo_diff", "authors"), ("grpo_diff", "paper")]
+
+
+@pytest.mark.e2e
+@pytest.mark.recipe_smoke
+@pytest.mark.parametrize("algo, protocol", FAMILIES)
+def test_smoke_every_family_under_both_protocols(tmp_path, algo, protocol):
+    model = "qwen3_14b" if algo.endswith("_diff") else "llama3_8b"
+    smoke(model, algo, tmp_path, steps=1, PROTOCOL=protocol)
+    folder = run_folder(tmp_path)
+    assert (folder / "global_step_1" / "actor").is_dir()
+    assert (folder / "global_step_1" / "ebpo_prior.json").is_file() == algo.startswith("ebpo")
+    (attempt,) = metrics(folder)
+    assert 1 in attempt
+
+
+def _free_port() -> int:
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return sock.getsockname()[1]
+
+
+@pytest.mark.e2e
+@pytest.mark.recipe_smoke
+def test_smoke_through_ray_job_submit_on_a_token_authenticated_cluster(tmp_path):
+    from verl_ebpo.tools.cpu.launch import _kill_group, cpu_env
+
+    ray = shutil.which("ray", path=os.path.dirname(sys.executable)) or shutil.which("ray")
+    token = secrets.token_hex(32)
+    auth = {"RAY_AUTH_MODE": "token", "RAY_AUTH_TOKEN": token}
+    port, dashboard = _free_port(), _free_port()
+    temp_dir = Path("/tmp") / f"verl_ebpo_rayjob_{secrets.token_hex(4)}"
+    head = [ray, "start", "--head", f"--port={port}", "--node-ip-address=127.0.0.1", f"--temp-dir={temp_dir}",
+            "--num-cpus=16", "--num-gpus=1", "--include-dashboard=true", f"--dashboard-port={dashboard}",
+            "--dashboard-host=127.0.0.1", "--disable-usage-stats", f"--ray-client-server-port={_free_port()}",
+            f"--dashboard-agent-listen-port={_free_port()}", "--block"]
+    env = {**cpu_env(), **auth, "PYTHONPATH": str(ROOT)}
+    proc = subprocess.Popen(head, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, start_new_session=True)
+    try:
+        address = f"http://127.0.0.1:{dashboard}"
+        for _ in range(120):  # the dashboard's job API comes up after the head
+            probe = subprocess.run([ray, "job", "list", "--address", address], env={**os.environ, **auth},
+                                   capture_output=True, text=True, timeout=60)
+            if probe.returncode == 0:
+                break
+            time.sleep(2)
+        # the recipe sends the token (RAY_AUTH_TOKEN given, RAY_AUTH_MODE left to the recipe)
+        out = smoke("qwen3_8b", "grpo", tmp_path, steps=1, timeout=1200, LAUNCH="ray-job", RAY_ADDRESS=address,
+                    RAY_AUTH_TOKEN=token, WORKING_DIR=str(ROOT))
+        assert "succeeded" in (out.stdout + out.stderr).lower()
+        folder = run_folder(tmp_path)
+        assert (folder / "global_step_1" / "actor").is_dir()
+        (attempt,) = metrics(folder)
+        assert 1 in attempt
+    finally:
+        _kill_group(proc)  # `ray start --block` stops its cluster when signalled
+        shutil.rmtree(temp_dir, ignore_errors=True)
+
+
+# ---- without the trainer ----------------------------------------------------------------------------------------
+
+_POLICY = """
+import verl_ebpo.tools.cpu.backend
+import verl.workers.engine.fsdp.transformer_impl as impl
+from torch.distributed.fsdp import CPUOffloadPolicy
+policy = impl.CPUOffloadPolicy(pin_memory=True)
+print(policy.pin_memory, isinstance(policy, CPUOffloadPolicy))
+"""
+
+
+@pytest.mark.parametrize("platform, pinned", [("cpu", "False"), ("", "True")])
+def test_reference_policy_offload_is_unpinned_on_the_cpu_platform_only(platform, pinned):
+    env = {**os.environ, "PYTHONPATH": str(ROOT), "VERL_PLATFORM": platform}
+    out = subprocess.run([sys.executable, "-c", _POLICY], env=env, capture_output=True, text=True, timeout=300)
+    assert out.returncode == 0, out.stderr[-2000:]
+    assert out.stdout.split()[-2:] == [pinned, "True"]  # still verl's CPUOffloadPolicy for its isinstance checks
+
+
+def test_tiny_rows_carry_the_labels_the_orders_read():
+    from verl_ebpo.samplers.fields import read_field
+    from verl_ebpo.tools.cpu.smoke import labelled_rows
+
+    import pyarrow as pa
+
+    rows = labelled_rows(64, seed=3, difficulty_field="extra_info.difficulty_qwen3_8b")
+    table = pa.Table.from_pylist(rows)
+    operands = [r["extra_info"]["operand"] for r in rows]
+    assert list(read_field(table, "extra_info.topic")) == ["low" if n < 5 else "high" for n in operands]
+    assert list(read_field(table, "extra_info.difficulty_qwen3_8b")) == [round(1 - n / 10, 3) for n in operands]
+    assert all("difficulty" not in k for k in labelled_rows(4, 3, None)[0]["extra_info"])
