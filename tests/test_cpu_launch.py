@@ -10,7 +10,7 @@ from hypothesis import assume, given, settings
 from hypothesis import strategies as st
 
 from verl_ebpo.tools.tiny import assets
-from verl_ebpo.tools.cpu import launch
+from verl_ebpo.tools.cpu import launch, supervise
 from verl_ebpo.tools.cpu.launch import CPURun, TrainerFailed, cpu_env, merge_overrides, run_main_ppo
 
 
@@ -86,7 +86,7 @@ def test_run_main_ppo_kills_a_silent_hang(tmp_path, monkeypatch):
 def test_ray_worker_errors_quotes_recent_tracebacks(tmp_path, monkeypatch):
     (tmp_path / "worker-1.err").write_text("noise\nTraceback (most recent call last):\n  boom\nValueError: bad reward\n")
     (tmp_path / "worker-2.err").write_text("all fine\n")
-    monkeypatch.setattr(launch, "RAY_LOG_GLOBS", (str(tmp_path / "worker-*.err"),))
+    monkeypatch.setattr(supervise, "RAY_LOG_GLOBS", (str(tmp_path / "worker-*.err"),))
     text = launch.ray_worker_errors(since=0)
     assert "ValueError: bad reward" in text and "worker-1.err" in text and "worker-2.err" not in text
     assert launch.ray_worker_errors(since=time.time() + 100) == ""

@@ -198,8 +198,9 @@ def test_importing_the_plugin_loads_none_of_the_tools(module):
     assert not [m for m in loaded if m.startswith("verl_ebpo.tools")], loaded
 
 
-@pytest.mark.parametrize("module", ["verl_ebpo.tools.cpu.launch", "verl_ebpo.tools.demo.runner",
-                                    "verl_ebpo.tools.cli", "verl_ebpo.tools.cpu"])
+@pytest.mark.parametrize("module", ["verl_ebpo.tools.cpu.launch", "verl_ebpo.tools.cpu.overrides",
+                                    "verl_ebpo.tools.cpu.cluster", "verl_ebpo.tools.cpu.supervise",
+                                    "verl_ebpo.tools.demo.runner", "verl_ebpo.tools.cli", "verl_ebpo.tools.cpu"])
 def test_importing_a_tool_does_not_register_the_cpu_backend(module):
     loaded = _loaded_by(module)
     assert module in loaded and "verl_ebpo.tools.cpu.backend" not in loaded, loaded
