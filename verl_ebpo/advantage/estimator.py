@@ -233,7 +233,8 @@ def ebpo_advantage(
         whose score is NaN/inf or beyond MAX_ABS_SCORE (1e100) with on_nonfinite="error"; the prior is then
         exactly as before.
 
-    Works on any device; the few host syncs are batched (counts, batch moments, diagnostics).
+    Works on any device; the few host syncs are batched (counts, batch moments, diagnostics; a float mask's check
+    is one more).
     """
     _check_inputs(token_level_rewards, response_mask)
     bs = token_level_rewards.shape[0]
