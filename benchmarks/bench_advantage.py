@@ -2,10 +2,13 @@
 
 Default: 512 prompts x 16 answers x 2048 response tokens (float32 rewards, int64 mask, uuid-string uids,
 as verl's trainer passes them), all in one process, one thread count. Prints the median time of each
-estimator and its ratio to grpo_vectorized (target: ebpo <= 1.25x), plus the large (>= bs*T*itemsize/2)
-buffers each allocates, from torch's profiler (target: ebpo allocates only its output).
+estimator and its ratio to grpo_vectorized, then ebpo / grpo_vectorized measured in interleaved pairs (one
+ebpo call, one grpo_vectorized call, repeated; the median of the per-pair ratios, robust to a machine whose
+load changes during the run) for verl's int64 mask (target <= 1.0) and a float32 mask (target <= 1.25),
+plus the large (>= bs*T*itemsize/2) buffers each allocates, from torch's profiler (target: ebpo allocates
+only its output).
 
-    python benchmarks/bench_advantage.py [--prompts 512 --answers 16 --tokens 2048 --repeats 7]
+    python benchmarks/bench_advantage.py [--prompts 512 --answers 16 --tokens 2048 --repeats 7 --pairs 15]
 """
 
 from __future__ import annotations
@@ -58,6 +61,22 @@ def time_it(fn, args, repeats: int) -> float:
     return statistics.median(times)
 
 
+def paired_ratio(fn, ref, args, pairs: int) -> float:
+    """Median over `pairs` of time(fn) / time(ref), each pair timed back to back (alternating order), and the
+    median time of each."""
+    fn(*args), ref(*args)  # warm-up
+    ratios, times = [], {"fn": [], "ref": []}
+    for i in range(pairs):
+        t = {}
+        for name, f in ((("fn", fn), ("ref", ref)) if i % 2 == 0 else (("ref", ref), ("fn", fn))):
+            t0 = time.perf_counter()
+            f(*args)
+            t[name] = time.perf_counter() - t0
+            times[name].append(t[name])
+        ratios.append(t["fn"] / t["ref"])
+    return statistics.median(ratios), statistics.median(times["fn"]), statistics.median(times["ref"])
+
+
 def large_allocations(fn, args, threshold: int) -> list[int]:
     from torch.profiler import ProfilerActivity, profile
 
@@ -75,6 +94,7 @@ def main(argv=None):
     ap.add_argument("--answers", type=int, default=16)
     ap.add_argument("--tokens", type=int, default=2048)
     ap.add_argument("--repeats", type=int, default=7)
+    ap.add_argument("--pairs", type=int, default=15)
     args = ap.parse_args(argv)
     with torch.no_grad():
         return run(args)
@@ -100,8 +120,12 @@ def run(args) -> int:
     for name in ("grpo_vectorized", "ebpo"):
         sizes = large_allocations(fns[name], batch, threshold)
         print(f"  {name:<16} {len(sizes)} buffer(s): {[round(s / 2**20) for s in sizes]} MiB")
-    ratio = results["ebpo"] / ref
-    print(f"ebpo / grpo_vectorized = {ratio:.2f} (target <= 1.25)")
+    rewards, mask, uids = batch
+    for label, m, target in (("int64 mask", mask, 1.0), ("float32 mask", mask.to(torch.float32), 1.25)):
+        reset_prior()
+        ratio, t_ebpo, t_ref = paired_ratio(fns["ebpo"], fns["grpo_vectorized"], (rewards, m, uids), args.pairs)
+        print(f"ebpo / grpo_vectorized, {label}: {ratio:.2f} (median of {args.pairs} pairs; target <= {target}; "
+              f"median {t_ebpo * 1e3:.0f} ms vs {t_ref * 1e3:.0f} ms)")
     return 0
 
 

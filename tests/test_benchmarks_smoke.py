@@ -20,8 +20,11 @@ def run_script(path, args, capsys):
 
 def test_bench_advantage_runs(capsys):
     out = run_script("benchmarks/bench_advantage.py", ["--prompts", "8", "--answers", "4", "--tokens", "16",
-                                                       "--repeats", "1"], capsys)
-    assert "ebpo / grpo_vectorized =" in out and "rloo_vectorized" in out
+                                                       "--repeats", "1", "--pairs", "3"], capsys)
+    assert "rloo_vectorized" in out
+    for mask in ("int64 mask", "float32 mask"):
+        ratio = [line for line in out.splitlines() if line.startswith(f"ebpo / grpo_vectorized, {mask}: ")]
+        assert len(ratio) == 1 and float(ratio[0].split(": ")[1].split()[0]) > 0, out
 
 
 def test_bench_baseline_mse_shrinkage_helps_at_small_g(capsys):

@@ -189,6 +189,41 @@ def test_mask_values_other_than_0_and_1_are_refused(value, shown):
     assert prior.updates == 0
 
 
+@pytest.mark.parametrize("rewards_dtype", [torch.float32, torch.float64, torch.bfloat16])
+@pytest.mark.parametrize(
+    "mask_dtype, value",
+    [
+        (torch.float32, 1 - 2**-24),  # the float32 just below 1
+        (torch.float32, 2**-149),  # the smallest positive float32
+        (torch.float32, float("inf")),
+        (torch.float64, 1 + 1e-12),  # rounds to 1 in float32/bfloat16 outputs: still refused
+        (torch.float16, 0.5),
+        (torch.int64, 2**40),
+        (torch.int32, -(2**31)),
+        (torch.uint8, 255),
+    ],
+)
+def test_the_fused_mask_check_refuses_near_misses_in_any_dtype_pair(rewards_dtype, mask_dtype, value):
+    """The one-pass check (aminmax for integers, mask != 0 compared with the mask for floats) refuses every
+    value other than 0/1, whatever the mask's and the rewards' dtypes, with the prior untouched."""
+    rewards = torch.ones(3, 4, dtype=rewards_dtype)
+    mask = torch.ones(3, 4, dtype=mask_dtype)
+    mask[2, 3] = value
+    prior = EBPOPrior()
+    with pytest.raises(ValueError, match=r"response_mask must hold only 0 and 1, but 1 row\(s\) hold other values"):
+        ebpo_advantage(rewards, mask, np.array(["a", "a", "b"], dtype=object), prior)
+    assert prior.updates == 0
+
+
+def test_negative_zero_in_a_float_mask_counts_as_zero():
+    rewards = torch.tensor([[1.0, 5.0], [0.0, 5.0], [1.0, 0.0]])
+    mask = torch.tensor([[1.0, -0.0], [1.0, -0.0], [1.0, 1.0]])
+    index = np.array(["a", "a", "b"], dtype=object)
+    adv, _ = ebpo_advantage(rewards, mask, index, EBPOPrior())
+    ref, _ = ebpo_advantage(rewards, (mask != 0).to(torch.int64), index, EBPOPrior())
+    assert torch.equal(adv, ref) and adv[0, 1] == 0
+
+
 @pytest.mark.parametrize("mask_dtype", [torch.bool, torch.int64, torch.int32, torch.float32, torch.float64])
 def test_zero_one_masks_of_every_dtype_give_the_same_advantage(mask_dtype):
     rewards = torch.tensor([[0.0, 1.0], [0.0, 0.0], [1.0, 0.0], [0.0, 0.0]])

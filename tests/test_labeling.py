@@ -9,7 +9,7 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
 
-from verl_ebpo.samplers import DifficultySampler, TopicSampler
+from verl_ebpo.samplers import difficulty_order, topic_order
 from verl_ebpo.tools import labeling as lab
 from verl_ebpo.samplers.fields import FieldNotFoundError, read_field, set_field
 
@@ -71,8 +71,8 @@ def test_label_topics_copies_a_field(tmp_path, capsys):
     assert read_field(table, "extra_info.index") == list(range(6))
     assert table.schema.field("extra_info").type.field("index").type == pa.int64()
     assert table.column_names == pq.read_table(src).column_names
-    s = TopicSampler.from_dataset(table)
-    assert [TYPES[i] for i in s] == ["Geometry"] * 3 + ["Probability"] * 3
+    plan = topic_order(read_field(table, "extra_info.topic"))
+    assert [TYPES[i] for i in plan.indices] == ["Geometry"] * 3 + ["Probability"] * 3
 
 
 def test_label_topics_missing_labels_and_fields(tmp_path, capsys):
@@ -160,7 +160,7 @@ def test_label_difficulty_with_the_package_reward(tmp_path, capsys):
     assert "3 prompts scored from 12 answers" in stdout and "always solved 1, never solved 1" in stdout
     table = pq.read_table(out)
     assert read_field(table, "extra_info.difficulty") == [0.5, 1.0, 0.0]
-    assert list(DifficultySampler.from_dataset(table)) == [1, 0, 2]  # easy -> hard
+    assert difficulty_order(read_field(table, "extra_info.difficulty")).indices.tolist() == [1, 0, 2]  # easy -> hard
 
 
 def test_label_difficulty_bad_input(tmp_path, capsys):

@@ -56,3 +56,21 @@ def test_markdown_table():
     table = Demo.markdown_table()
     assert table.splitlines()[:3] == ["| key | default | effect |", "|---|---|---|", "| `mode` | `a` | the mode |"]
     assert "| `flag` | `false` | a flag |" in table
+
+
+def test_config_get_reads_dicts_omegaconf_and_dataclass_configs():
+    from dataclasses import dataclass
+
+    from omegaconf import OmegaConf
+
+    from verl_ebpo.spec import config_get
+
+    @dataclass
+    class Algo:  # like verl's AlgoConfig: attributes, no .get
+        adv_estimator: str = "ebpo"
+
+    for node in ({"adv_estimator": "ebpo"}, OmegaConf.create({"adv_estimator": "ebpo"}), Algo()):
+        assert config_get(node, "adv_estimator") == "ebpo"
+        assert config_get(node, "missing", 7) == 7
+    assert config_get(None, "adv_estimator", "x") == "x"
+    assert config_get(config_get({"algorithm": {"ebpo": {"epsilon": 0.1}}}, "algorithm"), "ebpo") == {"epsilon": 0.1}

@@ -6,6 +6,7 @@ cpu -> never demo; only `tools.cpu.backend` registers the CPU backend)."""
 from __future__ import annotations
 
 import ast
+import functools
 import importlib
 import json
 import os
@@ -173,24 +174,55 @@ def test_dependencies_point_one_way():
     assert tops == set(PLUGIN) | {"tools"}, f"a top-level module is neither plugin nor tools: {sorted(tops - set(PLUGIN))}"
 
 
+# Each module imported in a fresh forked child of one clean interpreter (numpy and torch loaded first, as in _PROBE
+# below): one interpreter start for all the modules below instead of one each (a start that imports verl costs ~10 s).
 _LOADS = r"""
-import json, sys
-__import__(sys.argv[1])
-print(json.dumps(sorted(m for m in sys.modules if m.startswith("verl_ebpo."))))
+import json, os, sys
+import numpy, torch
+result = {}
+for module in json.loads(sys.argv[1]):
+    r, w = os.pipe()
+    pid = os.fork()
+    if pid == 0:
+        os.close(r)
+        try:
+            __import__(module)
+            out = sorted(m for m in sys.modules if m.startswith("verl_ebpo."))
+        except BaseException as exc:
+            out = ["import failed: %r" % (exc,)]
+        os.write(w, json.dumps(out).encode())
+        os._exit(0)
+    os.close(w)
+    data = b""
+    while chunk := os.read(r, 65536):
+        data += chunk
+    os.close(r)
+    os.waitpid(pid, 0)
+    result[module] = json.loads(data or b'["no answer"]')
+print(json.dumps(result))
 """
+PLUGIN_ENTRIES = ["verl_ebpo.plugin", "verl_ebpo.checkpoint", "verl_ebpo.samplers.dataset", "verl_ebpo.rewards",
+                  "verl_ebpo.advantage"]
+TOOL_ENTRIES = ["verl_ebpo.tools.cpu.launch", "verl_ebpo.tools.cpu.overrides", "verl_ebpo.tools.cpu.cluster",
+                "verl_ebpo.tools.cpu.supervise", "verl_ebpo.tools.demo.runner", "verl_ebpo.tools.cli", "verl_ebpo.tools.cpu"]
 
 
-def _loaded_by(module: str) -> list[str]:
+@functools.lru_cache(maxsize=None)
+def _loaded_by_each() -> dict:
     env = {**os.environ, "PYTHONPATH": str(ROOT) + os.pathsep + os.environ.get("PYTHONPATH", "")}
     env.pop("VERL_USE_EXTERNAL_MODULES", None)
-    proc = subprocess.run([sys.executable, "-c", _LOADS, module], capture_output=True, text=True, env=env, cwd=ROOT,
-                          timeout=300)
+    modules = [*PLUGIN_ENTRIES, *TOOL_ENTRIES, "verl_ebpo.tools.cpu.backend"]
+    proc = subprocess.run([sys.executable, "-c", _LOADS, json.dumps(modules)], capture_output=True, text=True,
+                          env=env, cwd=ROOT, timeout=600)
     assert proc.returncode == 0, proc.stderr[-3000:]
     return json.loads(proc.stdout.strip().splitlines()[-1])
 
 
-@pytest.mark.parametrize("module", ["verl_ebpo.plugin", "verl_ebpo.checkpoint", "verl_ebpo.samplers.dataset",
-                                    "verl_ebpo.rewards", "verl_ebpo.advantage"])
+def _loaded_by(module: str) -> list[str]:
+    return _loaded_by_each()[module]
+
+
+@pytest.mark.parametrize("module", PLUGIN_ENTRIES)
 def test_importing_the_plugin_loads_none_of_the_tools(module):
     """What verl imports on a GPU node (with `import verl` and its entry points) never loads a tool."""
     loaded = _loaded_by(module)
@@ -198,8 +230,7 @@ def test_importing_the_plugin_loads_none_of_the_tools(module):
     assert not [m for m in loaded if m.startswith("verl_ebpo.tools")], loaded
 
 
-@pytest.mark.parametrize("module", ["verl_ebpo.tools.cpu.launch", "verl_ebpo.tools.demo.runner",
-                                    "verl_ebpo.tools.cli", "verl_ebpo.tools.cpu"])
+@pytest.mark.parametrize("module", TOOL_ENTRIES)
 def test_importing_a_tool_does_not_register_the_cpu_backend(module):
     loaded = _loaded_by(module)
     assert module in loaded and "verl_ebpo.tools.cpu.backend" not in loaded, loaded

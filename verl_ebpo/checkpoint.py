@@ -32,14 +32,14 @@ from dataclasses import dataclass
 from typing import Any
 
 from verl_ebpo import __version__
-from verl_ebpo.advantage.options import EBPOOptions
+from verl_ebpo.advantage.options import ESTIMATOR_NAME, EBPOOptions
 from verl_ebpo.advantage.prior import EBPOPrior, UnreadableStateFile, get_prior, read_state_file
 from verl_ebpo.files import unreadable_reason
+from verl_ebpo.spec import config_get as _get
 
 logger = logging.getLogger(__name__)
 
 PRIOR_FILENAME = "ebpo_prior.json"
-ESTIMATOR_NAME = "ebpo"
 TRACKER_FILENAME = "latest_checkpointed_iteration.txt"  # verl's get_checkpoint_tracker_filename
 MISSING_STATE_OVERRIDE = "+algorithm.ebpo.allow_missing_state=true"
 
@@ -58,14 +58,6 @@ class ResumePoint:
     @property
     def prior_path(self) -> str:
         return os.path.join(self.folder, PRIOR_FILENAME)
-
-
-def _get(cfg: Any, key: str, default: Any = None) -> Any:
-    if cfg is None:
-        return default
-    if hasattr(cfg, "get"):
-        return cfg.get(key, default)
-    return getattr(cfg, key, default)
 
 
 def _estimator_name(config: Any) -> str:

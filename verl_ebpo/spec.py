@@ -21,9 +21,19 @@ import dataclasses
 import math
 from typing import Any, Callable, ClassVar, Mapping, Optional, Sequence
 
-__all__ = ["Spec", "option"]
+__all__ = ["Spec", "config_get", "option"]
 
 _MISSING = dataclasses.MISSING
+
+
+def config_get(node: Any, key: str, default: Any = None) -> Any:
+    """`node[key]` of a config node -- a dict, an OmegaConf DictConfig (`.get`) or one of verl's dataclass configs
+    (an attribute) --, or `default` when `node` is None or has no such key. The one option reader of the package."""
+    if node is None:
+        return default
+    if hasattr(node, "get"):
+        return node.get(key, default)
+    return getattr(node, key, default)
 
 
 def option(

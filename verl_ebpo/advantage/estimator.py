@@ -101,28 +101,63 @@ def check_labels(index, bs: int) -> np.ndarray:
     return labels
 
 
-def _row_scores(token_level_rewards: torch.Tensor, out: torch.Tensor) -> torch.Tensor:
+def _row_scores(token_level_rewards: torch.Tensor, response_mask: torch.Tensor, out: torch.Tensor) -> torch.Tensor:
     """r_i = sum_t rewards[i, t] * mask[i, t] as float64 (bs,), with `out` holding the 0/1 mask as floats.
 
-    A batched dot product in the rewards' precision (float32 for half types): no (bs, T) temporary for
-    float32/float64 inputs. A row whose fast sum is not finite (an overflow of the low-precision sum, or a
-    NaN/inf reward *outside* the mask, since 0 * inf = NaN) is summed again by `_exact_row_scores`.
+    In the rewards' precision (float32 for half types), no (bs, T) temporary for float32/float64 inputs: when
+    the mask already has the rewards' dtype, `out` receives rewards * mask in place (the output is rebuilt from
+    the mask at the end: `_finish`); otherwise a batched dot product. A row whose fast sum is not finite (an
+    overflow of the low-precision sum, or a NaN/inf reward *outside* the mask, since 0 * inf = NaN) is summed
+    again by `_exact_row_scores`.
     """
     if token_level_rewards.dtype in (torch.float32, torch.float64):
+        if response_mask.dtype == out.dtype:
+            return torch.mul(token_level_rewards, out, out=out).sum(-1).to(torch.float64)
         return torch.bmm(token_level_rewards.unsqueeze(1), out.unsqueeze(2)).reshape(-1).to(torch.float64)
     return (token_level_rewards.float() * out.float()).sum(-1).to(torch.float64)
 
 
-def _exact_row_scores(token_level_rewards: torch.Tensor, out: torch.Tensor, rows: torch.Tensor) -> torch.Tensor:
-    """Scores of `rows` (k,) in float64, summing only the rewards inside the mask (rare path, (k, T) temporaries)."""
+def _finish(out: torch.Tensor, response_mask: torch.Tensor, adv: torch.Tensor) -> torch.Tensor:
+    """The output adv[:, None] * mask (bs, T), written into `out` (which holds the mask, or rewards * mask)."""
+    if response_mask.dtype == out.dtype and out.dtype in (torch.float32, torch.float64):
+        return torch.mul(response_mask, adv.unsqueeze(-1), out=out)
+    return out.mul_(adv.unsqueeze(-1))
+
+
+def _exact_row_scores(token_level_rewards: torch.Tensor, response_mask: torch.Tensor, rows: torch.Tensor) -> torch.Tensor:
+    """Scores of `rows` (k,) in float64, summing only the rewards inside the (0/1) mask (rare path, (k, T) temporaries)."""
     r = token_level_rewards.index_select(0, rows).to(torch.float64)
-    inside = out.index_select(0, rows) > 0
+    inside = response_mask.index_select(0, rows) != 0
     return torch.where(inside, r, torch.zeros((), dtype=torch.float64, device=r.device)).sum(-1)
 
 
-def _mask_error(response_mask: torch.Tensor, out: torch.Tensor) -> ValueError:
+def _mask_as_output(response_mask: torch.Tensor, dtype: torch.dtype) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+    """The mask as 0/1 in `dtype` (bs, T) -- the buffer that becomes the output --, the rows holding a 1 (bs,) and
+    whether the mask holds a value other than 0/1 (a 0-d bool tensor).
+
+    One conversion pass and one check pass, no full-size temporary: an integer mask is checked by its row-wise
+    min/max (`torch.aminmax`, which also gives the rows holding a 1); a float mask is written as `mask != 0`
+    and compared with itself (`torch.equal`: any fraction, NaN, inf or negative differs); a bool mask needs no check.
+    """
+    out = torch.empty(response_mask.shape, dtype=dtype, device=response_mask.device)
+    no = torch.zeros((), dtype=torch.bool, device=out.device)
+    if out.numel() == 0:
+        return out, torch.zeros(out.shape[0], dtype=torch.bool, device=out.device), no
+    if response_mask.dtype == torch.bool:
+        out.copy_(response_mask)
+        return out, out.amax(dim=-1) > 0, no
+    if response_mask.is_floating_point():
+        torch.ne(response_mask, 0, out=out)
+        bad = no if torch.equal(out, response_mask) else ~no
+        return out, out.amax(dim=-1) > 0, bad
+    lo, hi = torch.aminmax(response_mask, dim=-1)
+    out.copy_(response_mask)
+    return out, hi > 0, (lo < 0).any() | (hi > 1).any()
+
+
+def _mask_error(response_mask: torch.Tensor) -> ValueError:
     """The error for a mask holding values other than 0/1 (error path: (bs, T) temporaries are fine)."""
-    odd = ~((out == 0) | (out == 1))
+    odd = ~((response_mask == 0) | (response_mask == 1))
     rows = torch.nonzero(odd.any(dim=-1)).reshape(-1)
     row = int(rows[0])
     value = response_mask[row][odd[row]][0].item()
@@ -198,35 +233,25 @@ def ebpo_advantage(
         whose score is NaN/inf or beyond MAX_ABS_SCORE (1e100) with on_nonfinite="error"; the prior is then
         exactly as before.
 
-    Works on any device; the few host syncs are batched (counts, batch moments, diagnostics).
+    Works on any device; the few host syncs are batched (counts, batch moments, diagnostics; a float mask's check
+    is one more).
     """
     _check_inputs(token_level_rewards, response_mask)
     bs = token_level_rewards.shape[0]
     labels = check_labels(index, bs)
-    out = response_mask.to(dtype=token_level_rewards.dtype, copy=True)  # becomes the output in place
+    out, valid, bad_mask = _mask_as_output(response_mask, token_level_rewards.dtype)  # out becomes the output
     zero_rows = torch.zeros(bs, dtype=torch.bool, device=out.device)
-    if out.numel():
-        hi = out.amax(dim=-1)
-        valid = hi > 0
-        if response_mask.dtype == torch.bool:
-            bad_mask = torch.zeros((), dtype=torch.bool, device=out.device)
-        else:  # only 0/1: row max <= 1 (also false for NaN), global min >= 0 -- two cheap reductions
-            bad_mask = ~(hi <= 1).all() | ~(out.amin() >= 0)
-            if response_mask.is_floating_point():  # fractions are possible only in a float mask
-                bad_mask |= ((out > 0) & (out < 1)).any()
-    else:
-        valid, bad_mask = zero_rows, torch.zeros((), dtype=torch.bool, device=out.device)
-    scores = _row_scores(token_level_rewards, out)
+    scores = _row_scores(token_level_rewards, response_mask, out)
     refit = valid & ~torch.isfinite(scores)
     rejected = valid & ~(scores.abs() <= MAX_ABS_SCORE)
     n_marked, n_refit, n_skip, n_bad_mask = (
         int(x) for x in torch.stack([valid.sum(), refit.sum(), rejected.sum(), bad_mask.sum()]).tolist()
     )
     if n_bad_mask:
-        raise _mask_error(response_mask, out)
+        raise _mask_error(response_mask)
     if n_refit:  # rare: an overflowed low-precision sum, or NaN/inf outside the mask
         rows = torch.nonzero(refit).reshape(-1)
-        scores = scores.index_copy(0, rows, _exact_row_scores(token_level_rewards, out, rows))
+        scores = scores.index_copy(0, rows, _exact_row_scores(token_level_rewards, response_mask, rows))
         rejected = valid & ~(scores.abs() <= MAX_ABS_SCORE)
         n_skip = int(rejected.sum())
     n_pad = bs - n_marked
@@ -268,5 +293,4 @@ def ebpo_advantage(
         adv = adv.clamp(-top, top)
     batch_stats = _batch_diagnostics(stats, s, adv, valid, k, saturated)
     prior.assign(updated)  # commit only after everything above succeeded
-    out.mul_(adv.to(out.dtype).unsqueeze(-1))
-    return out, _diagnostics(prior, n_pad, n_skip, batch_stats)
+    return _finish(out, response_mask, adv.to(out.dtype)), _diagnostics(prior, n_pad, n_skip, batch_stats)

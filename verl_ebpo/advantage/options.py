@@ -10,7 +10,9 @@ from dataclasses import dataclass
 from typing import Any
 
 from verl_ebpo.advantage.math import NORMALIZE_MODES
-from verl_ebpo.spec import Spec, option
+from verl_ebpo.spec import Spec, config_get, option
+
+ESTIMATOR_NAME = "ebpo"  # algorithm.adv_estimator=ebpo: the name registered in verl and checked by the callback
 
 
 @dataclass(frozen=True)
@@ -68,8 +70,7 @@ class EBPOOptions(Spec):
         """
         if config is None:
             return cls()
-        getter = config.get if hasattr(config, "get") else lambda k, d=None: getattr(config, k, d)
         defaults = {}
-        if getter("norm_adv_by_std_in_grpo", True) is False:
+        if config_get(config, "norm_adv_by_std_in_grpo", True) is False:
             defaults["normalize"] = "center"
-        return cls.from_mapping(getter("ebpo", None), **defaults)
+        return cls.from_mapping(config_get(config, "ebpo"), **defaults)

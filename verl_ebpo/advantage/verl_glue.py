@@ -17,12 +17,11 @@ import threading
 import torch
 
 from verl_ebpo.advantage.estimator import ebpo_advantage
-from verl_ebpo.advantage.options import EBPOOptions
+from verl_ebpo.advantage.options import ESTIMATOR_NAME, EBPOOptions
 from verl_ebpo.advantage.prior import get_prior
 
 logger = logging.getLogger(__name__)
 
-ESTIMATOR_NAME = "ebpo"
 _COUNT_KEYS = ("ebpo/padding_rows", "ebpo/skipped_rows", "ebpo/saturated_rows")
 _pending: list[dict] = []
 _lock = threading.Lock()

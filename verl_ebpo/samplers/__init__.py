@@ -2,14 +2,17 @@
 
 - `TopicOptions`, `DifficultyOptions`: the one spec of each ordering's options (docs/ordering.md's tables).
 - `overrides(order, ...)`: the Hydra overrides for verl's stock trainer (`python -m verl.trainer.main_ppo`).
-- `verl_ebpo.samplers.dataset`: `TopicOrderedDataset`, `DifficultyOrderedDataset` (the `data.custom_cls` route).
-- `TopicSampler`, `DifficultySampler`: resumable torch Samplers for hand-built loaders.
-- `topic_order`, `difficulty_order` (one pass), `plan_epoch` (passes and the last batch): the pure orderings.
+- `verl_ebpo.samplers.dataset`: `TopicOrderedDataset`, `DifficultyOrderedDataset` (the `data.custom_cls` route;
+  imports torch and verl, so it is not imported here).
+- `topic_order`, `difficulty_order` (one pass), `plan_epoch` (passes and the last batch): the pure orderings;
+  an own `DataLoader` takes `plan_epoch(...).indices` as its `sampler`.
+- `read_field`, `set_field`: a (dotted) field of an Arrow table, HF dataset, DataFrame or list of rows.
 - `verl_ebpo.tools.labeling` (library) and `.cli`: `verl-ebpo label-topics` / `label-difficulty`.
 
-Importing this package is light (numpy only); torch and verl load when a sampler or dataset is used.
+Importing this package is light (numpy only).
 """
 
+from verl_ebpo.samplers.fields import FieldNotFoundError, read_field, set_field
 from verl_ebpo.samplers.options import DifficultyOptions, OrderingOptions, TopicOptions
 from verl_ebpo.samplers.ordering import (
     OrderPlan,
@@ -20,27 +23,6 @@ from verl_ebpo.samplers.ordering import (
     topic_order,
 )
 from verl_ebpo.samplers.overrides import overrides
-
-_LAZY = {
-    "OrderedSampler": "verl_ebpo.samplers.sampler",
-    "TopicSampler": "verl_ebpo.samplers.sampler",
-    "DifficultySampler": "verl_ebpo.samplers.sampler",
-    "OrderedRLHFDataset": "verl_ebpo.samplers.dataset",
-    "TopicOrderedDataset": "verl_ebpo.samplers.dataset",
-    "DifficultyOrderedDataset": "verl_ebpo.samplers.dataset",
-    "read_field": "verl_ebpo.samplers.fields",
-    "set_field": "verl_ebpo.samplers.fields",
-    "FieldNotFoundError": "verl_ebpo.samplers.fields",
-}
-
-
-def __getattr__(name):
-    if name in _LAZY:
-        import importlib
-
-        return getattr(importlib.import_module(_LAZY[name]), name)
-    raise AttributeError(f"module 'verl_ebpo.samplers' has no attribute {name!r}")
-
 
 __all__ = [
     "DifficultyOptions",
@@ -53,5 +35,7 @@ __all__ = [
     "plan_epoch",
     "topic_order",
     "overrides",
-    *_LAZY,
+    "FieldNotFoundError",
+    "read_field",
+    "set_field",
 ]

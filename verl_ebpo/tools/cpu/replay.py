@@ -28,17 +28,11 @@ from typing import Any, Mapping, Optional
 import transfer_queue as tq
 from verl.trainer.ppo.v1.replay_buffer import ReplayBuffer
 
-from verl_ebpo.tools.cpu.launch import VERL_CONFIG_LINKS
+from verl_ebpo.spec import config_get as _get
+from verl_ebpo.tools.cpu.overrides import VERL_CONFIG_LINKS
 from verl_ebpo.tools.verl_logs import DISCARDED_ANSWERS, DISCARDED_REWARD_SUM
 
 DEFAULT_POLL_INTERVAL_S = 0.2
-
-
-def _get(node: Any, key: str, default: Any = None) -> Any:
-    if node is None:
-        return default
-    getter = getattr(node, "get", None)
-    return getter(key, default) if getter is not None else default
 
 
 def filter_arguments(linked: Optional[Mapping]) -> dict:
