@@ -15,12 +15,18 @@ def _torch_grad_mode_is_not_leaked():
     assert torch.is_grad_enabled(), "this test left torch.set_grad_enabled(False) behind"
 
 
+ON_DEMAND = ("recipe_smoke", "on_demand")
+
+
 def pytest_collection_modifyitems(config, items):
-    """Tests marked `recipe_smoke` (extra SMOKE=cpu recipe runs, a few minutes each) run only when asked for by
-    name: `pytest -m recipe_smoke tests/test_recipes_smoke.py` (under flock /tmp/verl-trainer.lock)."""
-    if "recipe_smoke" in (config.getoption("-m") or ""):
-        return
-    skip = pytest.mark.skip(reason="extra recipe smoke: run with -m recipe_smoke")
-    for item in items:
-        if "recipe_smoke" in item.keywords:
-            item.add_marker(skip)
+    """Tests marked `recipe_smoke` (extra SMOKE=cpu recipe runs, a few minutes each) or `on_demand` (extra trainer
+    launches) run only when asked for by name, e.g. `pytest -m recipe_smoke tests/test_recipes_smoke.py` or
+    `pytest -m "e2e and on_demand"` (under flock /tmp/verl-trainer.lock): the default test command stays short."""
+    selected = config.getoption("-m") or ""
+    for marker in ON_DEMAND:
+        if marker in selected:
+            continue
+        skip = pytest.mark.skip(reason=f"extra trainer launches: run with -m {marker}")
+        for item in items:
+            if marker in item.keywords:
+                item.add_marker(skip)

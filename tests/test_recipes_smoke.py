@@ -2,9 +2,10 @@
 backend (tiny model and data made offline, hardware keys swapped), writes checkpoints under CKPTS_ROOT and one
 metrics file per attempt, and a second invocation resumes.
 
-Default suite (`-m e2e`, run under `flock /tmp/verl-trainer.lock`): EBPO (2 steps, then resumed to 3) and DAPO.
-On demand (`pytest -m recipe_smoke tests/test_recipes_smoke.py`, under the same flock): one run per algorithm family
-under both protocols, and `LAUNCH=ray-job` through a local Ray head with its dashboard and token authentication.
+Default suite (`-m e2e`, run under `flock /tmp/verl-trainer.lock`): EBPO, 2 steps.
+On demand (`pytest -m recipe_smoke tests/test_recipes_smoke.py`, under the same flock): EBPO resumed by a second
+invocation, DAPO, one run per algorithm family under both protocols, and `LAUNCH=ray-job` through a local Ray head
+with its dashboard and token authentication.
 """
 
 from __future__ import annotations
@@ -51,11 +52,10 @@ def metrics(folder: Path) -> list[dict[int, dict]]:
             for f in files]
 
 
-@pytest.mark.e2e
-def test_smoke_ebpo_writes_its_prior_and_metrics_and_a_second_invocation_resumes(tmp_path):
+def _smoke_ebpo_first(tmp_path):
     started = time.time()
     out = smoke("qwen3_8b", "ebpo", tmp_path, steps=2)
-    first = time.time() - started
+    seconds = time.time() - started
     assert "swapped (hardware)" in out.stderr and "actor_rollout_ref.rollout.name: vllm -> hf" in out.stderr
     folder = run_folder(tmp_path)
     assert folder.name == "smoke_cpu-qwen3_8b-ebpo-g4-s42"
@@ -65,7 +65,19 @@ def test_smoke_ebpo_writes_its_prior_and_metrics_and_a_second_invocation_resumes
     assert sorted(s for s in attempt if s >= 1) == [1, 2]
     assert attempt[2]["ebpo/prior_weight"] == 2 * attempt[1]["ebpo/prior_weight"]  # the running prior grows
     assert "actor/kl_loss" in attempt[1]  # the recipe's KL loss to the reference policy runs on CPU too
+    print(f"\nSMOKE=cpu run_ebpo.sh: 2 steps {seconds:.0f} s", file=sys.stderr)
+    return folder, attempt
 
+
+@pytest.mark.e2e
+def test_smoke_ebpo_writes_its_prior_and_metrics(tmp_path):
+    _smoke_ebpo_first(tmp_path)
+
+
+@pytest.mark.e2e
+@pytest.mark.recipe_smoke  # a second trainer launch (run B of tests/test_e2e_cpu.py resumes in the default suite)
+def test_smoke_ebpo_second_invocation_resumes(tmp_path):
+    folder, attempt = _smoke_ebpo_first(tmp_path)
     started = time.time()
     out = smoke("qwen3_8b", "ebpo", tmp_path, steps=3)
     second = time.time() - started
@@ -75,10 +87,11 @@ def test_smoke_ebpo_writes_its_prior_and_metrics_and_a_second_invocation_resumes
     assert sorted(s for s in latest if s >= 1) == [3]
     prior = json.loads((folder / "global_step_3" / "ebpo_prior.json").read_text())
     assert prior["updates"] == 3  # restored from step 2, then one more update
-    print(f"\nSMOKE=cpu run_ebpo.sh: 2 steps {first:.0f} s, resumed to step 3 {second:.0f} s", file=sys.stderr)
+    print(f"\nSMOKE=cpu run_ebpo.sh: resumed to step 3 {second:.0f} s", file=sys.stderr)
 
 
 @pytest.mark.e2e
+@pytest.mark.recipe_smoke  # the demo's e2e run trains DAPO from the same definition (verl_ebpo.tools.algorithms)
 def test_smoke_dapo_runs_its_dynamic_sampling_and_overlong_shaping(tmp_path):
     out = smoke("qwen3_8b", "dapo", tmp_path, steps=1)
     assert "reward.reward_kwargs.max_resp_len" not in out.stderr.split("swapped (hardware)")[1].split("[recipes] checkpoints")[0]

@@ -100,7 +100,7 @@ TOUCHES: tuple[Touch, ...] = (
         "copied rule",
         "verl:_plugins_policy",
         "verl_ebpo.advantage.verl_glue:why_not_registered",
-        "tests/test_startup_checks.py::test_our_plugin_policy_rule_is_verls",
+        "tests/test_checkpoint_startup.py::test_our_plugin_policy_rule_is_verls",
         "why `ebpo` is missing in a process: verl's `VERL_USE_EXTERNAL_PLUGINS` rule (auto / none / names) restated",
     ),
     Touch(
@@ -116,7 +116,7 @@ TOUCHES: tuple[Touch, ...] = (
         "format",
         "verl.utils.checkpoint.checkpoint_manager:find_latest_ckpt_path",
         "verl_ebpo.checkpoint:check_tracker",
-        "tests/test_hardening_checkpoint.py::test_inspects_tracker_rule_is_verls",
+        "tests/test_checkpoint_refusals.py::test_inspects_tracker_rule_is_verls",
         "`latest_checkpointed_iteration.txt` -> `global_step_N` (inspect reads it without importing verl)",
     ),
     Touch(
