@@ -73,11 +73,13 @@ def _under_an_adapter(module: str) -> bool:
 
 
 # Imports each module in a fresh child of one clean interpreter (fork), after the heavy verl-free libraries, and
-# prints the verl modules the import loaded. The parent checks first that those libraries load no verl.
+# prints the modules under `prefix` (argv[2]) the import loaded: one interpreter start for all the modules instead of
+# one each (a start that imports verl costs ~10 s). It checks first that those libraries load no verl.
 _PROBE = r"""
 import json, os, sys
 import numpy, torch  # verl-free, and what most modules import: loaded once, before the fork
 assert not [m for m in sys.modules if m == "verl" or m.startswith("verl.")], "numpy/torch loaded verl"
+prefix = sys.argv[2]
 result = {}
 for module in json.loads(sys.argv[1]):
     r, w = os.pipe()
@@ -86,7 +88,7 @@ for module in json.loads(sys.argv[1]):
         os.close(r)
         try:
             __import__(module)
-            out = [m for m in sys.modules if m == "verl" or m.startswith("verl.")][:5]
+            out = sorted(m for m in sys.modules if m == prefix or m.startswith(prefix + "."))
         except BaseException as exc:
             out = ["import failed: %r" % (exc,)]
         os.write(w, json.dumps(out).encode())
@@ -102,15 +104,20 @@ print(json.dumps(result))
 """
 
 
+def _probe(modules: list[str], prefix: str = "verl") -> dict[str, list[str]]:
+    """module -> the modules under `prefix` that importing it (alone, in a fresh process) loaded."""
+    env = {**os.environ, "PYTHONPATH": str(ROOT) + os.pathsep + os.environ.get("PYTHONPATH", "")}
+    env.pop("VERL_USE_EXTERNAL_MODULES", None)
+    proc = subprocess.run([sys.executable, "-c", _PROBE, json.dumps(modules), prefix], capture_output=True, text=True,
+                          env=env, cwd=ROOT, timeout=600)
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    return json.loads(proc.stdout.strip().splitlines()[-1])
+
+
 def test_every_module_outside_the_adapters_imports_no_verl_when_imported():
     modules = [m for m, _ in _modules() if not _under_an_adapter(m)]
     assert "verl_ebpo.tools.demo.report" in modules and "verl_ebpo.tools.verl_logs" in modules and "verl_ebpo.tools.tiny.task" in modules
-    env = {**os.environ, "PYTHONPATH": str(ROOT) + os.pathsep + os.environ.get("PYTHONPATH", "")}
-    env.pop("VERL_USE_EXTERNAL_MODULES", None)
-    proc = subprocess.run([sys.executable, "-c", _PROBE, json.dumps(modules)], capture_output=True, text=True,
-                          env=env, cwd=ROOT, timeout=600)
-    assert proc.returncode == 0, proc.stderr[-3000:]
-    loaded = json.loads(proc.stdout.strip().splitlines()[-1])
+    loaded = _probe(modules)
     assert set(loaded) == set(modules)
     bad = {m: v for m, v in loaded.items() if v}
     assert not bad, f"importing these modules loads verl (or fails): {bad}; list them in ADAPTERS or import verl lazily"
@@ -118,11 +125,7 @@ def test_every_module_outside_the_adapters_imports_no_verl_when_imported():
 
 def test_the_probe_sees_verl_when_an_adapter_loads_it():
     """The import check above can fail: importing the cpu package, the plug-in or the report before the move loads verl."""
-    env = {**os.environ, "PYTHONPATH": str(ROOT) + os.pathsep + os.environ.get("PYTHONPATH", "")}
-    proc = subprocess.run([sys.executable, "-c", _PROBE, json.dumps(["verl_ebpo.tools.cpu.backend", "verl_ebpo.plugin", "verl_ebpo.tools.stats"])],
-                          capture_output=True, text=True, env=env, cwd=ROOT, timeout=600)
-    assert proc.returncode == 0, proc.stderr[-3000:]
-    loaded = json.loads(proc.stdout.strip().splitlines()[-1])
+    loaded = _probe(["verl_ebpo.tools.cpu.backend", "verl_ebpo.plugin", "verl_ebpo.tools.stats"])
     assert loaded["verl_ebpo.tools.cpu.backend"] and loaded["verl_ebpo.plugin"] and loaded["verl_ebpo.tools.stats"] == []
 
 
@@ -174,33 +177,6 @@ def test_dependencies_point_one_way():
     assert tops == set(PLUGIN) | {"tools"}, f"a top-level module is neither plugin nor tools: {sorted(tops - set(PLUGIN))}"
 
 
-# Each module imported in a fresh forked child of one clean interpreter (numpy and torch loaded first, as in _PROBE
-# below): one interpreter start for all the modules below instead of one each (a start that imports verl costs ~10 s).
-_LOADS = r"""
-import json, os, sys
-import numpy, torch
-result = {}
-for module in json.loads(sys.argv[1]):
-    r, w = os.pipe()
-    pid = os.fork()
-    if pid == 0:
-        os.close(r)
-        try:
-            __import__(module)
-            out = sorted(m for m in sys.modules if m.startswith("verl_ebpo."))
-        except BaseException as exc:
-            out = ["import failed: %r" % (exc,)]
-        os.write(w, json.dumps(out).encode())
-        os._exit(0)
-    os.close(w)
-    data = b""
-    while chunk := os.read(r, 65536):
-        data += chunk
-    os.close(r)
-    os.waitpid(pid, 0)
-    result[module] = json.loads(data or b'["no answer"]')
-print(json.dumps(result))
-"""
 PLUGIN_ENTRIES = ["verl_ebpo.plugin", "verl_ebpo.checkpoint", "verl_ebpo.samplers.dataset", "verl_ebpo.rewards",
                   "verl_ebpo.advantage"]
 TOOL_ENTRIES = ["verl_ebpo.tools.cpu.launch", "verl_ebpo.tools.cpu.overrides", "verl_ebpo.tools.cpu.cluster",
@@ -209,13 +185,7 @@ TOOL_ENTRIES = ["verl_ebpo.tools.cpu.launch", "verl_ebpo.tools.cpu.overrides", "
 
 @functools.lru_cache(maxsize=None)
 def _loaded_by_each() -> dict:
-    env = {**os.environ, "PYTHONPATH": str(ROOT) + os.pathsep + os.environ.get("PYTHONPATH", "")}
-    env.pop("VERL_USE_EXTERNAL_MODULES", None)
-    modules = [*PLUGIN_ENTRIES, *TOOL_ENTRIES, "verl_ebpo.tools.cpu.backend"]
-    proc = subprocess.run([sys.executable, "-c", _LOADS, json.dumps(modules)], capture_output=True, text=True,
-                          env=env, cwd=ROOT, timeout=600)
-    assert proc.returncode == 0, proc.stderr[-3000:]
-    return json.loads(proc.stdout.strip().splitlines()[-1])
+    return _probe([*PLUGIN_ENTRIES, *TOOL_ENTRIES, "verl_ebpo.tools.cpu.backend"], prefix="verl_ebpo")
 
 
 def _loaded_by(module: str) -> list[str]:

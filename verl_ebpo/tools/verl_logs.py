@@ -18,7 +18,7 @@ import json
 import re
 from collections import defaultdict
 from pathlib import Path
-from typing import Optional
+from typing import Callable, Optional
 
 SCORE = "critic/score/mean"  # mean reward of the answers trained on this step
 STEP_TIME = "timing_s/step"
@@ -33,19 +33,30 @@ DISCARDED_REWARD_SUM = "cpu_replay/discarded_reward_sum"
 _VAL_ACC = re.compile(r"^val-core/(.+)/acc/mean@1$")
 
 
-def read_metrics(path: str | Path) -> dict[int, dict]:
-    """step -> merged metrics of verl's file logger (a later line of a step updates the earlier ones)."""
+def read_metrics(path: str | Path, warn: Optional[Callable[[str], None]] = None) -> dict[int, dict]:
+    """step -> merged metrics of verl's file logger (a later line of a step updates the earlier ones).
+
+    A line that is not `{"step": int, "data": {...}}` is a ValueError naming file and line; with `warn`, it is
+    skipped and `warn` gets that one line instead (`verl-ebpo compare` reads the rest of the file).
+    """
     steps: dict[int, dict] = defaultdict(dict)
-    with open(path) as f:
+    with open(path, errors="replace") as f:
         for number, line in enumerate(f, 1):
             line = line.strip()
             if not line:
                 continue
             try:
                 record = json.loads(line)
-                steps[int(record["step"])].update(record["data"])
+                step, data = int(record["step"]), record["data"]
+                if not isinstance(data, dict):
+                    raise TypeError("data is not an object")
             except (json.JSONDecodeError, KeyError, TypeError, ValueError) as exc:
-                raise ValueError(f"{path}:{number}: not a verl file-logger line ({exc})") from None
+                message = f"{path}:{number}: not a verl file-logger line ({type(exc).__name__}: {exc})"
+                if warn is None:
+                    raise ValueError(message) from None
+                warn(message + ", skipped")
+                continue
+            steps[step].update(data)
     return dict(steps)
 
 

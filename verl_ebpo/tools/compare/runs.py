@@ -1,7 +1,7 @@
 """Reading runs for `verl-ebpo compare`: `ALGO@SEED=PATH`, verl's file-logger or TensorBoard files, merged by step.
 
 - `parse_spec("grpo@1=PATH")` -> ("grpo", "1", "PATH"); a bad form is a `CompareError` (one line).
-- `read_jsonl(path, warn)`: verl's file logger, `{"step": N, "data": {...}}` per line (lines of one step merged);
+- `verl_logs.read_metrics(path, warn)`: verl's file logger, `{"step": N, "data": {...}}` per line (lines of one step merged);
   a line that is not such JSON is skipped with one warning naming the file and line number.
 - `read_tensorboard(path)`: verl's `tensorboard` logger (event files), through TensorBoard's own
   `EventAccumulator`; without `tensorboard` installed, one line saying to `pip install tensorboard`.
@@ -14,7 +14,6 @@
 
 from __future__ import annotations
 
-import json
 import math
 import re
 from collections import defaultdict
@@ -43,26 +42,6 @@ def parse_spec(text: str, flag: str = "--run") -> tuple[str, str, str]:
     if not m:
         raise CompareError(f"{flag} takes ALGO@SEED=PATH (e.g. ebpo@1=runs/ebpo_s1/metrics.jsonl), got {text!r}")
     return m.group(1), m.group(2), m.group(3)
-
-
-def read_jsonl(path: Path, warn: Callable[[str], None]) -> dict[int, dict]:
-    """step -> merged metrics of one file-logger file; bad lines skipped with a warning each."""
-    steps: dict[int, dict] = defaultdict(dict)
-    with open(path, errors="replace") as f:
-        for number, line in enumerate(f, 1):
-            line = line.strip()
-            if not line:
-                continue
-            try:
-                record = json.loads(line)
-                step, data = int(record["step"]), record["data"]
-                if not isinstance(data, dict):
-                    raise TypeError("data is not an object")
-            except (json.JSONDecodeError, KeyError, TypeError, ValueError) as exc:
-                warn(f"{path}:{number}: not a verl file-logger line ({type(exc).__name__}), skipped")
-                continue
-            steps[step].update(data)
-    return dict(steps)
 
 
 def read_tensorboard(path: Path) -> dict[int, dict]:
@@ -101,7 +80,7 @@ def read_run(paths: list[str], warn: Callable[[str], None]) -> tuple[dict[int, d
     parts = []
     files = [f for p in paths for f in metric_files(Path(p))]
     for f in dict.fromkeys(files):
-        steps = read_tensorboard(f) if f.name.startswith(TB_PREFIX) else read_jsonl(f, warn)
+        steps = read_tensorboard(f) if f.name.startswith(TB_PREFIX) else verl_logs.read_metrics(f, warn)
         if not steps:
             warn(f"{f}: no metric lines")
             continue
