@@ -10,6 +10,7 @@ import io
 import json
 import math
 import os
+from typing import Optional
 
 import numpy as np
 
@@ -231,16 +232,24 @@ def plot(sweep: Sweep, summary: dict, path: str) -> None:
     plt.close(fig)
 
 
-def write_outputs(sweep: Sweep, out_dir: str, figure: bool = True) -> dict:
-    """Write FILES into out_dir (created if missing); returns the summary."""
-    summary = summarize(sweep)
+def _write_files(out_dir: str, summary: dict, markdown: str, csv_text: str,
+                 figure_of: Optional[tuple[Sweep, dict]]) -> dict:
+    """FILES into out_dir (created if missing), each atomically; the figure shows `figure_of`, a sweep and its
+    summary (None: no figure)."""
     os.makedirs(out_dir, exist_ok=True)
     atomic_write_text(os.path.join(out_dir, "summary.json"), json.dumps(summary, indent=2) + "\n")
-    atomic_write_text(os.path.join(out_dir, "results.md"), report_markdown(summary))
-    atomic_write_text(os.path.join(out_dir, "curves.csv"), curves_csv(sweep))
-    if figure:
-        plot(sweep, summary, os.path.join(out_dir, "simulate.png"))
+    atomic_write_text(os.path.join(out_dir, "results.md"), markdown)
+    atomic_write_text(os.path.join(out_dir, "curves.csv"), csv_text)
+    if figure_of is not None:
+        plot(*figure_of, os.path.join(out_dir, "simulate.png"))
     return summary
+
+
+def write_outputs(sweep: Sweep, out_dir: str, figure: bool = True) -> dict:
+    """Write FILES into out_dir (created if missing) for one sweep; returns the summary."""
+    summary = summarize(sweep)
+    return _write_files(out_dir, summary, report_markdown(summary), curves_csv(sweep),
+                        (sweep, summary) if figure else None)
 
 
 # ---- the family of regimes (the default report) ----
@@ -344,11 +353,6 @@ def family_curves_csv(family) -> str:
 def write_family_outputs(family, out_dir: str, figure: bool = True) -> dict:
     """Write FILES into out_dir (created if missing) for a family run; the figure shows the first regime."""
     summary = summarize_family(family)
-    os.makedirs(out_dir, exist_ok=True)
-    atomic_write_text(os.path.join(out_dir, "summary.json"), json.dumps(summary, indent=2) + "\n")
-    atomic_write_text(os.path.join(out_dir, "results.md"), family_markdown(summary))
-    atomic_write_text(os.path.join(out_dir, "curves.csv"), family_curves_csv(family))
-    if figure:
-        first = "shared" if "shared" in family.sweeps else next(iter(family.sweeps))
-        plot(family.sweeps[first], summarize(family.sweeps[first]), os.path.join(out_dir, "simulate.png"))
-    return summary
+    first = family.sweeps["shared" if "shared" in family.sweeps else next(iter(family.sweeps))]
+    return _write_files(out_dir, summary, family_markdown(summary), family_curves_csv(family),
+                        (first, summarize(first)) if figure else None)
