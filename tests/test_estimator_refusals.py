@@ -204,8 +204,9 @@ def test_mask_values_other_than_0_and_1_are_refused(value, shown):
     ],
 )
 def test_the_fused_mask_check_refuses_near_misses_in_any_dtype_pair(rewards_dtype, mask_dtype, value):
-    """The one-pass check (aminmax for integers, mask != 0 compared with the mask for floats) refuses every
-    value other than 0/1, whatever the mask's and the rewards' dtypes, with the prior untouched."""
+    """The one-pass check (aminmax for integers, m - m*m for a float mask of the rewards' dtype, mask != 0 compared
+    with the mask for other floats) refuses every value other than 0/1, whatever the mask's and the rewards'
+    dtypes, with the prior untouched."""
     rewards = torch.ones(3, 4, dtype=rewards_dtype)
     mask = torch.ones(3, 4, dtype=mask_dtype)
     mask[2, 3] = value
@@ -232,6 +233,101 @@ def test_zero_one_masks_of_every_dtype_give_the_same_advantage(mask_dtype):
     ref, _ = ebpo_advantage(rewards, mask.to(torch.int64), index, EBPOPrior())
     adv, _ = ebpo_advantage(rewards, mask, index, EBPOPrior())
     assert torch.equal(adv, ref)
+
+
+def _long_float_batch(dtype, T=4096):
+    """6 rows of T tokens in one dtype (rewards and mask, the fast float path): mostly ones, rows of different
+    lengths, row 4 all ones, row 5 padding; integer rewards (exact sums in any order)."""
+    lengths = torch.tensor([T, T - 1, T // 2, 1, T, 0])
+    mask = (torch.arange(T)[None, :] < lengths[:, None]).to(dtype)
+    rewards = (torch.arange(6 * T, dtype=dtype).reshape(6, T) % 3) - 1
+    return rewards, mask, np.array(["a", "a", "b", "b", "c", "pad"], dtype=object)
+
+
+def _dtype_near_misses(dtype):
+    info = torch.finfo(dtype)
+    tiny = 2.0**-149 if dtype == torch.float32 else 2.0**-1074  # the smallest denormal
+    return [0.5, 1 - 2.0**-24, 2.0**-149, 1 - info.eps / 2, 1 + info.eps, tiny, -tiny, info.tiny, -0.5, -1.0, 2.0,
+            info.max, float("nan"), float("inf"), float("-inf")]
+
+
+@pytest.mark.parametrize("dtype", [torch.float32, torch.float64])
+@pytest.mark.parametrize("where", [(0, 0), (1, 2000), (2, 4095), (3, 4000), (4, 4095), (5, 17)])
+def test_one_bad_value_anywhere_in_a_long_float_row_is_refused(dtype, where):
+    """A float32/float64 mask of the rewards' dtype, 4096 tokens a row, one value that is not 0/1 (a fraction
+    just below 1, the smallest denormal, NaN, +-inf, negatives, > 1) inside a response, in a row's zero tail or
+    in a padding row: refused, whichever row holds it, with the prior untouched."""
+    for value in _dtype_near_misses(dtype):
+        rewards, mask, index = _long_float_batch(dtype)
+        mask[where] = value
+        assert mask[where].item() == value or math.isnan(value)  # stored exactly in the mask's dtype
+        prior = EBPOPrior()
+        with pytest.raises(ValueError, match=rf"but 1 row\(s\) hold other values \(e.g. row {where[0]} holds"):
+            ebpo_advantage(rewards, mask, index, prior)
+        assert prior.updates == 0, value
+
+
+@pytest.mark.parametrize("dtype", [torch.float32, torch.float64])
+def test_fractions_that_offset_each_other_in_sums_are_refused(dtype):
+    """2**-149 and 1 - 2**-24 in place of two ones: their float32 bit patterns add up to 1.0's and the float32 row
+    sum rounds to an integer, as if the row held a 1 and a 0, so a check by sums would pass them."""
+    rewards, mask, index = _long_float_batch(dtype)
+    mask[0, 10], mask[0, 11] = 2.0**-149, 1 - 2.0**-24
+    if dtype == torch.float32:
+        assert mask[0].sum() == 4096 - 1 and mask[0].view(torch.int32).sum() == 4095 * 0x3F800000
+    with pytest.raises(ValueError, match=r"1 row\(s\) hold other values"):
+        ebpo_advantage(rewards, mask, index, EBPOPrior())
+
+
+@pytest.mark.parametrize("dtype", [torch.float32, torch.float64])
+def test_negative_zeros_in_a_long_float_mask_are_zeros(dtype):
+    rewards, mask, index = _long_float_batch(dtype)
+    ref, _ = ebpo_advantage(rewards, mask.to(torch.int64), index, EBPOPrior())
+    mask[mask == 0] = -0.0  # every 0 of the mask, a whole padding row included
+    assert torch.signbit(mask[5]).all()
+    adv, diag = ebpo_advantage(rewards, mask, index, EBPOPrior())
+    assert torch.equal(adv, ref) and diag["ebpo/padding_rows"] == 1.0
+    assert torch.count_nonzero(adv[mask == 0]) == 0
+
+
+_FLOAT_DTYPES = {torch.float32: 32, torch.float64: 64}
+
+
+@st.composite
+def _float_mask_case(draw):
+    dtype = draw(st.sampled_from(list(_FLOAT_DTYPES)))
+    rows, T = draw(st.integers(1, 7)), draw(st.integers(1, 40))
+    bits = draw(st.lists(st.sampled_from([0.0, 1.0, -0.0]), min_size=rows * T, max_size=rows * T))
+    bad = draw(
+        st.none()
+        | st.tuples(
+            st.integers(0, rows * T - 1),
+            st.floats(width=_FLOAT_DTYPES[dtype]).filter(lambda x: x not in (0.0, 1.0)),  # -0.0 == 0.0: kept out
+        )
+    )
+    return dtype, rows, T, bits, bad
+
+
+@settings(max_examples=200, deadline=None)
+@given(_float_mask_case())
+def test_property_a_float_mask_is_accepted_iff_it_holds_only_0_and_1(case):
+    """Any float32/float64 mask of the rewards' dtype and any batch size (odd ones included): one value other
+    than 0/1 (any float: NaN, infs, denormals, fractions, negatives) is refused; a mask of 0, -0 and 1 gives the
+    int64 mask's advantages bit for bit."""
+    dtype, rows, T, bits, bad = case
+    mask = torch.tensor(bits, dtype=dtype).reshape(rows, T)
+    rewards = (torch.arange(rows * T, dtype=dtype).reshape(rows, T) % 5) - 2
+    index = np.array([f"g{i // 2}" for i in range(rows)], dtype=object)
+    if bad is not None:
+        mask.view(-1)[bad[0]] = bad[1]
+        prior = EBPOPrior()
+        with pytest.raises(ValueError, match=r"response_mask must hold only 0 and 1"):
+            ebpo_advantage(rewards, mask, index, prior)
+        assert prior.updates == 0
+        return
+    ref, ref_diag = ebpo_advantage(rewards, (mask != 0).to(torch.int64), index, EBPOPrior())
+    adv, diag = ebpo_advantage(rewards, mask, index, EBPOPrior())
+    assert torch.equal(adv, ref) and diag == ref_diag
 
 
 @pytest.mark.parametrize("which", ["token_level_rewards", "response_mask"])

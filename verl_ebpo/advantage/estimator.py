@@ -6,6 +6,9 @@ verl-free: `ebpo_advantage` takes tensors, the group labels, a prior object and 
 
 from __future__ import annotations
 
+import math
+from fractions import Fraction
+
 import numpy as np
 import torch
 
@@ -102,42 +105,92 @@ def check_labels(index, bs: int) -> np.ndarray:
 
 
 def _row_scores(token_level_rewards: torch.Tensor, response_mask: torch.Tensor, out: torch.Tensor) -> torch.Tensor:
-    """r_i = sum_t rewards[i, t] * mask[i, t] as float64 (bs,), with `out` holding the 0/1 mask as floats.
+    """r_i = sum_t rewards[i, t] * mask[i, t] as float64 (bs,); `out` (bs, T) holds the 0/1 mask in the rewards'
+    dtype unless the mask already has that dtype (float32/float64: `out` is then scratch, not read).
 
-    In the rewards' precision (float32 for half types), no (bs, T) temporary for float32/float64 inputs: when
-    the mask already has the rewards' dtype, `out` receives rewards * mask in place (the output is rebuilt from
-    the mask at the end: `_finish`); otherwise a batched dot product. A row whose fast sum is not finite (an
-    overflow of the low-precision sum, or a NaN/inf reward *outside* the mask, since 0 * inf = NaN) is summed
-    again by `_exact_row_scores`.
+    In the rewards' precision (float32 for half types); for float32 rewards paired row dot products (`_row_dots`),
+    for float64 one bmm per row (exact for denormal rewards), no (bs, T) temporary. A row whose fast sum cannot be trusted is summed again exactly by
+    `_exact_row_scores`: see `_rows_to_refit`.
     """
-    if token_level_rewards.dtype in (torch.float32, torch.float64):
-        if response_mask.dtype == out.dtype:
-            return torch.mul(token_level_rewards, out, out=out).sum(-1).to(torch.float64)
-        return torch.bmm(token_level_rewards.unsqueeze(1), out.unsqueeze(2)).reshape(-1).to(torch.float64)
+    mask = response_mask if response_mask.dtype == out.dtype else out
+    if token_level_rewards.dtype == torch.float32:
+        return _row_dots(token_level_rewards, mask).to(torch.float64)
+    if token_level_rewards.dtype == torch.float64:  # one product per row: BLAS's paired product flushes denormals
+        return torch.bmm(token_level_rewards.unsqueeze(1), mask.unsqueeze(2)).reshape(-1)
     return (token_level_rewards.float() * out.float()).sum(-1).to(torch.float64)
 
 
+def _row_dots(a: torch.Tensor, b: torch.Tensor) -> torch.Tensor:
+    """sum_t a[i, t] * b[i, t] (bs,) for two (bs, T) tensors of one dtype, without a (bs, T) temporary.
+
+    Rows go through bmm in pairs, (2, T) @ (T, 2) keeping the diagonal (several times faster on CPU than one bmm
+    per row); an odd last row is paired with its neighbour, so every row is summed by the same (2, T) product.
+    """
+    bs = a.shape[0]
+    head = bs - bs % 2
+    dots = torch.bmm(a[:head].unflatten(0, (-1, 2)), b[:head].unflatten(0, (-1, 2)).transpose(1, 2))
+    dots = dots.diagonal(dim1=1, dim2=2).reshape(-1)
+    if bs % 2:
+        a2, b2 = (a[-2:], b[-2:]) if bs > 1 else (a.expand(2, -1), b.expand(2, -1))
+        dots = torch.cat([dots, torch.bmm(a2.unsqueeze(0), b2.unsqueeze(0).transpose(1, 2))[0, 1, 1:]])
+    return dots
+
+
+def _rows_to_refit(token_level_rewards: torch.Tensor, scores: torch.Tensor, valid: torch.Tensor) -> torch.Tensor:
+    """(bs,) rows whose fast sum cannot decide |score| <= MAX_ABS_SCORE: not finite (an overflow of the
+    low-precision sum, or a NaN/inf reward *outside* the mask, since 0 * inf = NaN) or, for float64 rewards (the
+    only dtype whose values reach the bound), a reward beyond MAX_ABS_SCORE / (2T), where cancellation can hide a
+    score beyond the bound ([1.8e308, -1e101, -1.8e308] sums to 0). Below that every |reward| <= bound / (2T), so
+    the exact and the fast score are both within the bound. Two fast row reductions, for float64 only."""
+    refit = valid & ~torch.isfinite(scores)
+    if token_level_rewards.dtype == torch.float64 and token_level_rewards.shape[-1] > 0:
+        limit = MAX_ABS_SCORE / (2 * token_level_rewards.shape[-1])
+        big = (token_level_rewards.amax(dim=-1) > limit) | (token_level_rewards.amin(dim=-1) < -limit)
+        refit |= valid & big
+    return refit
+
+
 def _finish(out: torch.Tensor, response_mask: torch.Tensor, adv: torch.Tensor) -> torch.Tensor:
-    """The output adv[:, None] * mask (bs, T), written into `out` (which holds the mask, or rewards * mask)."""
+    """The output adv[:, None] * mask (bs, T), written into `out` (which holds the mask as 0/1 floats, or is
+    scratch when the mask has the output's dtype)."""
     if response_mask.dtype == out.dtype and out.dtype in (torch.float32, torch.float64):
         return torch.mul(response_mask, adv.unsqueeze(-1), out=out)
     return out.mul_(adv.unsqueeze(-1))
 
 
 def _exact_row_scores(token_level_rewards: torch.Tensor, response_mask: torch.Tensor, rows: torch.Tensor) -> torch.Tensor:
-    """Scores of `rows` (k,) in float64, summing only the rewards inside the (0/1) mask (rare path, (k, T) temporaries)."""
+    """Scores of `rows` (k,), the rewards inside the (0/1) mask summed exactly (`Fraction`) then rounded to float64:
+    +-inf beyond its range, NaN for a NaN or for inf and -inf together (rare path: a Python loop over these rows)."""
     r = token_level_rewards.index_select(0, rows).to(torch.float64)
     inside = response_mask.index_select(0, rows) != 0
-    return torch.where(inside, r, torch.zeros((), dtype=torch.float64, device=r.device)).sum(-1)
+    values = torch.where(inside, r, torch.zeros((), dtype=torch.float64, device=r.device)).tolist()
+    return torch.tensor([_exact_sum(row) for row in values], dtype=torch.float64, device=r.device)
+
+
+def _exact_sum(values: list[float]) -> float:
+    finite = [v for v in values if math.isfinite(v)]
+    odd = {math.copysign(1.0, v) if math.isinf(v) else 0.0 for v in values if not math.isfinite(v)}
+    if odd:  # NaN (0.0 here) or both infinities: NaN; one infinity: it
+        return odd.pop() * math.inf if len(odd) == 1 and 0.0 not in odd else math.nan
+    total = sum((Fraction(v) for v in finite), Fraction(0))
+    try:
+        return float(total)
+    except OverflowError:
+        return math.inf if total > 0 else -math.inf
 
 
 def _mask_as_output(response_mask: torch.Tensor, dtype: torch.dtype) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
-    """The mask as 0/1 in `dtype` (bs, T) -- the buffer that becomes the output --, the rows holding a 1 (bs,) and
-    whether the mask holds a value other than 0/1 (a 0-d bool tensor).
+    """The (bs, T) buffer that becomes the output, the rows holding a 1 (bs,) and whether the mask holds a value
+    other than 0/1 (a 0-d bool tensor, no host sync).
 
-    One conversion pass and one check pass, no full-size temporary: an integer mask is checked by its row-wise
-    min/max (`torch.aminmax`, which also gives the rows holding a 1); a float mask is written as `mask != 0`
-    and compared with itself (`torch.equal`: any fraction, NaN, inf or negative differs); a bool mask needs no check.
+    No full-size temporary, and no row-wise aminmax (slow on CPU). The buffer holds the mask as 0/1 in `dtype`,
+    except for a float32/float64 mask of `dtype` itself, which is checked in it with one write (then it is
+    scratch): m - m*m is +-0 exactly when m is 0, -0 or 1. Any other m has fl(m*m) != m (< m for a fraction, > m
+    outside [0, 1]) and a nonzero difference never rounds to 0, fused multiply-add or not; NaN/inf give NaN/-inf.
+    An integer mask is converted and checked by the converted values' min and
+    max: the conversion is monotone and 0, 1, 2 and -1 are exact in every float dtype, so an integer other than
+    0/1 becomes a float outside [0, 1] (or +-inf). Another float mask is written as `mask != 0` and compared with
+    itself (`torch.equal`: any fraction, NaN, inf or negative differs); a bool mask needs no check.
     """
     out = torch.empty(response_mask.shape, dtype=dtype, device=response_mask.device)
     no = torch.zeros((), dtype=torch.bool, device=out.device)
@@ -146,13 +199,17 @@ def _mask_as_output(response_mask: torch.Tensor, dtype: torch.dtype) -> tuple[to
     if response_mask.dtype == torch.bool:
         out.copy_(response_mask)
         return out, out.amax(dim=-1) > 0, no
+    if response_mask.dtype == dtype and dtype in (torch.float32, torch.float64):
+        torch.addcmul(response_mask, response_mask, response_mask, value=-1, out=out)  # m - m*m
+        lo, hi = torch.aminmax(out)  # one pass (here faster than amin and amax)
+        return out, response_mask.amax(dim=-1) > 0, (lo != 0) | (hi != 0)  # NaN != 0
     if response_mask.is_floating_point():
         torch.ne(response_mask, 0, out=out)
         bad = no if torch.equal(out, response_mask) else ~no
         return out, out.amax(dim=-1) > 0, bad
-    lo, hi = torch.aminmax(response_mask, dim=-1)
     out.copy_(response_mask)
-    return out, hi > 0, (lo < 0).any() | (hi > 1).any()
+    hi = out.amax(dim=-1)
+    return out, hi > 0, ~(out.amin() >= 0) | ~(hi.amax() <= 1)
 
 
 def _mask_error(response_mask: torch.Tensor) -> ValueError:
@@ -233,8 +290,8 @@ def ebpo_advantage(
         whose score is NaN/inf or beyond MAX_ABS_SCORE (1e100) with on_nonfinite="error"; the prior is then
         exactly as before.
 
-    Works on any device; the few host syncs are batched (counts, batch moments, diagnostics; a float mask's check
-    is one more).
+    Works on any device; the few host syncs are batched (counts, batch moments, diagnostics; the check of a float
+    mask whose dtype differs from the rewards' is one more).
     """
     _check_inputs(token_level_rewards, response_mask)
     bs = token_level_rewards.shape[0]
@@ -242,14 +299,14 @@ def ebpo_advantage(
     out, valid, bad_mask = _mask_as_output(response_mask, token_level_rewards.dtype)  # out becomes the output
     zero_rows = torch.zeros(bs, dtype=torch.bool, device=out.device)
     scores = _row_scores(token_level_rewards, response_mask, out)
-    refit = valid & ~torch.isfinite(scores)
+    refit = _rows_to_refit(token_level_rewards, scores, valid)
     rejected = valid & ~(scores.abs() <= MAX_ABS_SCORE)
     n_marked, n_refit, n_skip, n_bad_mask = (
         int(x) for x in torch.stack([valid.sum(), refit.sum(), rejected.sum(), bad_mask.sum()]).tolist()
     )
     if n_bad_mask:
         raise _mask_error(response_mask)
-    if n_refit:  # rare: an overflowed low-precision sum, or NaN/inf outside the mask
+    if n_refit:  # rare: an overflowed low-precision sum, NaN/inf outside the mask, float64 rewards beyond 1e100/2T
         rows = torch.nonzero(refit).reshape(-1)
         scores = scores.index_copy(0, rows, _exact_row_scores(token_level_rewards, response_mask, rows))
         rejected = valid & ~(scores.abs() <= MAX_ABS_SCORE)

@@ -197,9 +197,11 @@ def normalize_advantage(raw: torch.Tensor, valid: torch.Tensor, mode: str, epsil
     centered = torch.where(valid, raw - picked.mean(), zero)
     if mode == "center":
         return centered
-    std = torch.std(picked, unbiased=True)
-    denom = std + epsilon * centered.abs().max()
-    return centered / denom if denom > 0 else torch.zeros_like(raw)
+    top = centered.abs().max()
+    if not top > 0:
+        return torch.zeros_like(raw)
+    unit = centered / top  # = c / (std(c) + epsilon * max|c|), computed at |c| <= 1: no under/overflow in std
+    return unit / (torch.std(unit[valid], unbiased=True) + epsilon)
 
 
 def ebpo_scalar_advantage(
