@@ -245,6 +245,7 @@ _recipe_prescan() {
             data.seed | ++data.seed) SEED="$value" ;;
             actor_rollout_ref.model.path) MODEL_PATH="$value" ;;
             actor_rollout_ref.rollout.n) GROUP_SIZE="$value" ;;
+            trainer.total_epochs) TOTAL_EPOCHS="$value" ;;
         esac
     done
     _recipe_int "data.max_response_length (MAX_RESPONSE_LENGTH)" "$MAX_RESPONSE_LENGTH" 2
@@ -378,10 +379,13 @@ _recipe_build() {
     fi
 
     # ---- the algorithm's own keys: verl_ebpo.tools.algorithms, the one definition -------------
-    local keys
+    # a curriculum run of one epoch stays inside one pass over its data, whatever the algorithm draws per step
+    # (DAPO's dynamic sampling draws more than TRAIN_BATCH_SIZE prompts a step): the plugin's replay buffer
+    local keys one_pass=()
+    [[ "$SCHEDULE" == curriculum && "$TOTAL_EPOCHS" == 1 ]] && one_pass=(--one-pass)
     keys="$(PYTHONPATH="$REPO_ROOT${PYTHONPATH:+:$PYTHONPATH}" "$RECIPE_PYTHON" -m verl_ebpo.tools.algorithms "$ALGO_KEYS" \
         --protocol "$PROTOCOL" --max-response-length "$MAX_RESPONSE_LENGTH" --overlong-buffer-len "$OVERLONG_BUFFER_LEN" \
-        --overlong-penalty "$OVERLONG_PENALTY" --prior-scope "$EBPO_PRIOR_SCOPE" 2>&1)" \
+        --overlong-penalty "$OVERLONG_PENALTY" --prior-scope "$EBPO_PRIOR_SCOPE" "${one_pass[@]}" 2>&1)" \
         || _recipe_die "the algorithm's keys: ${keys##*$'\n'}"
     mapfile -t ALGO_ARGS <<<"$keys"
 }

@@ -55,11 +55,12 @@ def test_overrides_compose_into_verls_real_config(tmp_path):
     assert cfg.trainer.default_local_dir == str(tmp_path / "out" / "checkpoints")
     assert list(cfg.trainer.logger) == ["console", "file"]
     assert cfg.ray_kwargs.ray_init.num_gpus == 1 and cfg.ray_kwargs.ray_init.num_cpus == 16
-    assert cfg.trainer.v1.sampler.custom_sampler.name == "CPUReplayBuffer"
+    assert cfg.trainer.v1.sampler.custom_sampler.name == "TrackedReplayBuffer"
+    assert cfg.trainer.v1.sampler.sampler_kwargs.poll_interval_s == 0.2
     rollout = omega_conf_to_dataclass(cfg.actor_rollout_ref.rollout)  # verl's own validation
     assert rollout.tensor_model_parallel_size == 1
     assert OmegaConf.select(cfg, "actor_rollout_ref.model.override_config.attn_implementation") == "sdpa"
-    assert "verl_ebpo.tools.cpu.replay" not in " ".join(_run(tmp_path, fast_poll=False).overrides())
+    assert "verl_ebpo.samplers.replay" not in " ".join(_run(tmp_path, fast_poll=False).overrides())
 
 
 def test_run_main_ppo_reports_a_failed_trainer_with_its_output(tmp_path, monkeypatch):
@@ -180,10 +181,10 @@ def _composed(run):
 
 
 def test_dapo_filtering_reaches_the_fast_poll_buffer_through_linked_config(tmp_path):
-    from verl_ebpo.tools.cpu.replay import filter_arguments
+    from verl_ebpo.samplers.replay_rules import filter_arguments
 
     cfg = _composed(_run(tmp_path, train_batch_size=6, extra=["algorithm.filter_groups.enable=True"]))
-    assert cfg.trainer.v1.sampler.custom_sampler.name == "CPUReplayBuffer"
+    assert cfg.trainer.v1.sampler.custom_sampler.name == "TrackedReplayBuffer"
     assert filter_arguments(cfg.trainer.v1.sampler.sampler_kwargs.verl) == {
         "filter_groups_metric": "reward", "sync_refill_failed_groups": False, "train_batch_size": 6,
         "gen_batch_size": 1, "max_inflight_gen_batches": 1}

@@ -225,8 +225,21 @@ def algo_keys(protocol: str, model: str, algo: str) -> dict:
             "data.ordering.field": f"extra_info.difficulty_{model}",
             "trainer.total_epochs": 1,
             "trainer.total_training_steps": None,
+            # one pass over the curriculum (the plugin's replay buffer, docs/ordering.md#one-pass)
+            "trainer.v1.sampler.custom_sampler.path": "pkg://verl_ebpo.samplers.replay",
+            "trainer.v1.sampler.custom_sampler.name": "TrackedReplayBuffer",
+            "trainer.v1.sampler.sampler_kwargs.one_pass": True,
         })
     return keys
+
+
+LINK_MIRRORS = "trainer.v1.sampler.sampler_kwargs.verl."  # the buffer's interpolated copies of compared nodes
+
+
+def differing_keys(base: dict, flat: dict) -> set:
+    """Keys whose values differ (a missing key differs), without the buffer's mirrors of other keys."""
+    keys = {k for k in set(base) | set(flat) if base.get(k, "<missing>") != flat.get(k, "<missing>")}
+    return {k for k in keys if not k.startswith(LINK_MIRRORS)}
 
 
 def schedule(protocol: str, algo: str) -> dict:
@@ -395,11 +408,15 @@ def test_all_four_curriculum_runs_train_the_base_model_in_difficulty_order_for_o
         assert flat["data.ordering.field"] == f"extra_info.difficulty_{model}"
         assert flat["data.shuffle"] is False
         assert (flat["trainer.total_epochs"], flat["trainer.total_training_steps"]) == (1, None)
+        # one pass over the curriculum whatever the algorithm draws per step (docs/ordering.md#one-pass)
+        assert flat["trainer.v1.sampler.custom_sampler.name"] == "TrackedReplayBuffer", algo
+        assert flat["trainer.v1.sampler.sampler_kwargs.one_pass"] is True, algo
+        assert flat["trainer.v1.sampler.sampler_kwargs.verl.train_batch_size"] == flat["data.train_batch_size"]
     # the four differ from one another only in their algorithm's keys
     base = flatten(configs[(protocol, model, "grpo_diff")])
     for algo in DIFF_ALGOS:
         flat = flatten(configs[(protocol, model, algo)])
-        differing = {k for k in set(base) | set(flat) if base.get(k, "<missing>") != flat.get(k, "<missing>")}
+        differing = differing_keys(base, flat)
         table = _PAPER if protocol == "paper" else _AUTHORS
         allowed = set(table[algo.removesuffix("_diff")]) | set(table["grpo"]) | RUN_IDENTITY
         assert differing <= allowed, (algo, sorted(differing - allowed))
@@ -426,7 +443,7 @@ def test_runs_of_a_model_differ_only_in_their_algorithm_keys_and_schedule(config
         if (protocol, model, algo) not in configs:
             continue
         flat = flatten(configs[(protocol, model, algo)])
-        differing = {k for k in set(base) | set(flat) if base.get(k, "<missing>") != flat.get(k, "<missing>")}
+        differing = differing_keys(base, flat)
         allowed = set(algo_keys(protocol, model, algo)) | set(schedule(protocol, algo)) | RUN_IDENTITY
         if protocol == "paper" and algo.startswith("dapo"):
             allowed.add("reward.reward_manager.name")

@@ -2,10 +2,11 @@
 backend (tiny model and data made offline, hardware keys swapped), writes checkpoints under CKPTS_ROOT and one
 metrics file per attempt, and a second invocation resumes.
 
-Default suite (`-m e2e`, run under `flock /tmp/verl-trainer.lock`): EBPO, 2 steps.
-On demand (`pytest -m recipe_smoke tests/test_recipes_smoke.py`, under the same flock): EBPO resumed by a second
-invocation, DAPO, one run per algorithm family under both protocols, and `LAUNCH=ray-job` through a local Ray head
-with its dashboard and token authentication.
+Default suite (`-m e2e`): DAPO-diff on 24 prompts, which must end with its curriculum (one pass, dynamic sampling,
+the recipe's reward manager and KL loss, one metrics file per attempt).
+On demand (`pytest -m recipe_smoke tests/test_recipes_smoke.py`): EBPO (2 steps, its prior file) and resumed by a
+second invocation, DAPO-diff resumed after its last step, DAPO, one run per algorithm family under both protocols,
+and `LAUNCH=ray-job` through a local Ray head with its dashboard and token authentication.
 """
 
 from __future__ import annotations
@@ -26,13 +27,14 @@ ROOT = Path(__file__).resolve().parents[1]
 RECIPES = ROOT / "recipes"
 
 
-def smoke(model: str, algo: str, ckpts: Path, steps: int = 1, timeout: float = 900, **env) -> subprocess.CompletedProcess:
+def smoke(model: str, algo: str, ckpts: Path, steps: int = 1, timeout: float = 900, args: tuple = (),
+          **env) -> subprocess.CompletedProcess:
     full = {**os.environ, "PYTHONPATH": f"{ROOT}:{os.environ.get('PYTHONPATH', '')}", "SMOKE": "cpu",
             "CKPTS_ROOT": str(ckpts), "SMOKE_STEPS": str(steps), **env}
     for key in ("MODEL_PATH", "DATA_DIR", "EXPERIMENT_NAME", "LAUNCH", "RECIPE_DRY_RUN", "METRICS_FILE"):
         if key not in env:
             full.pop(key, None)
-    out = subprocess.run(["bash", str(RECIPES / model / f"run_{algo}.sh")], env=full, capture_output=True, text=True,
+    out = subprocess.run(["bash", str(RECIPES / model / f"run_{algo}.sh"), *args], env=full, capture_output=True, text=True,
                          timeout=timeout, cwd=ROOT)
     if out.returncode != 0:
         (ckpts / "smoke_failure.log").write_text(out.stdout + "\n--- stderr\n" + out.stderr)
@@ -70,6 +72,7 @@ def _smoke_ebpo_first(tmp_path):
 
 
 @pytest.mark.e2e
+@pytest.mark.recipe_smoke  # in the default suite EBPO trains with its callback in tests/test_e2e_cpu.py (runs A, B)
 def test_smoke_ebpo_writes_its_prior_and_metrics(tmp_path):
     _smoke_ebpo_first(tmp_path)
 
@@ -100,6 +103,47 @@ def test_smoke_dapo_runs_its_dynamic_sampling_and_overlong_shaping(tmp_path):
     assert (folder / "global_step_1" / "actor").is_dir()
     (attempt,) = metrics(folder)
     assert 1 in attempt and "critic/score/mean" in attempt[1]
+
+
+def _smoke_dapo_diff_first(tmp_path):
+    """DAPO-diff on 24 prompts (B = 8): verl plans min(SMOKE_STEPS, 24 // 8) = 3 steps, DAPO draws more than 8
+    prompts a step, and the run must end when the curriculum does, each prompt drawn at most once."""
+    started = time.time()
+    out = smoke("qwen3_8b", "dapo_diff", tmp_path, steps=10, args=("data.train_max_samples=24",))
+    seconds = time.time() - started
+    folder = run_folder(tmp_path)
+    (attempt,) = metrics(folder)
+    steps = sorted(s for s in attempt if s >= 1)
+    consumed = [attempt[s]["replay/prompts_consumed"] for s in steps]
+    assert all(attempt[s]["replay/data_pass"] == 1 for s in steps)  # never a second pass
+    assert consumed == sorted(consumed) and consumed[-1] <= 24 and 24 - consumed[-1] < 8
+    assert all(attempt[s]["replay/prompts_consumed"] + attempt[s]["replay/prompts_left"] == 24 for s in steps)
+    assert steps == list(range(1, len(steps) + 1)) and len(steps) <= 3
+    assert attempt[steps[-1]]["replay/last_step"] == steps[-1]  # the planned end is where it ended
+    assert (folder / f"global_step_{steps[-1]}" / "actor").is_dir()  # the last step saved, as verl's last step does
+    for s, drawn in zip(steps, [consumed[0]] + [b - a for a, b in zip(consumed, consumed[1:])]):
+        dropped = attempt[s]["replay/discarded_answers"]  # G = 4 answers per dropped group, at most 8 groups trained
+        assert dropped % 4 == 0 and 4 * (drawn - 8) <= dropped <= 4 * drawn, (s, drawn, dropped)
+    print(f"\nSMOKE=cpu run_dapo_diff.sh: {len(steps)} steps, {consumed[-1]:.0f} of 24 prompts, {seconds:.0f} s",
+          file=sys.stderr)
+    return out, folder, attempt, steps
+
+
+@pytest.mark.e2e
+def test_smoke_dapo_diff_makes_exactly_one_pass_over_its_curriculum(tmp_path):
+    out, _folder, _attempt, _steps = _smoke_dapo_diff_first(tmp_path)
+    swaps = out.stderr.split("swapped (hardware)")[1].split("[recipes] checkpoints")[0]
+    assert "sampler_kwargs.poll_interval_s: (unset) -> 0.2" in swaps and "custom_sampler" not in swaps  # the recipe's
+
+
+@pytest.mark.e2e
+@pytest.mark.recipe_smoke
+def test_smoke_dapo_diff_second_invocation_resumes_and_stops(tmp_path):
+    _out, folder, first, steps = _smoke_dapo_diff_first(tmp_path)
+    out = smoke("qwen3_8b", "dapo_diff", tmp_path, steps=10, args=("data.train_max_samples=24",))
+    assert "Resuming from" in out.stdout + out.stderr and "the run ends after step" in out.stdout + out.stderr
+    earlier, latest = metrics(folder)
+    assert earlier == first and not [s for s in latest if s >= 1]  # nothing left to train: no step, no restart
 
 
 FAMILIES = [("grpo", "paper"), ("drgrpo", "authors"), ("drgrpo", "paper"), ("dapo", "authors"),

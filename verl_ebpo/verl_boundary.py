@@ -34,12 +34,13 @@ ADAPTERS = {
     "verl_ebpo.advantage.verl_glue": "the estimator registration and the metrics hook",
     "verl_ebpo.checkpoint": "the checkpoint callback and verl's resume rules",
     "verl_ebpo.samplers.dataset": "the ordered datasets (RLHFDataset subclasses)",
+    "verl_ebpo.samplers.replay": "the replay buffer: DAPO filtering kept, what the data and rollouts spend counted, "
+    "one pass over the data",
     "verl_ebpo.tools.cpu.backend": "the CPU backend: importing it registers the backend "
     "(`VERL_USE_EXTERNAL_MODULES=verl_ebpo.tools.cpu.backend`)",
     "verl_ebpo.tools.cpu.platform": "the cpu platform",
     "verl_ebpo.tools.cpu.registration": "the hf rollout registration and the gloo process group",
     "verl_ebpo.tools.cpu.rollout": "the hf rollout server and replica",
-    "verl_ebpo.tools.cpu.replay": "the fast-poll replay buffer (with DAPO filtering)",
     "verl_ebpo.tools.simulate.estimators": "the simulator calls verl's registered estimators",
 }
 
@@ -75,9 +76,20 @@ TOUCHES: tuple[Touch, ...] = (
         "replay buffer group clearing",
         "private",
         "verl.trainer.ppo.v1.replay_buffer:ReplayBuffer._clear_groups",
-        "verl_ebpo.tools.cpu.replay:CPUReplayBuffer._clear_groups",
-        "tests/test_cpu_backend.py::test_verl_replay_buffer_internals_we_override_still_exist",
-        "overridden to count the answers DAPO discards; trajectory keys `<uid>_<sample>_<output>`",
+        "verl_ebpo.samplers.replay:TrackedReplayBuffer._clear_groups",
+        "tests/test_samplers_replay.py::test_verl_replay_buffer_internals_we_use_still_exist",
+        "overridden to count the answers DAPO discards; trajectory keys `<uid>_<sample>_<output>`; the one-pass "
+        "step's end also calls `_sync_metadata_from_transfer_queue`, `_terminal_eviction_reasons`, "
+        "`_materialize_batch`",
+    ),
+    Touch(
+        "trainer behind refill_fn",
+        "private",
+        "verl.trainer.ppo.v1.trainer_base:PPOTrainer._add_prompts_to_generate",
+        "verl_ebpo.samplers.replay:TrackedReplayBuffer._position",
+        "tests/test_samplers_replay.py::test_verl_trainer_internals_one_pass_reads_still_exist",
+        "`refill_fn` is the trainer's bound method: one_pass reads `train_dataloader(_it)` (torch's `_num_yielded`), "
+        "sets `total_training_steps` (fit's loop bound) and wraps the instance's `on_train_begin` hook",
     ),
     Touch(
         "dataset read hook",
@@ -107,8 +119,8 @@ TOUCHES: tuple[Touch, ...] = (
         "DAPO buffer arguments",
         "copied rule",
         "verl.trainer.ppo.v1.trainer_base:PPOTrainer._build_replay_buffer",
-        "verl_ebpo.tools.cpu.replay:filter_arguments",
-        "tests/test_cpu_backend.py::test_cpu_replay_buffer_gets_the_dapo_arguments_verl_gives_its_own",
+        "verl_ebpo.samplers.replay:rules.filter_arguments",
+        "tests/test_samplers_replay.py::test_replay_buffer_gets_the_dapo_arguments_verl_gives_its_own",
         "verl passes a custom buffer only its base arguments: the group-filtering ones are re-derived",
     ),
     Touch(
@@ -174,6 +186,14 @@ TOUCHES: tuple[Touch, ...] = (
         "verl_ebpo.samplers.dataset:TopicOrderedDataset",
         "tests/test_samplers_verl.py::test_verl_read_hook_canary",
         "`data.custom_cls`: the ordered datasets subclass verl's",
+    ),
+    Touch(
+        "replay buffer class",
+        "public",
+        "verl.trainer.ppo.v1.replay_buffer:ReplayBuffer",
+        "verl_ebpo.samplers.replay:TrackedReplayBuffer",
+        "tests/test_samplers_replay.py::test_replay_buffer_gets_the_dapo_arguments_verl_gives_its_own",
+        "`trainer.v1.sampler.custom_sampler`: verl's sync buffer subclassed, built by verl's own builder",
     ),
     Touch(
         "platform",

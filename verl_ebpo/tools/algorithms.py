@@ -42,9 +42,23 @@ def overlong_buffer(max_response_length: int) -> int:
 
 def overrides(algo: str, protocol: str = "paper", *, max_response_length: int = 8192,
               overlong_buffer_len: int | None = None, overlong_penalty: float = 1.0,
-              prior_scope: str | None = None) -> list[str]:
+              prior_scope: str | None = None, one_pass: bool = False) -> list[str]:
     """The Hydra overrides that make `algo` under `protocol` (ranges: max_response_length >= 2,
-    1 <= overlong_buffer_len < max_response_length, overlong_penalty >= 0). ValueError on bad input."""
+    1 <= overlong_buffer_len < max_response_length, overlong_penalty >= 0). ValueError on bad input.
+
+    one_pass: the run stays inside one pass over its data (the curriculum runs; needs trainer.total_epochs=1):
+    the plugin's replay buffer (`verl_ebpo.samplers.replay_rules.buffer_overrides`), for every algorithm alike,
+    so the -diff runs differ only in their algorithm's keys.
+    """
+    keys = _algorithm_keys(algo, protocol, max_response_length, overlong_buffer_len, overlong_penalty, prior_scope)
+    if not one_pass:
+        return keys
+    from verl_ebpo.samplers.replay_rules import buffer_overrides  # here: the samplers package loads numpy
+
+    return keys + buffer_overrides(one_pass=True)
+
+
+def _algorithm_keys(algo, protocol, max_response_length, overlong_buffer_len, overlong_penalty, prior_scope):
     if algo not in ALGORITHMS:
         raise ValueError(f"unknown algorithm {algo!r} (one of {', '.join(ALGORITHMS)})")
     if protocol not in PROTOCOLS:
@@ -104,11 +118,13 @@ def main(argv=None) -> int:
     parser.add_argument("--overlong-penalty", type=float, default=1.0)
     parser.add_argument("--prior-scope", choices=PRIOR_SCOPES, default=None,
                         help="EBPO's prior (default: running under paper, batch under authors)")
+    parser.add_argument("--one-pass", action="store_true",
+                        help="keep the run inside one pass over its data (the curriculum runs; total_epochs=1)")
     args = parser.parse_args(argv)
     try:
         keys = overrides(args.algo, args.protocol, max_response_length=args.max_response_length,
                          overlong_buffer_len=args.overlong_buffer_len, overlong_penalty=args.overlong_penalty,
-                         prior_scope=args.prior_scope)
+                         prior_scope=args.prior_scope, one_pass=args.one_pass)
     except ValueError as exc:
         print(f"verl_ebpo.tools.algorithms: error: {exc}", file=sys.stderr)
         return 2

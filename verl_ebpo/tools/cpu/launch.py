@@ -2,7 +2,7 @@
 parts (verl-free, like each of them):
 
 - `verl_ebpo.tools.cpu.overrides`: `CPURun` (a small CPU job -> Hydra overrides, environment, command), `cpu_env`,
-  `merge_overrides`, `VERL_CONFIG_LINKS`; why each CPU-specific override is needed;
+  `merge_overrides`; why each CPU-specific override is needed;
 - `verl_ebpo.tools.cpu.cluster`: `shared_ray_cluster` (one Ray cluster for several runs, one after the other:
   `with shared_ray_cluster() as address: CPURun(..., ray_address=address)`);
 - `verl_ebpo.tools.cpu.supervise`: `run_main_ppo` (the trainer as a subprocess, its log, `TrainerFailed` with the
@@ -13,13 +13,11 @@ from verl_ebpo.tools.cpu.cluster import SHARED_RAY_PREFIX, _free_port, _kill_gro
 from verl_ebpo.tools.cpu.overrides import (
     _JOB_ENV,
     CPU_MODULE,
-    VERL_CONFIG_LINKS,
     CPURun,
     _override_key,
     _quoted,
     cpu_env,
     merge_overrides,
-    sampler_link_overrides,
 )
 from verl_ebpo.tools.cpu.supervise import RAY_LOG_GLOBS, TrainerFailed, ray_worker_errors, run_main_ppo
 
@@ -29,11 +27,9 @@ __all__ = [
     "RAY_LOG_GLOBS",
     "SHARED_RAY_PREFIX",
     "TrainerFailed",
-    "VERL_CONFIG_LINKS",
     "cpu_env",
     "merge_overrides",
     "ray_worker_errors",
     "run_main_ppo",
-    "sampler_link_overrides",
     "shared_ray_cluster",
 ]

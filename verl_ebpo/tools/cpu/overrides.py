@@ -15,9 +15,9 @@ Each CPU-specific override, and why (stock verl fails without it; measured on a 
   fp32 mixed precision (the hf rollout samples in fp32; the same precision on both sides keeps the
   rollout's and the trainer's log-probs equal);
 - `data.dataloader_num_workers=0`, `rollout.agent.num_workers=1`, `reward.num_workers=1`;
-- `trainer.v1.sampler.custom_sampler` = `verl_ebpo.tools.cpu.replay.CPUReplayBuffer` (polls for finished
-  rollouts every 0.2 s instead of 2 s: a CPU step of 32 answers drops from ~2.3 s to ~0.9 s), with
-  `sampler_kwargs.verl.*` linked to the config nodes DAPO's group filtering is derived from.
+- `trainer.v1.sampler.custom_sampler` = the plugin's `verl_ebpo.samplers.replay.TrackedReplayBuffer` with
+  `poll_interval_s=0.2` (polls for finished rollouts every 0.2 s instead of verl's 2 s: a CPU step of 32 answers
+  drops from ~2.3 s to ~0.9 s; DAPO's group filtering kept, discarded answers counted).
 Environment: `VERL_USE_EXTERNAL_MODULES=verl_ebpo.tools.cpu.backend` (imported by verl in every process; registers
 the platform and rollout), `VERL_PLATFORM=cpu`, `VERL_ENGINE_DEVICE=cuda` (verl's FSDP engine is
 registered for cuda/npu only and runs unchanged on CPU tensors).
@@ -31,7 +31,10 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Optional, Sequence
 
+from verl_ebpo.samplers.replay_rules import buffer_overrides
+
 CPU_MODULE = "verl_ebpo.tools.cpu.backend"
+FAST_POLL_S = 0.2  # seconds between the replay buffer's checks for finished rollouts on CPU (verl's: 2)
 
 
 def cpu_env(base: Optional[dict] = None, metrics_file: Optional[os.PathLike] = None) -> dict:
@@ -70,24 +73,6 @@ def merge_overrides(base: Sequence[str], extra: Sequence[str]) -> list[str]:
     return list(merged.values())
 
 
-# sampler_kwargs.verl.<name> -> the verl config node it links to (a Hydra interpolation, resolved by verl's
-# TaskRunner before the trainer builds its replay buffer); read by `verl_ebpo.tools.cpu.replay.filter_arguments`.
-VERL_CONFIG_LINKS = {
-    "filter_groups": "algorithm.filter_groups",
-    "train_batch_size": "data.train_batch_size",
-    "gen_batch_size": "data.gen_batch_size",
-    "sync_refill_failed_groups": "trainer.v1.sampler.sync_refill_failed_groups",
-    "reward_model_enable": "reward.reward_model.enable",
-    "reward_model_enable_resource_pool": "reward.reward_model.enable_resource_pool",
-}
-
-
-def sampler_link_overrides() -> list[str]:
-    """Hydra overrides that hand `CPUReplayBuffer` the config nodes verl derives its buffer's DAPO arguments
-    from (`verl_ebpo.tools.cpu.replay.VERL_CONFIG_LINKS`), as interpolations verl resolves before building it."""
-    return [f"+trainer.v1.sampler.sampler_kwargs.verl.{name}=${{{node}}}" for name, node in VERL_CONFIG_LINKS.items()]
-
-
 # What a run that joins a running cluster must still give its Ray job (the cluster's processes may have been
 # started with another environment): the CPU backend's variables, and the run's own metrics file.
 _JOB_ENV = ("VERL_USE_EXTERNAL_MODULES", "VERL_PLATFORM", "VERL_ENGINE_DEVICE", "VERL_FILE_LOGGER_PATH",
@@ -123,7 +108,7 @@ class CPURun:
     project_name: str = "verl_ebpo"
     reward_function: Optional[tuple[str, str]] = None  # (path, name) for reward.custom_reward_function
     loggers: tuple[str, ...] = ("console", "file")
-    fast_poll: bool = True  # verl_ebpo.tools.cpu.replay.CPUReplayBuffer (DAPO's group filtering kept)
+    fast_poll: bool = True  # verl_ebpo.samplers.replay.TrackedReplayBuffer polling every 0.2 s
     ray_address: Optional[str] = None  # join this running Ray cluster (see `shared_ray_cluster`) instead of starting one
     extra: list[str] = field(default_factory=list)
 
@@ -204,11 +189,7 @@ class CPURun:
             base += [f"+ray_kwargs.ray_init.address={self.ray_address}"]
             base += [f"+ray_kwargs.ray_init.runtime_env.env_vars.{k}={_quoted(env[k])}" for k in _JOB_ENV if k in env]
         if self.fast_poll:
-            base += [
-                "trainer.v1.sampler.custom_sampler.path=pkg://verl_ebpo.tools.cpu.replay",
-                "trainer.v1.sampler.custom_sampler.name=CPUReplayBuffer",
-                *sampler_link_overrides(),
-            ]
+            base += buffer_overrides(poll_interval_s=FAST_POLL_S)
         if self.reward_function is not None:
             path, name = self.reward_function
             base += [f"reward.custom_reward_function.path={path}", f"reward.custom_reward_function.name={name}"]

@@ -5,7 +5,7 @@ Everything here is computed from what verl wrote (read by `verl_ebpo.tools.verl_
   answers of the groups verl's dynamic sampling dropped or did not need (`training/filter_groups/*`, counted
   in groups, times G);
 - reward at step t: the mean reward of all answers generated at t (for DAPO the dropped ones included, whose
-  rewards the CPU replay buffer logs as `cpu_replay/discarded_reward_sum`): verl's `critic/score/mean` covers
+  rewards the plugin's replay buffer logs as `replay/discarded_reward_sum`): verl's `critic/score/mean` covers
   only the answers trained on, which for DAPO excludes exactly the groups that were all wrong or all right;
 - share of answers without learning signal: answers with advantage 0 (EBPO logs its own share; for the
   group-mean baselines an answer's advantage is 0 exactly when its group's rewards are all equal, read from

@@ -1,0 +1,187 @@
+"""`TrackedReplayBuffer`: verl's synchronous replay buffer, reporting what the data and the rollouts spend, and
+optionally keeping a run inside one pass over its data (a curriculum with DAPO's dynamic sampling).
+
+Plugged in through verl's documented hook, `trainer.v1.sampler.custom_sampler.{path,name}`
+(`verl_ebpo.samplers.replay_rules.buffer_overrides()` writes the overrides; the recipes' `-diff` runs use it with
+`one_pass`). Every training step gains `replay/prompts_consumed` and `replay/prompts_left` (the data loader's
+current pass), `replay/data_pass`, `replay/discarded_answers` and `replay/discarded_reward_sum` (answers DAPO
+generated but did not train on, and their rewards), and with `one_pass` `replay/last_step`. The rules:
+`verl_ebpo.samplers.replay_rules`.
+
+verl hands a custom buffer only its base constructor arguments: the DAPO ones are re-derived from linked config
+nodes (`sampler_kwargs.verl`, `filter_arguments`, tested equal to what verl gives its own buffer). The trainer is
+reached through `refill_fn`, a bound method of verl's `PPOTrainer`: the data loader's position (its iterator's
+`_num_yielded`), `total_training_steps` (which ends verl's loop) and the `on_train_begin` hook (run after a resume
+restored the loader, before the first step) -- each a touch with a canary in tests/test_samplers_replay.py.
+"""
+
+from __future__ import annotations
+
+import logging
+
+import transfer_queue as tq
+from verl.trainer.ppo.v1.replay_buffer import ReplayBuffer
+
+from verl_ebpo.samplers import replay_rules as rules
+from verl_ebpo.spec import config_get
+
+logger = logging.getLogger(__name__)
+
+
+class DataPassEnds(Exception):
+    """Raised by a refill that reached `refill_allowance`: breaks out of verl's sampling loop."""
+
+
+class TrackedReplayBuffer(ReplayBuffer):
+    def __init__(self, *args, sampler_kwargs=None, poll_interval=None, refill_fn=None, **kwargs):
+        options = {k: v for k, v in (sampler_kwargs or {}).items() if k != "verl"}
+        opts = rules.ReplayOptions.from_mapping(options)
+        trainer_mode = kwargs.get("trainer_mode", args[0] if args else "sync")
+        if trainer_mode != "sync":
+            raise ValueError(
+                f"{rules.BUFFER_CLASS} is verl's synchronous buffer; trainer.v1.trainer_mode={trainer_mode!r} needs "
+                "verl's own (drop the custom_sampler overrides)"
+            )
+        # What verl passes explicitly wins (a later verl may pass the filtering arguments to custom buffers).
+        kwargs = {**rules.filter_arguments(config_get(sampler_kwargs, "verl")), **kwargs}
+        interval = opts.poll_interval_s if poll_interval is None else float(poll_interval)
+        super().__init__(*args, sampler_kwargs=sampler_kwargs, poll_interval=interval,
+                         refill_fn=None if refill_fn is None else self._refill, **kwargs)
+        self.one_pass = opts.one_pass
+        self._trainer_refill = refill_fn
+        self._trainer = getattr(refill_fn, "__self__", None)  # verl's PPOTrainer (refill_fn is its bound method)
+        self._discarded = {rules.DISCARDED_ANSWERS: 0.0, rules.DISCARDED_REWARD_SUM: 0.0}
+        self._is_last, self._kept = True, set()  # the step's last-step flag; groups kept by rule 3
+        self._iterator, self._passes = None, 0
+        if self.one_pass:
+            self._check_one_pass()
+            begin = self._trainer.on_train_begin
+
+            def on_train_begin():  # after _load_checkpoint restored the loader, before fit's first step
+                begin()
+                self._plan(self._trainer.global_steps)
+
+            self._trainer.on_train_begin = on_train_begin
+
+    def _check_one_pass(self) -> None:
+        trainer = self._trainer
+        if trainer is None or not hasattr(trainer, "on_train_begin") or not hasattr(trainer, "config"):
+            raise ValueError("sampler_kwargs.one_pass needs verl's V1 trainer (refill_fn must be a bound method of "
+                             "verl.trainer.ppo.v1.PPOTrainer)")
+        epochs = config_get(trainer.config.trainer, "total_epochs")
+        if epochs != 1:
+            raise ValueError(f"sampler_kwargs.one_pass ends the run at the end of the data's first pass: set "
+                             f"trainer.total_epochs=1 (got {epochs})")
+        if getattr(trainer, "parameter_sync_step", 1) != 1:
+            raise ValueError("sampler_kwargs.one_pass needs parameter_sync_step=1 (one sample per step)")
+
+    # ---- the data loader's position ------------------------------------------------------------------
+    def _position(self) -> tuple[int, int]:
+        """(prompts drawn from the loader's current pass, prompts in a pass)."""
+        trainer = self._trainer
+        if trainer.train_dataloader_it is None:  # verl's first fetch does the same; restores a resumed position
+            trainer.train_dataloader_it = iter(trainer.train_dataloader)
+        it = trainer.train_dataloader_it
+        if it is not self._iterator:
+            self._iterator, self._passes = it, self._passes + 1
+            if self.one_pass and self._passes > 1:
+                raise RuntimeError("one_pass: verl started a second pass over the data (a fetch outside the "
+                                   "replay buffer's allowance); stopping instead of training on it")
+        per = trainer.train_dataloader.batch_size
+        return it._num_yielded * per, len(trainer.train_dataloader) * per
+
+    def _plan(self, next_step: int) -> None:
+        drawn, size = self._position()
+        planned = self._trainer.total_training_steps
+        last = rules.last_step(next_step, size - drawn, self.train_batch_size, planned)
+        if last != planned:
+            logger.warning("one_pass: %d of %d prompts drawn; the run ends after step %d (verl planned %d)",
+                           drawn, size, last, planned)
+            self._trainer.total_training_steps = last
+
+    def _allowance(self) -> int:
+        drawn, size = self._position()
+        return rules.refill_allowance(size - drawn, self.train_batch_size, self._is_last, self.gen_batch_size)
+
+    def _refill(self, n: int) -> None:
+        if not self.one_pass:
+            self._trainer_refill(n)
+            return
+        take = min(n, self._allowance())
+        if take > 0:
+            self._trainer_refill(take)
+        if take < n:
+            raise DataPassEnds
+
+    # ---- verl's sampling, counted -------------------------------------------------------------------
+    def _clear_groups(self, partition_id: str, uids: set[str]) -> None:
+        """verl's eviction and surplus disposal both end here: tally the answers (and their rewards) that were
+        generated for training but leave without being trained on, then let verl clear them."""
+        if partition_id != "val" and uids:
+            keys = [key for key in self.partitions[partition_id] if key.split("_")[0] in uids]
+            if keys:
+                data = tq.kv_batch_get(keys=keys, partition_id=partition_id, select_fields=["rm_scores"])
+                scores = [float(v.sum().item()) for v in data["rm_scores"]]
+                self._discarded[rules.DISCARDED_ANSWERS] += len(scores)
+                self._discarded[rules.DISCARDED_REWARD_SUM] += sum(scores)
+        super()._clear_groups(partition_id, uids)
+
+    def _terminal_eviction_reasons(self, global_steps: int, partition_id: str):
+        """Rule 3: once the data cannot replace a group DAPO filters, the group is kept (and counted) instead."""
+        stale, filtered, failed, counts = super()._terminal_eviction_reasons(global_steps, partition_id)
+        if self.one_pass and partition_id != "val" and filtered and self._allowance() == 0:
+            self._kept |= filtered
+            filtered, counts = set(), type(counts)()
+        return stale, filtered, failed, counts
+
+    def _select_prompt_uids(self, partition_id: str, sampleable_keys: set[str], batch_size: int):
+        """verl's choice (oldest first), with the groups kept by rule 3 after every group DAPO accepts."""
+        selected, *snapshots = super()._select_prompt_uids(partition_id, sampleable_keys, len(sampleable_keys))
+        selected = sorted(selected, key=lambda uid: uid in self._kept)  # stable: verl's order otherwise
+        return (selected[:batch_size], *snapshots)
+
+    def sample(self, global_steps: int, partition_id: str, batch_size: int):
+        if partition_id == "val":
+            return super().sample(global_steps, partition_id, batch_size)
+        self._discarded = {rules.DISCARDED_ANSWERS: 0.0, rules.DISCARDED_REWARD_SUM: 0.0}
+        self._kept = set()
+        trainer = self._trainer
+        self._is_last = trainer is None or global_steps >= trainer.total_training_steps
+        try:
+            batch, metrics = super().sample(global_steps, partition_id, batch_size)
+        except DataPassEnds:  # verl's per-step eviction counts before this point are not in `metrics`
+            batch, metrics = self._take_what_is_left(global_steps, partition_id, batch_size)
+        metrics = {**metrics, **self._discarded}
+        if trainer is not None:
+            drawn, size = self._position()
+            metrics.update({rules.PROMPTS_CONSUMED: drawn, rules.PROMPTS_LEFT: size - drawn,
+                            rules.DATA_PASS: self._passes})
+            if self.one_pass:
+                self._plan(global_steps + 1)
+                metrics[rules.LAST_STEP] = trainer.total_training_steps
+                metrics[rules.KEPT_GROUPS] = len(self._kept & self._trained(batch))
+        return batch, metrics
+
+    @staticmethod
+    def _trained(batch) -> set[str]:
+        return {key.split("_")[0] for key in batch.keys}
+
+    def _take_what_is_left(self, global_steps: int, partition_id: str, batch_size: int):
+        """Rule 3, at the end of the data: a refill found no prompt left. Wait for the answers in flight, then
+        train on what there is (verl's choice, the groups DAPO accepts first, at most `batch_size`); the rest is
+        discarded. verl pads a short batch (`PPOTrainer._balance_batch`)."""
+        last_debug = 0.0
+        while True:
+            self._sync_metadata_from_transfer_queue()
+            if not (self.pending_keys[partition_id] or self.running_keys[partition_id]):
+                break
+            last_debug = self._wait_for_next_poll(partition_id, last_debug)
+        _stale, _filtered, failed, _counts = self._terminal_eviction_reasons(global_steps, partition_id)
+        pool = (self.finished_keys[partition_id] | self.failure_keys[partition_id]) - failed
+        if not pool:  # cannot happen: a group is only evicted while a refill can replace it
+            raise RuntimeError(f"one_pass: the data ran out at step {global_steps} with no group left to train on")
+        selected, snapshot, _steps = self._select_prompt_uids(partition_id, pool, batch_size)
+        rest = pool - set(selected)
+        self._clear_groups(partition_id, rest | failed)
+        key = f"{self._metrics_prefix(partition_id)}/filter_groups/discarded_surplus_samples"
+        return self._materialize_batch(partition_id, selected, snapshot), {key: len(rest)}
