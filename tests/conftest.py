@@ -22,7 +22,7 @@ ON_DEMAND = ("recipe_smoke", "on_demand")
 def pytest_collection_modifyitems(config, items):
     """Tests marked `recipe_smoke` (extra SMOKE=cpu recipe runs, a few minutes each) or `on_demand` (extra trainer
     launches) run only when asked for by name, e.g. `pytest -m recipe_smoke tests/test_recipes_smoke.py` or
-    `pytest -m "e2e and on_demand"` (under flock /tmp/verl-trainer.lock): the default test command stays short."""
+    `pytest -m "e2e and on_demand"`: the default test command stays short."""
     # Under `-n 2 --dist loadgroup` (the README's command) the trainer launches take turns on one worker, first,
     # while the other worker runs the rest: two Ray clusters never share the 2 cores.
     items.sort(key=lambda item: "e2e" not in item.keywords)  # stable: the e2e tests first, in their order
@@ -37,3 +37,24 @@ def pytest_collection_modifyitems(config, items):
         for item in items:
             if marker in item.keywords:
                 item.add_marker(skip)
+
+
+def pytest_configure(config):
+    """The known case of the check below, with a readable message (a worker's error is an INTERNALERROR)."""
+    if config.getoption("dist", "no") == "loadgroup" and pytest.version_tuple[:2] >= (9, 2):
+        raise pytest.UsageError("pytest 9.2 with pytest-xdist 3.8 ignores --dist loadgroup: install the test extra's "
+                                "pytest (pytest<9.2), or run without -n")
+
+
+@pytest.hookimpl(wrapper=True)
+def pytest_collection_finish(session):
+    """After xdist named the groups: under `--dist loadgroup` every trainer launch must be in the `trainer` group
+    (pytest 9.2 with pytest-xdist 3.8 silently drops the groups, and two Ray clusters then share the cores)."""
+    result = yield
+    argv = " ".join(getattr(session.config, "workerinput", {}).get("mainargv", []))
+    if "loadgroup" in argv:
+        loose = [item.nodeid for item in session.items if "e2e" in item.keywords and "@trainer" not in item.nodeid]
+        if loose:
+            raise pytest.UsageError(f"pytest-xdist did not group the trainer launches ({loose[0]}, ...): "
+                                    "install the test extra's pytest (pytest<9.2)")
+    return result
