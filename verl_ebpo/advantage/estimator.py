@@ -109,8 +109,8 @@ def _row_scores(token_level_rewards: torch.Tensor, response_mask: torch.Tensor, 
     dtype unless the mask already has that dtype (float32/float64: `out` is then scratch, not read).
 
     In the rewards' precision (float32 for half types); for float32 rewards paired row dot products (`_row_dots`),
-    for float64 one bmm per row (exact for denormal rewards), no (bs, T) temporary. A row whose fast sum cannot be trusted is summed again exactly by
-    `_exact_row_scores`: see `_rows_to_refit`.
+    for float64 one bmm per row (exact for denormal rewards), no (bs, T) temporary. A row whose fast sum cannot be
+    trusted is summed again exactly by `_exact_row_scores`: see `_rows_to_refit`.
     """
     mask = response_mask if response_mask.dtype == out.dtype else out
     if token_level_rewards.dtype == torch.float32:

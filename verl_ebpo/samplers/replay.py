@@ -178,7 +178,7 @@ class TrackedReplayBuffer(ReplayBuffer):
             last_debug = self._wait_for_next_poll(partition_id, last_debug)
         _stale, _filtered, failed, _counts = self._terminal_eviction_reasons(global_steps, partition_id)
         pool = (self.finished_keys[partition_id] | self.failure_keys[partition_id]) - failed
-        if not pool:  # cannot happen: a group is only evicted while a refill can replace it
+        if not pool:  # kept although a group is only evicted while a refill can replace it: verl would fail later
             raise RuntimeError(f"one_pass: the data ran out at step {global_steps} with no group left to train on")
         selected, snapshot, _steps = self._select_prompt_uids(partition_id, pool, batch_size)
         rest = pool - set(selected)
