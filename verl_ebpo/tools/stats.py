@@ -56,10 +56,30 @@ def _json_float(x: float) -> float | None:
     return None if not math.isfinite(x) else float(x)
 
 
-def _t_quantile(level: float, dof: int) -> float:
-    from scipy.stats import t
+def _t_quantile(level: float, dof: float, _cache: dict = {}) -> float:  # noqa: B006 - the cache, on purpose
+    """The two-sided Student-t quantile: t with P(|T| <= t) = `level` for `dof` >= 1 degrees of freedom (not
+    necessarily an integer: Satterthwaite's), i.e. scipy's `t.ppf(0.5 + level / 2, dof)`, computed with mpmath
+    (always installed: torch -> sympy -> mpmath), so that intervals need no scipy. It solves
+    P(T > t) = I_{dof/(dof+t^2)}(dof/2, 1/2) / 2 = (1 - level) / 2 at 30 digits; agrees with scipy to 1e-12
+    relative (tests/test_compare_plain_install.py). Results are cached per (level, dof)."""
+    key = (float(level), float(dof))
+    if key not in _cache:
+        import mpmath
 
-    return float(t.ppf(0.5 + level / 2.0, dof))
+        if not (0.0 < key[0] < 1.0 and key[1] >= 1.0 and math.isfinite(key[1])):
+            raise ValueError(f"t quantile needs 0 < level < 1 and finite dof >= 1, got level={level!r}, dof={dof!r}")
+        with mpmath.workdps(30):
+            v, tail, half = mpmath.mpf(key[1]), (1 - mpmath.mpf(key[0])) / 2, mpmath.mpf(1) / 2
+
+            def excess(x):  # P(T > x) - tail, decreasing in x >= 0
+                return mpmath.betainc(v / 2, half, 0, v / (v + x * x), regularized=True) / 2 - tail
+
+            hi = mpmath.mpf(1)
+            while excess(hi) > 0:
+                hi *= 2
+            lo = hi / 2 if hi > 1 else mpmath.mpf(0)
+            _cache[key] = float(mpmath.findroot(excess, (lo, hi), solver="anderson"))
+    return _cache[key]
 
 
 def mean_ci(values: Sequence[float], level: float = 0.95) -> Interval:

@@ -34,11 +34,17 @@ DAPO_SURPLUS_GROUPS = "training/filter_groups/discarded_surplus_samples"  # fini
 _VAL_ACC = re.compile(r"^val-core/(.+)/acc/mean@1$")
 
 
+MAX_STEP = 10**9  # the largest step number read (verl's global steps start at 0 and count up by one)
+
+
 def read_metrics(path: str | Path, warn: Optional[Callable[[str], None]] = None) -> dict[int, dict]:
     """step -> merged metrics of verl's file logger (a later line of a step updates the earlier ones).
 
-    A line that is not `{"step": int, "data": {...}}` is a ValueError naming file and line; with `warn`, it is
-    skipped and `warn` gets that one line instead (`verl-ebpo compare` reads the rest of the file).
+    Every line must be `{"step": N, "data": {...}}` with N an integer in [0, MAX_STEP] (not a float, not a bool):
+    anything else is a ValueError naming file, line and field. A line that is not JSON at all (a run killed
+    mid-write leaves a truncated last line) is a ValueError too, or, with `warn`, skipped after one call of `warn`
+    naming file and line (`verl-ebpo compare` reads the rest of the file). Values are returned as written
+    (verl's file logger writes NaN and inf as null); checking them is the reader's part.
     """
     steps: dict[int, dict] = defaultdict(dict)
     with open(path, errors="replace") as f:
@@ -48,17 +54,32 @@ def read_metrics(path: str | Path, warn: Optional[Callable[[str], None]] = None)
                 continue
             try:
                 record = json.loads(line)
-                step, data = int(record["step"]), record["data"]
-                if not isinstance(data, dict):
-                    raise TypeError("data is not an object")
-            except (json.JSONDecodeError, KeyError, TypeError, ValueError) as exc:
-                message = f"{path}:{number}: not a verl file-logger line ({type(exc).__name__}: {exc})"
+            except ValueError as exc:  # JSONDecodeError, or an integer of more than 4300 digits
+                message = f"{path}:{number}: not a verl file-logger line (not JSON: {exc})"
                 if warn is None:
                     raise ValueError(message) from None
                 warn(message + ", skipped")
                 continue
-            steps[step].update(data)
+            steps[_line_step(record, f"{path}:{number}")].update(record["data"])
     return dict(steps)
+
+
+def _line_step(record, where: str) -> int:
+    """The step of one parsed file-logger line, after checking the line's shape (ValueError naming `where`)."""
+    if not isinstance(record, dict):
+        raise ValueError(f"{where}: not a verl file-logger line (a JSON {type(record).__name__}, not an object "
+                         '{"step": N, "data": {...}})')
+    for key in ("step", "data"):
+        if key not in record:
+            raise ValueError(f"{where}: not a verl file-logger line (no {key!r} field)")
+    step = record["step"]
+    if isinstance(step, bool) or not isinstance(step, int) or not 0 <= step <= MAX_STEP:
+        shown = json.dumps(step)
+        shown = shown if len(shown) <= 40 else shown[:37] + "..."
+        raise ValueError(f"{where}: field 'step' must be an integer in [0, {MAX_STEP}], got {shown}")
+    if not isinstance(record["data"], dict):
+        raise ValueError(f"{where}: field 'data' must be an object, got a JSON {type(record['data']).__name__}")
+    return step
 
 
 def validation_accuracy(metrics: dict[int, dict]) -> dict[int, float]:

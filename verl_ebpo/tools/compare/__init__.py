@@ -3,7 +3,8 @@
     verl-ebpo compare --run grpo@1=RUN --run grpo@2=RUN --run ebpo@1=RUN --run ebpo@2=RUN \\
         [--eval grpo@1=GENERATIONS.jsonl ...] [--baseline grpo] [--last 10] --out DIR
 
-Writes to DIR only comparison.json, report.md, training_reward.png and validation_accuracy.png.
+Writes to DIR only comparison.json, report.md, training_reward.png and validation_accuracy.png (a plot not drawn
+this time is removed, so that DIR never mixes two comparisons).
 `verl-ebpo demo` computes its statistics and curves through the same modules (`report`, `plots`) and writes
 this command's files beside its own.
 """
@@ -16,7 +17,7 @@ import sys
 from pathlib import Path
 from typing import Callable, Optional
 
-DEFAULT_METRICS = ("critic/score/mean", "val-core/*", "response_length/mean", "actor/entropy", "no_signal_share",
+DEFAULT_METRICS = ("critic/score/mean", "reward_all_answers", "val-core/*", "response_length/mean", "actor/entropy", "no_signal_share",
                    "answers_generated", "timing_s/step", "ebpo/*")
 OUTPUTS = ("comparison.json", "report.md", "training_reward.png", "validation_accuracy.png")
 
@@ -66,9 +67,10 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--allow-partial", action="store_true", help="accept generations with missing problems/samples")
     p.add_argument("--scorer", default=None, help="module:function with verl's reward signature "
                                                    "(default verl_ebpo.rewards:compute_score, as score.py)")
-    p.add_argument("--workers", default="4", help="threads calling the scorer, 1..256 (default 4)")
+    p.add_argument("--workers", default="4", help="threads calling the scorer and, with the default scorer, verifier "
+                                                  "processes, 1..256 (default 4)")
     p.add_argument("--out", required=True, help="output folder (created; only this command's files are written)")
-    p.add_argument("--quiet", action="store_true", help="print only the output folder")
+    p.add_argument("--quiet", action="store_true", help="print only the output folder (no verdicts, no progress bars)")
 
 
 def _specs(items: list[str], flag: str) -> dict[tuple[str, str], list[str]]:
@@ -93,17 +95,35 @@ def _parse_samples(text: str) -> dict[str, int]:
     return out
 
 
-def score_evals(specs: dict, scorer_name: Optional[str], samples: dict, allow_partial: bool, workers: int) -> tuple:
+def _scorer_with_pool(scorer: Callable, workers: int) -> Callable:
+    """The package's reward gets `processes=workers` (its verifier pool's size, docs/reward.md); a scorer of
+    another module only when its signature names `processes`."""
+    import functools
+    import inspect
+
+    from verl_ebpo.rewards.score import compute_score
+
+    try:
+        named = "processes" in inspect.signature(scorer).parameters
+    except (TypeError, ValueError):
+        named = False
+    return functools.partial(scorer, processes=workers) if scorer is compute_score or named else scorer
+
+
+def score_evals(specs: dict, scorer_name: Optional[str], samples: dict, allow_partial: bool, workers: int,
+                progress: bool = False) -> tuple:
     """--eval files scored once each: (rates algo->seed->bench->{problem: share}, pass1 algo->seed->bench->...)."""
     from verl_ebpo.tools.compare import evals
     from verl_ebpo.rewards.scorer import load_scorer
 
-    scorer = load_scorer(scorer_name or evals.DEFAULT_SCORER)
+    scorer = _scorer_with_pool(load_scorer(scorer_name or evals.DEFAULT_SCORER), workers)
+    read = {key: [r for p in paths for r in evals.read_generations(p)] for key, paths in specs.items()}
     scored = {}
     try:
         for (algo, seed), paths in specs.items():
-            rows = [r for p in paths for r in evals.read_generations(p)]
-            scored[(algo, seed)] = (rows, evals.score_rows(rows, scorer, workers), ", ".join(paths))
+            rows = read[(algo, seed)]
+            correct = evals.score_rows(rows, scorer, workers, progress=progress, desc=f"scoring {algo}@{seed}")
+            scored[(algo, seed)] = (rows, correct, ", ".join(paths))
     finally:
         shutdown = getattr(sys.modules.get("verl_ebpo.rewards"), "shutdown", None)
         if shutdown:
@@ -128,12 +148,51 @@ def score_evals(specs: dict, scorer_name: Optional[str], samples: dict, allow_pa
     return rates, pass1
 
 
+def _check_run_set(run_specs: dict) -> None:
+    """One metrics file belongs to one run: the same file (also through a link, or inside a folder given) under two
+    ALGO@SEED labels is a `CompareError`."""
+    from verl_ebpo.tools.compare.runs import CompareError, metric_files
+
+    owner: dict = {}
+    for (algo, seed), paths in run_specs.items():
+        for path in paths:
+            for f in metric_files(Path(path)):
+                st = f.stat()
+                other = owner.setdefault((st.st_dev, st.st_ino), (f"{algo}@{seed}", f))
+                if other[0] != f"{algo}@{seed}":
+                    raise CompareError(f"--run {algo}@{seed}={path}: {f} is also read as {other[0]} ({other[1]}); "
+                                       "one metrics file is one run, give each run its own file")
+
+
+def _check_metrics(metrics: tuple, runs: dict, seen: set, batch_size: Optional[int], group_size: Optional[int]) -> None:
+    """Every pattern of an explicit --metrics matches some metric of some run (CompareError naming it)."""
+    import difflib
+
+    from verl_ebpo.tools.compare.runs import ANSWERS, NO_SIGNAL, REWARD_ALL, CompareError, _match
+
+    derived = {k for rs in runs.values() for r in rs for k in r.values} | {REWARD_ALL, ANSWERS, NO_SIGNAL}
+    for pat in metrics:
+        if any(_match(pat, k) for k in seen | {k for rs in runs.values() for r in rs for k in (*r.values, *r.val)}):
+            continue
+        if pat in (ANSWERS, NO_SIGNAL) and not (batch_size and group_size):
+            hint = ": it needs --batch-size and --group-size"
+        elif pat == REWARD_ALL:
+            hint = ": the runs' notes say why (see a run without --metrics)"
+        else:
+            close = difflib.get_close_matches(pat, sorted(seen | derived), n=3, cutoff=0.6)
+            hint = f"; close: {', '.join(close)}" if close else ""
+        raise CompareError(f"--metrics {pat!r} matches no metric of any run{hint}")
+
+
 def compare(run_specs: dict, eval_specs: dict, out: Path, *, last: int = 10, baseline: Optional[str] = None,
             metrics: tuple = DEFAULT_METRICS, negligible: float = 0.0, batch_size: Optional[int] = None,
             group_size: Optional[int] = None, samples: Optional[dict] = None, allow_partial: bool = False,
-            scorer: Optional[str] = None, workers: int = 4, report_name: str = "report.md",
+            scorer: Optional[str] = None, workers: int = 4, report_name: str = "report.md", progress: bool = False,
             warn: Callable[[str], None] = lambda m: print(f"verl-ebpo compare: warning: {m}", file=sys.stderr)) -> dict:
-    """The whole command: read, compare, write `OUTPUTS` (report under `report_name`) into `out`; returns the doc."""
+    """The whole command: read, compare, write `OUTPUTS` (report under `report_name`) into `out`; returns the doc.
+    `metrics` other than `DEFAULT_METRICS` must each match a metric; `progress`: tqdm bars on stderr."""
+    from tqdm import tqdm
+
     from verl_ebpo.files import atomic_write_text, check_output_path
     from verl_ebpo.tools.compare import markdown, report, runs as runs_mod
     from verl_ebpo.tools.compare.runs import CompareError
@@ -144,6 +203,8 @@ def compare(run_specs: dict, eval_specs: dict, out: Path, *, last: int = 10, bas
     if not run_specs and not eval_specs:
         raise CompareError("nothing to compare: give --run ALGO@SEED=PATH and/or --eval ALGO@SEED=FILE")
     inputs = [p for paths in [*run_specs.values(), *eval_specs.values()] for p in paths]
+    if not str(out).strip():
+        raise CompareError("--out must name a folder, got ''")
     out = Path(out)
     if out.exists() and not out.is_dir():
         raise CompareError(f"--out {out} exists and is not a folder")
@@ -157,6 +218,7 @@ def compare(run_specs: dict, eval_specs: dict, out: Path, *, last: int = 10, bas
             reason = unreadable_reason(path, allow_fifo=True)
             if reason:
                 raise CompareError(f"--eval {algo}@{seed}={path}: {reason}")
+    _check_run_set(run_specs)
     notes: list[str] = []
 
     def note(message: str) -> None:
@@ -166,19 +228,32 @@ def compare(run_specs: dict, eval_specs: dict, out: Path, *, last: int = 10, bas
     if run_specs and not (batch_size and group_size):
         notes.append("answers generated and the equal-budget comparison need --batch-size and --group-size")
     runs: dict[str, list] = {}
-    for (algo, seed), paths in run_specs.items():
-        metrics_by_step, files = runs_mod.read_run(paths, note)
-        if not metrics_by_step:
+    seen: set = set()
+    used = (runs_mod.EBPO_ZERO, *runs_mod.DAPO_INPUTS)
+    for (algo, seed), paths in tqdm(run_specs.items(), desc="reading runs", unit="run", delay=2.0,
+                                    disable=not progress, file=sys.stderr):
+        raw, files = runs_mod.read_run(paths, note)
+        if not raw:
             raise CompareError(f"{algo}@{seed}: no metric lines in {', '.join(paths)}")
-        run = runs_mod.run_series(algo, seed, metrics_by_step, list(metrics), batch_size, group_size)
+        metrics_by_step, skipped = runs_mod.clean(raw)
+        seen |= {k for m in raw.values() for k in m}
+        run = runs_mod.run_series(algo, seed, metrics_by_step, [*metrics, *used], batch_size, group_size, skipped)
+        for key, bad in run.skipped.items():
+            note(f"{algo}@{seed}: `{key}`: {runs_mod.skipped_summary(bad)} skipped, not finite numbers")
+        run.values = {k: v for k, v in run.values.items()  # answers generated: also for the equal budget
+                      if k == runs_mod.ANSWERS or any(runs_mod._match(p, k) for p in metrics)}
+        run.val = {k: v for k, v in run.val.items() if any(runs_mod._match(p, k) for p in metrics)}
+        run.skipped = {k: v for k, v in run.skipped.items() if any(runs_mod._match(p, k) for p in metrics)}
         run.files = files
         runs.setdefault(algo, []).append(run)
+    if runs and tuple(metrics) != DEFAULT_METRICS:
+        _check_metrics(tuple(metrics), runs, seen, batch_size, group_size)
     doc = report.compare_runs(runs, list(metrics), last, baseline, negligible) if runs else {
         "algos": {}, "comparisons": {}, "comparisons_equal_budget": {}, "equal_budget_answers": None,
         "number_of_comparisons": 0, "notes": []}
     doc["eval"], doc["eval_comparisons"] = {}, {}
     if eval_specs:
-        rates, pass1 = score_evals(eval_specs, scorer, samples or {}, allow_partial, workers)
+        rates, pass1 = score_evals(eval_specs, scorer, samples or {}, allow_partial, workers, progress)
         doc["eval"], doc["eval_comparisons"], eval_notes = report.eval_summary(rates, pass1, baseline, negligible)
         doc["notes"] += eval_notes
         doc["number_of_comparisons"] += sum(len(v) for v in doc["eval_comparisons"].values())
@@ -188,9 +263,20 @@ def compare(run_specs: dict, eval_specs: dict, out: Path, *, last: int = 10, bas
                        "runs": {f"{a}@{s}": p for (a, s), p in run_specs.items()},
                        "evals": {f"{a}@{s}": p for (a, s), p in eval_specs.items()}}
     out.mkdir(parents=True, exist_ok=True)
-    from verl_ebpo.tools.compare.plots import write_plots
+    from verl_ebpo.tools.compare.plots import PLOTS, write_plots
 
-    plots = write_plots(runs, out) if runs else []
+    plots: list[str] = []
+    if runs:
+        try:
+            import matplotlib  # noqa: F401 - only to know whether the plots can be drawn
+        except ImportError:
+            doc["notes"].append("plots skipped: matplotlib is not installed (pip install 'verl-ebpo[cpu]')")
+        else:
+            plots = write_plots(runs, out, progress=progress)
+    for name in PLOTS:  # a plot of an earlier comparison in this folder that this one did not draw
+        stale = out / name
+        if name not in plots and stale.is_file() and not stale.is_symlink():
+            stale.unlink()
     atomic_write_text(out / "comparison.json",
                       json.dumps(report.json_safe(doc), indent=2, allow_nan=False) + "\n", inputs=inputs)
     atomic_write_text(out / report_name, markdown.render(report.json_safe(doc), plots), inputs=inputs)
@@ -204,6 +290,8 @@ def run(args: argparse.Namespace) -> int:
     from verl_ebpo.tools.compare.runs import CompareError
 
     try:
+        if not args.out.strip():
+            raise CompareError(f"--out must name a folder, got {args.out!r}")
         metrics = tuple(dict.fromkeys(m.strip() for m in args.metrics.split(",") if m.strip()))
         if not metrics:
             raise CompareError("--metrics must name at least one metric")
@@ -220,7 +308,7 @@ def run(args: argparse.Namespace) -> int:
                       baseline=args.baseline, metrics=metrics, negligible=nums["--negligible"],
                       batch_size=nums["--batch-size"], group_size=nums["--group-size"],
                       samples=_parse_samples(args.samples), allow_partial=args.allow_partial, scorer=args.scorer,
-                      workers=nums["--workers"])
+                      workers=nums["--workers"], progress=not args.quiet)
     except (CompareError, ScoreError, OutputPathError, ValueError, OSError) as exc:
         print(f"verl-ebpo compare: error: {one_line(exc)}", file=sys.stderr)
         return 2

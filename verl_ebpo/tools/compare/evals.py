@@ -1,10 +1,11 @@
 """Scoring generations JSONL files (recipes/eval/generate.py): the one implementation behind
 `recipes/eval/score.py` and `verl-ebpo compare --eval`.
 
-- `read_generations(path, known)`: the rows; a line that is not JSON, a missing field or a benchmark outside
-  `known` is a `ScoreError` naming file and line.
-- `score_rows(rows, scorer, workers)`: each answer judged by `scorer` (verl's reward signature) and
-  `verl_ebpo.rewards.score.is_correct` (the verdict training uses).
+- `read_generations(path, known)`: the rows; a line that is not JSON, a missing field, a field of the wrong type
+  (`check_row`) or a benchmark outside `known` is a `ScoreError` naming file, line and field.
+- `score_rows(rows, scorer, workers, progress)`: each answer judged by `scorer` (verl's reward signature) and
+  `verl_ebpo.rewards.score.is_correct` (the verdict training uses), on `workers` threads, with a tqdm bar on
+  stderr when `progress`.
 - `problem_rates(rows, correct, where)`: benchmark -> {problem index: share of its samples correct}, a sample
   given twice refused; `pass_at_1(...)` from them: 100 x the mean over problems, with the sample and problem
   counts checked against `samples` / `problems` unless `allow_partial`.
@@ -21,6 +22,7 @@ from verl_ebpo.rewards.score import is_correct
 
 REQUIRED_FIELDS = ("benchmark", "problem_index", "sample_index", "ground_truth", "response")
 DEFAULT_SCORER = "verl_ebpo.rewards:compute_score"
+MAX_INDEX = 10**9  # the largest problem or sample index read
 
 
 class ScoreError(ValueError):
@@ -42,6 +44,9 @@ def read_generations(path: str, known: Optional[Sequence[str]] = None) -> list[d
             missing = [k for k in REQUIRED_FIELDS if k not in row]
             if missing:
                 raise ScoreError(f"{path}:{n}: missing field(s) {missing}")
+            problem = check_row(row)
+            if problem:
+                raise ScoreError(f"{path}:{n}: {problem}")
             if known is not None and row["benchmark"] not in known:
                 raise ScoreError(f"{path}:{n}: unknown benchmark {row['benchmark']!r}; known: {', '.join(known)}")
             rows.append(row)
@@ -50,15 +55,64 @@ def read_generations(path: str, known: Optional[Sequence[str]] = None) -> list[d
     return rows
 
 
-def score_rows(rows: list[dict], scorer: Callable, workers: int = 1) -> list[bool]:
+def _shown(v) -> str:
+    text = json.dumps(v)
+    return text if len(text) <= 40 else text[:37] + "..."
+
+
+def check_row(row: dict) -> Optional[str]:
+    """Why one generations row cannot be scored ("field 'x' must be ..., got ..."), or None. `benchmark` (and
+    `data_source`, when there) a non-empty string; `problem_index`, `sample_index` integers in [0, 10^9] (not
+    floats, not bools); `ground_truth` what the reward accepts (`verl_ebpo.rewards.extract.ground_truth_texts`:
+    a string, a finite number or a non-empty list of them); `response` a string; `response_tokens`, when there,
+    an integer >= 0 or null; `finish_reason`, when there, a string or null."""
+    from verl_ebpo.rewards.extract import ground_truth_texts
+
+    for key in ("benchmark", "data_source"):
+        if key in row and (not isinstance(row[key], str) or not row[key]):
+            return f"field {key!r} must be a non-empty string, got {_shown(row[key])}"
+    for key in ("problem_index", "sample_index"):
+        v = row[key]
+        if isinstance(v, bool) or not isinstance(v, int) or not 0 <= v <= MAX_INDEX:
+            return f"field {key!r} must be an integer in [0, {MAX_INDEX}], got {_shown(v)}"
+    if not isinstance(row["response"], str):
+        return f"field 'response' must be a string, got {_shown(row['response'])}"
+    tokens = row.get("response_tokens")
+    if tokens is not None and (isinstance(tokens, bool) or not isinstance(tokens, int) or tokens < 0):
+        return f"field 'response_tokens' must be an integer >= 0 or null, got {_shown(tokens)}"
+    if row.get("finish_reason") is not None and not isinstance(row["finish_reason"], str):
+        return f"field 'finish_reason' must be a string or null, got {_shown(row['finish_reason'])}"
+    try:
+        ground_truth_texts(row["ground_truth"])
+    except (ValueError, TypeError) as exc:
+        return f"field 'ground_truth' is not usable ({' '.join(str(exc).split())[:200]})"
+    return None
+
+
+def score_rows(rows: list[dict], scorer: Callable, workers: int = 1, progress: bool = False,
+               desc: str = "scoring") -> list[bool]:
+    """Whether each row's answer is correct, in order; `workers` threads; `progress`: a tqdm bar on stderr."""
+    import sys
+
+    from tqdm import tqdm
+
     def one(row):
         return is_correct(scorer(data_source=row.get("data_source", row["benchmark"]), solution_str=row["response"],
                                  ground_truth=row["ground_truth"], extra_info={"benchmark": row["benchmark"]}))
 
-    if workers <= 1:
-        return [one(r) for r in rows]
-    with ThreadPoolExecutor(workers) as pool:
-        return list(pool.map(one, rows))
+    with tqdm(total=len(rows), desc=desc, unit="answer", disable=not progress, file=sys.stderr) as bar:
+        if workers <= 1:
+            out = []
+            for r in rows:
+                out.append(one(r))
+                bar.update()
+            return out
+        with ThreadPoolExecutor(workers) as pool:
+            out = []
+            for ok in pool.map(one, rows):
+                out.append(ok)
+                bar.update()
+            return out
 
 
 def _by_problem(rows: list[dict], correct: list[bool], where: str = "") -> dict:

@@ -13,6 +13,7 @@ from verl_ebpo.tools.stats import mean_ci_rows
 COLORS = {"grpo": "tab:blue", "drgrpo": "tab:green", "dapo": "tab:purple", "ebpo": "tab:orange"}
 NAMES = {"grpo": "GRPO", "drgrpo": "Dr.GRPO", "dapo": "DAPO", "ebpo": "EBPO"}
 POINTS = 120  # points of a curve against answers generated
+PLOTS = ("training_reward.png", "validation_accuracy.png")  # what `write_plots` may draw
 
 
 def smooth(values: np.ndarray, window: int = 5) -> np.ndarray:
@@ -94,21 +95,28 @@ def plot_metric(curves: dict[str, list[tuple[np.ndarray, np.ndarray, np.ndarray]
     for ax in axes:
         ax.set_ylabel(ylabel)
         ax.grid(alpha=0.3)
-    axes[0].legend(loc="best")
+    if axes[0].get_legend_handles_labels()[0]:  # no curve: seeds without a common step (the report says so)
+        axes[0].legend(loc="best")
     save(plt, fig, path, title)
 
 
-def write_plots(runs: dict, out: Path) -> list[str]:
-    """`verl-ebpo compare`'s curves: training reward (`critic/score/mean`) and validation accuracy (the mean of
-    `val-core/<source>/acc/mean@1`), each when every run of an algorithm logged it. Returns the files written."""
-    from verl_ebpo.tools.verl_logs import SCORE, _VAL_ACC
+def write_plots(runs: dict, out: Path, progress: bool = False) -> list[str]:
+    """`verl-ebpo compare`'s curves (`PLOTS`): training reward, the mean reward of all answers generated
+    (`Run.reward_all`: verl's `critic/score/mean`, for DAPO with its dropped groups' rewards; a DAPO algorithm
+    without them is left out), and validation accuracy (the mean of `val-core/<source>/acc/mean@1`), each when
+    every run of an algorithm has it. Returns the files written; `progress`: a tqdm bar on stderr after 2 s."""
+    import sys
+
+    from tqdm import tqdm
+
+    from verl_ebpo.tools.verl_logs import _VAL_ACC
 
     written = []
     reward: dict = {}
     accuracy: dict = {}
     for algo, rs in runs.items():
-        if all(SCORE in r.values for r in rs):
-            reward[algo] = [(r.steps, r.cum_answers if r.answers is not None else None, r.values[SCORE]) for r in rs]
+        if all(r.reward_all is not None for r in rs):
+            reward[algo] = [(r.steps, r.cum_answers if r.answers is not None else None, r.reward_all) for r in rs]
         per_run = []
         for r in rs:
             keys = [k for k in r.val if _VAL_ACC.match(k)]
@@ -122,12 +130,13 @@ def write_plots(runs: dict, out: Path) -> list[str]:
             per_run.append((np.asarray(steps), cum, values))
         else:
             accuracy[algo] = per_run
-    if reward:
-        plot_metric(reward, Path(out) / "training_reward.png", "training reward (critic/score/mean)",
-                    "Training reward: mean over seeds with 95% band (faint: each seed)")
-        written.append("training_reward.png")
-    if accuracy:
-        plot_metric(accuracy, Path(out) / "validation_accuracy.png", "validation accuracy (val-core acc/mean@1)",
-                    "Validation accuracy: mean over seeds with 95% band (faint: each seed)", window=1)
-        written.append("validation_accuracy.png")
+    jobs = [job for job in (
+        (reward, PLOTS[0], "training reward: all answers generated", "Training reward (all answers generated): "
+         "mean over seeds with 95% band (faint: each seed)", 5),
+        (accuracy, PLOTS[1], "validation accuracy (val-core acc/mean@1)",
+         "Validation accuracy: mean over seeds with 95% band (faint: each seed)", 1)) if job[0]]
+    for curves, name, ylabel, title, window in tqdm(jobs, desc="drawing plots", unit="plot", delay=2.0,
+                                                    disable=not progress, file=sys.stderr):
+        plot_metric(curves, Path(out) / name, ylabel, title, window=window)
+        written.append(name)
     return written

@@ -3,7 +3,11 @@ paired differences and verdicts (`verl_ebpo.tools.stats`), and comparison.json's
 
 - final value of a metric in one run: the mean of its last `last` logged values (the run's own steps); for
   validation metrics (`val-*`, logged every `test_freq` steps) the last logged value (the final validation);
-  for `answers_generated` the run's total.
+  for `answers_generated` the run's total. A value that was not a finite number (NaN, null, ...) still takes its
+  place in the window: the mean is over the finite ones there, and a note names run, metric and steps; a last
+  validation that was not a number leaves the run without a final value (never an earlier validation instead).
+- `critic/score/mean` of a DAPO run covers only the groups it kept: it is never paired with another kind of
+  algorithm's (the comparison is `reward_all_answers`, where known).
 - equal budget: the smallest total of answers any run generated; a run's value there is the answer-weighted
   mean over the steps whose cumulative answers end in (budget - window, budget], window = `last` x the
   fewest answers of one step (`at_budget`).
@@ -20,7 +24,8 @@ from typing import Optional, Sequence
 import numpy as np
 
 from verl_ebpo.tools.compare.plots import NAMES
-from verl_ebpo.tools.compare.runs import ANSWERS, Run, _match
+from verl_ebpo.tools.compare.runs import ANSWERS, Run, _match, skipped_summary
+from verl_ebpo.tools.verl_logs import SCORE
 from verl_ebpo.tools.stats import Interval, classify, mean_ci, paired_diff_ci, verdict
 
 
@@ -61,17 +66,35 @@ def diff_entry(a: str, b: str, diff: Interval, seeds: list, what: str, negligibl
             "class": classify(diff, negligible), "half_width": None if diff.n < 2 else abs(diff.half)}
 
 
-def final_value(run: Run, key: str, last: int) -> Optional[float]:
-    if key in run.val:
-        logged = run.val[key]
-        return logged[max(logged)] if logged else None
+def final(run: Run, key: str, last: int) -> tuple[Optional[float], Optional[str]]:
+    """(the final value of `key` in `run`, or None; a note when values that were not finite numbers fall in the
+    final window, or the last validation was one)."""
+    bad = run.skipped.get(key, {})
+    if key.startswith("val-"):
+        logged: dict = {**run.val.get(key, {}), **{s: None for s in bad}}
+        if not logged:
+            return None, None
+        step = max(logged)
+        if logged[step] is None:
+            return None, (f"{run.label}: the last validation of `{key}` (step {step}) is {bad[step]}, not a finite "
+                          "number: no final value for this run")
+        return logged[step], None
     v = run.values.get(key)
     if v is None:
-        return None
+        return None, None
     if key == ANSWERS:
-        return float(np.sum(v))
-    v = v[np.isfinite(v)]
-    return float(np.mean(v[-last:])) if v.size else None
+        return float(np.sum(v)), None
+    steps = run.steps.tolist()
+    good = {s: float(x) for s, x in zip(steps, v.tolist()) if math.isfinite(x)}
+    window = sorted(set(good) | {s for s in bad if s in set(steps)})[-last:]
+    values = [good[s] for s in window if s in good]
+    lost = {s: bad[s] for s in window if s not in good}
+    note = None
+    if lost:
+        rest = f"final value over the other {len(values)}" if values else "no final value for this run"
+        note = (f"{run.label}: `{key}` was not a finite number in its final window (last {len(window)} logged "
+                f"steps): {skipped_summary(lost)}; {rest}")
+    return (float(np.mean(values)) if values else None), note
 
 
 def budget_value(run: Run, key: str, budget: float, window: float) -> Optional[float]:
@@ -90,6 +113,24 @@ def pairs(algos: list[str], baseline: Optional[str]) -> list[tuple[str, str]]:
     return [(algos[j], algos[i]) for j in range(len(algos)) for i in range(j)]
 
 
+def run_notes(all_runs: list[Run], last: int) -> list[str]:
+    """What the report must say about the run set: step ranges that do not overlap, `last` beyond a run's length,
+    and each run's own notes (DAPO's reward)."""
+    notes: list[str] = []
+    ranges = {r.label: (int(r.steps[0]), int(r.steps[-1])) for r in all_runs}
+    if len(all_runs) > 1 and max(a for a, _ in ranges.values()) > min(b for _, b in ranges.values()):
+        notes.append("the runs' step ranges do not all overlap (" + ", ".join(f"{k} steps {a}..{b}" for k, (a, b)
+                     in ranges.items()) + "): each final value is from its own run's end, curves against steps "
+                     "are drawn where the seeds of an algorithm share steps")
+    short = [f"{r.label} ({len(r.steps)})" for r in all_runs if len(r.steps) < last]
+    if short:
+        notes.append(f"--last {last} is more than the logged steps of {', '.join(short)}: their final values are "
+                     "means over the whole run")
+    for r in all_runs:
+        notes += r.notes
+    return notes
+
+
 def compare_runs(runs: dict[str, list[Run]], keys: list[str], last: int, baseline: Optional[str] = None,
                  negligible: float = 0.0) -> dict:
     """comparison.json's `algos`, `comparisons`, `comparisons_equal_budget`, `equal_budget_answers`, `notes`."""
@@ -105,6 +146,7 @@ def compare_runs(runs: dict[str, list[Run]], keys: list[str], last: int, baselin
     if len(lengths) > 1:
         notes.append("runs of different lengths: " + ", ".join(f"{r.algo}@{r.seed} {len(r.steps)} steps"
                                                                 for r in all_runs) + f"; final = each run's last {last}")
+    notes += run_notes(all_runs, last)
     budget = window = None
     if all(r.answers is not None for r in all_runs):
         budget, window = budget_window([r.answers for r in all_runs], last)
@@ -116,8 +158,13 @@ def compare_runs(runs: dict[str, list[Run]], keys: list[str], last: int, baselin
         if len(rs) == 1:
             notes.append(f"{algo}: one seed ({rs[0].seed}), means without intervals")
         for k in present:
-            per_seed = {r.seed: final_value(r, k, last) for r in rs}
-            per_seed = {s: v for s, v in per_seed.items() if v is not None}
+            per_seed = {}
+            for r in rs:
+                value, note = final(r, k, last)
+                if note:
+                    notes.append(note)
+                if value is not None:
+                    per_seed[r.seed] = value
             finals[k][algo] = per_seed
             if not per_seed:
                 continue
@@ -130,10 +177,15 @@ def compare_runs(runs: dict[str, list[Run]], keys: list[str], last: int, baselin
                     m["at_equal_budget"] = {**interval_entry(list(at.values())), "per_seed": at}
             entry["metrics"][k] = m
         algos[algo] = entry
+    dapo = {algo: any(r.dapo for r in rs) for algo, rs in runs.items()}
     comparisons, at_budget_cmp = {}, {}
     for a, b in pairs(list(runs), baseline):
         name = f"{a}-{b}"
         for k in present:
+            if k == SCORE and dapo[a] != dapo[b]:
+                notes.append(f"{name}: `{SCORE}` not compared (DAPO's covers only the groups it kept); the reward of "
+                             "all answers generated is `reward_all_answers`")
+                continue
             for store, table, what in ((comparisons, finals, _what(k, last)),
                                        (at_budget_cmp, budgets, f"{k} at an equal budget of {budget or 0:.0f} answers")):
                 if a not in table[k] or b not in table[k]:

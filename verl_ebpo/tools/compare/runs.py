@@ -1,20 +1,27 @@
 """Reading runs for `verl-ebpo compare`: `ALGO@SEED=PATH`, verl's file-logger or TensorBoard files, merged by step.
 
 - `parse_spec("grpo@1=PATH")` -> ("grpo", "1", "PATH"); a bad form is a `CompareError` (one line).
-- `verl_logs.read_metrics(path, warn)`: verl's file logger, `{"step": N, "data": {...}}` per line (lines of one step merged);
-  a line that is not such JSON is skipped with one warning naming the file and line number.
+- `verl_logs.read_metrics(path, warn)`: verl's file logger, `{"step": N, "data": {...}}` per line (lines of one step
+  merged); a line that is not JSON is skipped with one warning naming file and line; a JSON line of another shape
+  (a step that is not an integer in [0, 10^9], a float or a bool; no `data` object) is an error naming file and line.
+- `clean(merged)`: the values that are finite numbers as floats; every other value (NaN, inf, null, a string, a list,
+  an object, a bool, an integer beyond float's range) is left out and returned per metric and step, for the
+  counted warnings and the final-window notes.
 - `read_tensorboard(path)`: verl's `tensorboard` logger (event files), through TensorBoard's own
   `EventAccumulator`; without `tensorboard` installed, one line saying to `pip install tensorboard`.
 - `read_run(paths, warn)`: one run from files and folders (one file per attempt of a resumed run), merged by step;
-  where two files hold one step, the file whose first step is larger (the resumed attempt) wins the whole step.
+  where two files hold one step, the file whose first step is larger (the resumed attempt) wins the whole step;
+  two files that start at the same step are two runs given one label: an error.
 - `run_series(...)`: a run's per-step arrays (training steps 1..N that verl logged), one per metric, plus
   the answers generated at each step (`answers_generated`, the demo's count: answers trained on plus DAPO's
-  dropped and surplus groups times G) and the share of answers without learning signal where the metrics tell it.
+  dropped and surplus groups times G), the share of answers without learning signal where the metrics tell it,
+  and the reward of all answers generated (`reward_all_answers`, see `is_dapo`).
 """
 
 from __future__ import annotations
 
 import math
+import os
 import re
 from collections import defaultdict
 from dataclasses import dataclass, field
@@ -26,8 +33,13 @@ import numpy as np
 from verl_ebpo.tools import verl_logs
 
 ANSWERS = "answers_generated"  # derived: answers generated at a step (trained on + DAPO's dropped)
+REWARD_ALL = "reward_all_answers"  # derived: mean reward of all answers generated at a step (DAPO's dropped included)
 NO_SIGNAL = "no_signal_share"  # derived: share of the answers generated with advantage 0 or dropped
 EBPO_ZERO = "ebpo/zero_adv_frac"
+DAPO_FILTER_PREFIX = "training/filter_groups/"
+# the metrics the derived ones are computed from (their left-out values are reported too)
+DAPO_INPUTS = (verl_logs.SCORE, verl_logs.DISCARDED_ANSWERS, verl_logs.DISCARDED_REWARD_SUM,
+               verl_logs.DAPO_EVICTED_GROUPS, verl_logs.DAPO_SURPLUS_GROUPS)
 _SPEC = re.compile(r"^([A-Za-z0-9][A-Za-z0-9_.+-]*)@([A-Za-z0-9][A-Za-z0-9_.-]*)=(.+)$")
 TB_PREFIX = "events.out.tfevents"
 
@@ -75,20 +87,75 @@ def metric_files(path: Path) -> list[Path]:
 
 
 def read_run(paths: list[str], warn: Callable[[str], None]) -> tuple[dict[int, dict], list[str]]:
-    """One run from several files or folders: (step -> metrics, the files read). Files are applied in the order
-    of their first step, so on a step held twice the later attempt (larger first step) wins."""
+    """One run from several files or folders: (step -> metrics as written, the files read). Files are applied in
+    the order of their first step, so on a step held twice the later attempt (larger first step) wins. A file
+    named twice (also through a link) is read once; two files starting at the same step are a `CompareError`."""
     parts = []
-    files = [f for p in paths for f in metric_files(Path(p))]
-    for f in dict.fromkeys(files):
-        steps = read_tensorboard(f) if f.name.startswith(TB_PREFIX) else verl_logs.read_metrics(f, warn)
+    files = list({os.path.realpath(f): f for p in paths for f in metric_files(Path(p))}.values())
+    for f in files:
+        try:
+            steps = read_tensorboard(f) if f.name.startswith(TB_PREFIX) else verl_logs.read_metrics(f, warn)
+        except UnicodeDecodeError as exc:
+            raise CompareError(f"{f}: not a text file ({exc.reason})") from None
         if not steps:
             warn(f"{f}: no metric lines")
             continue
         parts.append((min(steps), str(f), steps))
+    parts.sort(key=lambda p: (p[0], p[1]))
+    for (first, a, _), (second, b, _) in zip(parts, parts[1:]):
+        if first == second:
+            raise CompareError(f"{a} and {b} both start at step {first}: two runs under one ALGO@SEED (the attempts "
+                               "of a resumed run start at later steps); give each run its own seed label")
     merged: dict[int, dict] = {}
-    for _, _, steps in sorted(parts, key=lambda p: (p[0], p[1])):
+    for _, _, steps in parts:
         merged.update(steps)  # a whole step replaced: the resumed attempt redid it
     return merged, [p[1] for p in parts]
+
+
+def number(v) -> tuple[Optional[float], Optional[str]]:
+    """(v as a float, None) for a finite JSON number; (None, what it is) for anything else."""
+    if isinstance(v, bool):
+        return None, "a bool"
+    if isinstance(v, (int, float, np.integer, np.floating)):
+        try:
+            f = float(v)
+        except OverflowError:
+            return None, "an integer beyond float's range"
+        if math.isfinite(f):
+            return f, None
+        return None, "NaN" if f != f else "infinite"
+    if v is None:
+        return None, "null (NaN or inf in verl's file logger)"
+    kinds = {str: "a string", list: "a list", dict: "an object"}
+    return None, kinds.get(type(v), type(v).__name__)
+
+
+def clean(merged: dict[int, dict]) -> tuple[dict[int, dict[str, float]], dict[str, dict[int, str]]]:
+    """(step -> {metric: float} of the finite numbers only, metric -> {step: what the left-out value was})."""
+    out: dict[int, dict[str, float]] = {}
+    skipped: dict[str, dict[int, str]] = defaultdict(dict)
+    for step, m in merged.items():
+        kept = {}
+        for key, v in m.items():
+            f, kind = number(v)
+            if kind is None:
+                kept[key] = f
+            else:
+                skipped[key][step] = kind
+        out[step] = kept
+    return out, dict(skipped)
+
+
+def skipped_summary(bad: dict[int, str]) -> str:
+    """`{step: kind}` as "3 values (NaN at steps 4, 5; a list at step 7)"."""
+    by_kind: dict[str, list[int]] = defaultdict(list)
+    for step, kind in sorted(bad.items()):
+        by_kind[kind].append(step)
+    parts = []
+    for kind, steps in by_kind.items():
+        shown = ", ".join(map(str, steps[:5])) + (f", ... ({len(steps)} in all)" if len(steps) > 5 else "")
+        parts.append(f"{kind} at step{'s' if len(steps) > 1 else ''} {shown}")
+    return f"{len(bad)} value{'s' if len(bad) > 1 else ''} ({'; '.join(parts)})"
 
 
 @dataclass
@@ -101,6 +168,14 @@ class Run:
     values: dict[str, np.ndarray] = field(default_factory=dict)  # metric -> (n,) values, NaN where not logged
     files: list[str] = field(default_factory=list)
     val: dict[str, dict[int, float]] = field(default_factory=dict)  # val metric -> step -> value (step 0 included)
+    skipped: dict[str, dict[int, str]] = field(default_factory=dict)  # metric -> step -> what was not a number
+    dapo: bool = False  # trains only on the groups it keeps (`is_dapo`)
+    reward_all: Optional[np.ndarray] = None  # (n,) mean reward of all answers generated; None: unknown
+    notes: list[str] = field(default_factory=list)  # what the report must say about this run
+
+    @property
+    def label(self) -> str:
+        return f"{self.algo}@{self.seed}"
 
     @property
     def answers(self) -> Optional[np.ndarray]:
@@ -124,22 +199,74 @@ def is_val(key: str) -> bool:
     return key.startswith("val-")
 
 
+def is_dapo(algo: str, metrics: dict[int, dict]) -> bool:
+    """A run that trains only on the groups it keeps (DAPO's dynamic sampling): its ALGO label starts with `dapo`
+    (any case), or verl logged DAPO's group filter (`training/filter_groups/*`), or the plugin's replay buffer
+    logged discarded answers (`replay/discarded_answers` > 0) at some step."""
+    if algo.lower().startswith("dapo"):
+        return True
+    return any(k.startswith(DAPO_FILTER_PREFIX) or (k == verl_logs.DISCARDED_ANSWERS and v > 0)
+               for m in metrics.values() for k, v in m.items())
+
+
+def reward_all_answers(run: Run, metrics: dict[int, dict], batch_size: Optional[int],
+                       group_size: Optional[int]) -> tuple[Optional[np.ndarray], Optional[str]]:
+    """(per training step the mean reward of all answers generated, or None; why None). A run that trains on every
+    answer it generates: verl's `critic/score/mean`. A DAPO run: (score x B x G + replay/discarded_reward_sum) /
+    (B x G + replay/discarded_answers), as the demo computes it; without those metrics (or B and G) unknown."""
+    score = np.asarray([metrics[s].get(verl_logs.SCORE, math.nan) for s in run.steps.tolist()], dtype=np.float64)
+    if not np.isfinite(score).any():
+        return None, None
+    if not run.dapo:
+        return score, None
+    caveat = (f"{run.label}: DAPO's training reward `{verl_logs.SCORE}` covers only the groups it kept (it drops the "
+              "groups whose answers all scored the same), so it is not compared with other algorithms' ")
+    have = [verl_logs.DISCARDED_ANSWERS in metrics[s] and verl_logs.DISCARDED_REWARD_SUM in metrics[s]
+            for s in run.steps.tolist()]
+    if not any(have):
+        return None, caveat + (f"and the reward of all its answers is unknown (`{verl_logs.DISCARDED_ANSWERS}`, "
+                               f"`{verl_logs.DISCARDED_REWARD_SUM}` not logged: run DAPO with the plugin's replay "
+                               "buffer, docs/ordering.md#one-pass); compare validation accuracy (`val-core/*`) instead")
+    if not (batch_size and group_size):
+        return None, caveat + (f"and the reward of all its answers (`{REWARD_ALL}`) needs --batch-size and "
+                               "--group-size; or compare validation accuracy (`val-core/*`)")
+    trained = float(batch_size * group_size)
+    answers = np.asarray([metrics[s].get(verl_logs.DISCARDED_ANSWERS, math.nan) for s in run.steps.tolist()])
+    rewards = np.asarray([metrics[s].get(verl_logs.DISCARDED_REWARD_SUM, math.nan) for s in run.steps.tolist()])
+    out = (score * trained + rewards) / (trained + answers)  # NaN where a step lacks one of them
+    note = None
+    if not all(have):
+        note = (f"{run.label}: `{REWARD_ALL}` unknown at {len(have) - sum(have)} of {len(have)} steps "
+                f"(`{verl_logs.DISCARDED_ANSWERS}` or `{verl_logs.DISCARDED_REWARD_SUM}` not logged there)")
+    return out, note
+
+
 def run_series(algo: str, seed: str, metrics: dict[int, dict], keys: list[str], batch_size: Optional[int] = None,
-               group_size: Optional[int] = None) -> Run:
+               group_size: Optional[int] = None, skipped: Optional[dict[str, dict[int, str]]] = None) -> Run:
     """`keys` (exact verl keys or `prefix/*` patterns) of a run's training steps (>= 1, not only validation)
-    as arrays; validation metrics (`val-*`) kept per logged step. With `batch_size` and `group_size`
-    (B x G answers trained on per step) also `answers_generated` and, where the metrics tell it, `no_signal_share`."""
+    as arrays; validation metrics (`val-*`) kept per logged step. `metrics` holds finite floats only (`clean`);
+    `skipped` (metric -> step -> what) the values left out, kept on the run for the keys wanted. With
+    `batch_size` and `group_size` (B x G answers trained on per step) also `answers_generated` and, where the
+    metrics tell it, `no_signal_share`; `reward_all_answers` (`reward_all_answers`) where it is known."""
+    skipped = skipped or {}
     train = sorted(s for s, m in metrics.items() if s >= 1 and any(not is_val(k) for k in m))
     if not train:
         raise CompareError(f"{algo}@{seed}: no training-step metric lines")
     present = {k for s in train for k in metrics[s]} | {k for m in metrics.values() for k in m if is_val(k)}
     wanted = sorted({k for pat in keys for k in present if _match(pat, k)})
     run = Run(algo, seed, np.asarray(train, dtype=np.int64))
+    run.skipped = {k: v for k, v in skipped.items() if any(_match(pat, k) for pat in keys)}
     for key in wanted:
         if is_val(key):
-            run.val[key] = {s: float(m[key]) for s, m in sorted(metrics.items()) if key in m}
+            run.val[key] = {s: m[key] for s, m in sorted(metrics.items()) if key in m}
         else:
-            run.values[key] = np.asarray([verl_logs.value(metrics[s], key, math.nan) for s in train], dtype=np.float64)
+            run.values[key] = np.asarray([metrics[s].get(key, math.nan) for s in train], dtype=np.float64)
+    run.dapo = is_dapo(algo, metrics)
+    run.reward_all, why = reward_all_answers(run, metrics, batch_size, group_size)
+    if why:
+        run.notes.append(why)
+    if run.reward_all is not None and any(_match(pat, REWARD_ALL) for pat in keys):
+        run.values[REWARD_ALL] = run.reward_all
     if batch_size and group_size:
         trained = float(batch_size * group_size)
         answers = np.asarray([answers_generated(metrics[s], trained, group_size) for s in train])
@@ -147,7 +274,7 @@ def run_series(algo: str, seed: str, metrics: dict[int, dict], keys: list[str], 
         run.values[ANSWERS] = answers
         dapo = any(verl_logs.DAPO_EVICTED_GROUPS in metrics[s] or verl_logs.DAPO_SURPLUS_GROUPS in metrics[s]
                    for s in train)
-        zero = np.asarray([verl_logs.value(metrics[s], EBPO_ZERO, math.nan) for s in train])
+        zero = np.asarray([metrics[s].get(EBPO_ZERO, math.nan) for s in train])
         if np.isfinite(zero).any():
             run.values[NO_SIGNAL] = (zero * trained + dropped) / answers
         elif dapo:  # verl's filter trains only on groups with a learning signal
