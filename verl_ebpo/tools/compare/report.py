@@ -86,7 +86,7 @@ def final(run: Run, key: str, last: int) -> tuple[Optional[float], Optional[str]
         return float(np.sum(v)), None
     steps = run.steps.tolist()
     good = {s: float(x) for s, x in zip(steps, v.tolist()) if math.isfinite(x)}
-    window = sorted(set(good) | {s for s in bad if s in set(steps)})[-last:]
+    window = sorted(set(good) | {s for s in bad if s >= 1})[-last:]
     values = [good[s] for s in window if s in good]
     lost = {s: bad[s] for s in window if s not in good}
     note = None

@@ -249,7 +249,8 @@ def run_series(algo: str, seed: str, metrics: dict[int, dict], keys: list[str], 
     `batch_size` and `group_size` (B x G answers trained on per step) also `answers_generated` and, where the
     metrics tell it, `no_signal_share`; `reward_all_answers` (`reward_all_answers`) where it is known."""
     skipped = skipped or {}
-    train = sorted(s for s, m in metrics.items() if s >= 1 and any(not is_val(k) for k in m))
+    unread = {s for k, by_step in skipped.items() if not is_val(k) for s in by_step}  # logged, not a number
+    train = sorted(s for s, m in metrics.items() if s >= 1 and (s in unread or any(not is_val(k) for k in m)))
     if not train:
         raise CompareError(f"{algo}@{seed}: no training-step metric lines")
     present = {k for s in train for k in metrics[s]} | {k for m in metrics.values() for k in m if is_val(k)}
