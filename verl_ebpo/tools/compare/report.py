@@ -126,8 +126,11 @@ def run_notes(all_runs: list[Run], last: int) -> list[str]:
     if short:
         notes.append(f"--last {last} is more than the logged steps of {', '.join(short)}: their final values are "
                      "means over the whole run")
+    by_text: dict[str, list[str]] = {}  # one note for the runs that share it (e.g. every seed of DAPO)
     for r in all_runs:
-        notes += r.notes
+        for text in r.notes:
+            by_text.setdefault(text, []).append(r.label)
+    notes += [f"{', '.join(labels)}: {text}" for text, labels in by_text.items()]
     return notes
 
 
@@ -183,8 +186,8 @@ def compare_runs(runs: dict[str, list[Run]], keys: list[str], last: int, baselin
         name = f"{a}-{b}"
         for k in present:
             if k == SCORE and dapo[a] != dapo[b]:
-                notes.append(f"{name}: `{SCORE}` not compared (DAPO's covers only the groups it kept); the reward of "
-                             "all answers generated is `reward_all_answers`")
+                notes.append(f"{name}: `{SCORE}` not compared (DAPO's covers only the groups it kept); compare "
+                             "`reward_all_answers` (all answers generated) or validation accuracy")
                 continue
             for store, table, what in ((comparisons, finals, _what(k, last)),
                                        (at_budget_cmp, budgets, f"{k} at an equal budget of {budget or 0:.0f} answers")):

@@ -171,7 +171,7 @@ class Run:
     skipped: dict[str, dict[int, str]] = field(default_factory=dict)  # metric -> step -> what was not a number
     dapo: bool = False  # trains only on the groups it keeps (`is_dapo`)
     reward_all: Optional[np.ndarray] = None  # (n,) mean reward of all answers generated; None: unknown
-    notes: list[str] = field(default_factory=list)  # what the report must say about this run
+    notes: list[str] = field(default_factory=list)  # what the report must say about this run (after its label)
 
     @property
     def label(self) -> str:
@@ -219,7 +219,7 @@ def reward_all_answers(run: Run, metrics: dict[int, dict], batch_size: Optional[
         return None, None
     if not run.dapo:
         return score, None
-    caveat = (f"{run.label}: DAPO's training reward `{verl_logs.SCORE}` covers only the groups it kept (it drops the "
+    caveat = (f"DAPO's training reward `{verl_logs.SCORE}` covers only the groups it kept (it drops the "
               "groups whose answers all scored the same), so it is not compared with other algorithms' ")
     have = [verl_logs.DISCARDED_ANSWERS in metrics[s] and verl_logs.DISCARDED_REWARD_SUM in metrics[s]
             for s in run.steps.tolist()]
@@ -236,7 +236,7 @@ def reward_all_answers(run: Run, metrics: dict[int, dict], batch_size: Optional[
     out = (score * trained + rewards) / (trained + answers)  # NaN where a step lacks one of them
     note = None
     if not all(have):
-        note = (f"{run.label}: `{REWARD_ALL}` unknown at {len(have) - sum(have)} of {len(have)} steps "
+        note = (f"`{REWARD_ALL}` unknown at {len(have) - sum(have)} of {len(have)} steps "
                 f"(`{verl_logs.DISCARDED_ANSWERS}` or `{verl_logs.DISCARDED_REWARD_SUM}` not logged there)")
     return out, note
 
