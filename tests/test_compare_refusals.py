@@ -148,6 +148,19 @@ def test_disjoint_step_ranges_and_last_beyond_a_run_are_notes_in_the_report(tmp_
         assert any(n.startswith(note) for n in doc["notes"]) and note in report
 
 
+def test_seeds_of_one_algorithm_without_a_common_step_draw_no_empty_legend(tmp_path, capsys):
+    import warnings
+
+    a1 = _run(tmp_path / "a1.jsonl", [0.5] * 3)
+    a2 = _run(tmp_path / "a2.jsonl", [0.6] * 3, first=10)
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")  # matplotlib's "No artists with labels found to put in legend"
+        rc, err, doc = _compare(["--run", f"a@1={a1}", "--run", f"a@2={a2}"], tmp_path / "out", capsys)
+    assert rc == 0 and (tmp_path / "out" / "training_reward.png").exists()
+    assert any(n.startswith("the runs' step ranges do not all overlap (a@1 steps 1..3, a@2 steps 10..12)")
+               for n in doc["notes"])
+
+
 def test_metrics_that_match_nothing_are_refused_with_the_close_names(tmp_path, capsys):
     a = _run(tmp_path / "a.jsonl", [0.5] * 3)
     rc, err, _ = _compare(["--run", f"a@1={a}", "--metrics", "critic/scor/mean"], tmp_path / "out", capsys)

@@ -233,6 +233,7 @@ def reward_all_answers(run: Run, metrics: dict[int, dict], batch_size: Optional[
     trained = float(batch_size * group_size)
     answers = np.asarray([metrics[s].get(verl_logs.DISCARDED_ANSWERS, math.nan) for s in run.steps.tolist()])
     rewards = np.asarray([metrics[s].get(verl_logs.DISCARDED_REWARD_SUM, math.nan) for s in run.steps.tolist()])
+    answers = np.where(answers >= 0, answers, math.nan)  # a negative count is no count
     out = (score * trained + rewards) / (trained + answers)  # NaN where a step lacks one of them
     note = None
     if not all(have):
