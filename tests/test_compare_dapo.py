@@ -72,9 +72,9 @@ def test_without_them_the_report_says_what_dapos_reward_covers_and_recommends_va
     assert "reward_all_answers" not in doc["algos"]["dapo"]["metrics"]
     assert "critic/score/mean" not in doc["comparisons"]["dapo-grpo"]
     assert "reward_all_answers" not in doc["comparisons"]["dapo-grpo"]
-    caveat = ("dapo@1, dapo@2: DAPO's training reward `critic/score/mean` covers only the groups it kept (it drops the groups "
-              "whose answers all scored the same), so it is not compared with other algorithms' and the reward of all "
-              "its answers is unknown")
+    caveat = ("dapo@1, dapo@2: DAPO's training reward `critic/score/mean` covers only the groups it kept (it drops "
+              "the groups whose answers all scored the same), so it is not compared with other algorithms' and the "
+              "reward of all its answers is unknown")
     assert caveat in report and "compare validation accuracy (`val-core/*`) instead" in report
 
 

@@ -119,7 +119,8 @@ def test_a_nan_last_validation_names_run_and_metric_and_leaves_that_run_without_
 def test_the_same_file_as_two_runs_is_refused(tmp_path, capsys):
     a = _run(tmp_path / "a.jsonl", [0.5] * 3)
     rc, err, _ = _compare(["--run", f"ebpo@1={a}", "--run", f"ebpo@2={a}"], tmp_path / "out", capsys)
-    assert rc == 2 and f"--run ebpo@2={a}: {a} is also read as ebpo@1 ({a}); one metrics file is one run" in _one_error(err)
+    words = f"--run ebpo@2={a}: {a} is also read as ebpo@1 ({a}); one metrics file is one run"
+    assert rc == 2 and words in _one_error(err)
     (tmp_path / "d").mkdir()
     (tmp_path / "d" / "link.jsonl").symlink_to(a)  # also through a link inside a folder, under another algorithm
     rc, err, _ = _compare(["--run", f"ebpo@1={a}", "--run", f"grpo@1={tmp_path / 'd'}"], tmp_path / "out", capsys)

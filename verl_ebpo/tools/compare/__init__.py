@@ -17,8 +17,8 @@ import sys
 from pathlib import Path
 from typing import Callable, Optional
 
-DEFAULT_METRICS = ("critic/score/mean", "reward_all_answers", "val-core/*", "response_length/mean", "actor/entropy", "no_signal_share",
-                   "answers_generated", "timing_s/step", "ebpo/*")
+DEFAULT_METRICS = ("critic/score/mean", "reward_all_answers", "val-core/*", "response_length/mean", "actor/entropy",
+                   "no_signal_share", "answers_generated", "timing_s/step", "ebpo/*")
 OUTPUTS = ("comparison.json", "report.md", "training_reward.png", "validation_accuracy.png")
 
 

@@ -93,10 +93,7 @@ def read_run(paths: list[str], warn: Callable[[str], None]) -> tuple[dict[int, d
     parts = []
     files = list({os.path.realpath(f): f for p in paths for f in metric_files(Path(p))}.values())
     for f in files:
-        try:
-            steps = read_tensorboard(f) if f.name.startswith(TB_PREFIX) else verl_logs.read_metrics(f, warn)
-        except UnicodeDecodeError as exc:
-            raise CompareError(f"{f}: not a text file ({exc.reason})") from None
+        steps = read_tensorboard(f) if f.name.startswith(TB_PREFIX) else verl_logs.read_metrics(f, warn)
         if not steps:
             warn(f"{f}: no metric lines")
             continue
