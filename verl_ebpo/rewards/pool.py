@@ -12,7 +12,12 @@ no fork of a threaded parent, no re-import of the parent's `__main__`):
 - a job that timed out is remembered (bounded LRU): the same answer again is a timeout at once;
 - a caller waits at most `acquire_timeout` (default 600 s) for a free process, then `VerifierUnavailable`;
 - on any other exception while a job is out (an interrupt, a bug) the process is replaced, never lost to the pool;
-- processes start lazily, up to `size`; they exit when their pipe closes (`shutdown()`, run at interpreter
+- processes start lazily, up to `size`, and only while callers wait for one (at most one start per waiting
+  caller); `size` is the largest `processes` any caller asked for, capped by `MAX_PROCESSES` (the CPUs this
+  process may run on): one global bound on live verifier processes, whatever the number of waiting threads;
+- `shutdown()` lets calls in flight finish (their process is stopped when they hand it back); a call still
+  waiting for a process then fails with `VerifierUnavailable` ("shut down");
+- processes exit when their pipe closes (`shutdown()`, run at interpreter
   exit) or when the parent process dies, even mid-job. A forked child of the parent forgets the pool and
   starts its own.
 """
@@ -20,6 +25,7 @@ no fork of a threaded parent, no re-import of the parent's `__main__`):
 from __future__ import annotations
 
 import atexit
+import hashlib
 import itertools
 import logging
 import os
@@ -59,6 +65,26 @@ TIMEOUT_MEMORY_S = 120.0
 # How long a caller waits for a free verifier process before VerifierUnavailable (a pool whose every process is
 # stuck must not hang verl's reward threads forever).
 ACQUIRE_TIMEOUT_S = 600.0
+
+
+
+def _cpus() -> int:
+    try:
+        return max(1, len(os.sched_getaffinity(0)))
+    except (AttributeError, OSError):
+        return max(1, os.cpu_count() or 1)
+
+
+# The most verifier processes a pool runs, whatever `processes` asks for: more than the CPUs only queue for them
+# (6 threads asking for 64 processes started 24 in 4 s on a 2-core machine; 8 asking for 256 started hundreds).
+MAX_PROCESSES = _cpus()
+# The kind of job that carries a whole model output (extracted and normalised inside the verifier, see _worker).
+OUTPUT_KIND = "output:"
+
+
+def _bounded(size: int) -> int:
+    return max(1, min(int(size), MAX_PROCESSES))
+
 
 class VerifierUnavailable(RuntimeError):
     """No verifier process could be started (e.g. math-verify is not importable). Not caused by model output."""
@@ -170,7 +196,7 @@ class VerifierPool:
         worker_module: str = WORKER_MODULE,
         acquire_timeout: float = ACQUIRE_TIMEOUT_S,
     ):
-        self.size = max(1, int(size))
+        self.size = _bounded(size)
         self.acquire_timeout = float(acquire_timeout)
         self.worker_module = worker_module
         # Jobs that timed out, so a repeated pathological answer (a policy repeats itself within a group)
@@ -182,6 +208,9 @@ class VerifierPool:
         self._idle: list[_Worker] = []
         self._all: set[_Worker] = set()
         self._live = 0  # started or starting, counted against size
+        self._starting = 0  # of those, still starting
+        self._waiting = 0  # callers waiting for a free process
+        self._busy = 0  # processes out with a job
         self._start_failures = 0
         self._last_error: Optional[BaseException] = None
         self._closed = False
@@ -198,6 +227,7 @@ class VerifierPool:
     # --- process management -------------------------------------------------------------------------
     def _spawn_async(self) -> None:  # called with self._cv held
         self._live += 1
+        self._starting += 1
         threading.Thread(target=self._spawn, name="verl_ebpo-verifier-start", daemon=True).start()
 
     def _spawn(self) -> None:
@@ -206,6 +236,7 @@ class VerifierPool:
         except BaseException as e:  # noqa: BLE001 - reported to the waiting callers
             with self._cv:
                 self._live -= 1
+                self._starting -= 1
                 self._start_failures += 1
                 self.counters["start_failures"] += 1
                 self._last_error = e
@@ -213,6 +244,7 @@ class VerifierPool:
             logger.warning("verl_ebpo.rewards: a verifier process failed to start: %s", e)
             return
         with self._cv:
+            self._starting -= 1
             if self._closed:
                 self._live -= 1
                 closed = True
@@ -229,26 +261,35 @@ class VerifierPool:
     def _acquire(self) -> _Worker:
         deadline = time.monotonic() + self.acquire_timeout
         with self._cv:
-            while True:
-                if self._closed:
-                    raise VerifierUnavailable("the verifier pool is closed (interpreter exit?)")
-                if self._idle:
-                    return self._idle.pop()
-                if self._start_failures >= 3 and self._live == 0:
-                    err = self._last_error
-                    self._start_failures = 0  # a later call tries again
-                    raise VerifierUnavailable(f"no verifier process could be started: {err}") from err
-                if self._live < self.size:
-                    self._spawn_async()
-                left = deadline - time.monotonic()
-                if left <= 0:
-                    raise VerifierUnavailable(
-                        f"no verifier process became free within {self.acquire_timeout:g} s ({self.size} busy)"
-                    )
-                self._cv.wait(timeout=min(1.0, left))
+            self._waiting += 1
+            try:
+                while True:
+                    if self._closed:
+                        raise VerifierUnavailable(
+                            "the verifier pool is closed (shutdown() ran while this call waited for a verifier process)"
+                        )
+                    if self._idle:
+                        self._busy += 1
+                        return self._idle.pop()
+                    if self._start_failures >= 3 and self._live == 0:
+                        err = self._last_error
+                        self._start_failures = 0  # a later call tries again
+                        raise VerifierUnavailable(f"no verifier process could be started: {err}") from err
+                    # One global bound (size) and at most one start per waiting caller.
+                    if self._live < self.size and self._starting < self._waiting:
+                        self._spawn_async()
+                    left = deadline - time.monotonic()
+                    if left <= 0:
+                        raise VerifierUnavailable(
+                            f"no verifier process became free within {self.acquire_timeout:g} s ({self.size} busy)"
+                        )
+                    self._cv.wait(timeout=min(1.0, left))
+            finally:
+                self._waiting -= 1
 
     def _release(self, w: _Worker, healthy: bool) -> None:
         with self._cv:
+            self._busy -= 1
             if healthy and not self._closed and self._live <= self.size:
                 self._idle.append(w)
                 self._cv.notify()
@@ -257,7 +298,7 @@ class VerifierPool:
             self._live -= 1
             if not self._closed and not healthy and self._live < self.size:
                 self._spawn_async()  # keep the pool warm: the replacement starts now, in the background
-            self._cv.notify()
+            self._cv.notify_all()
         w.kill()
 
     # --- public ---------------------------------------------------------------------------------------
@@ -265,23 +306,34 @@ class VerifierPool:
         """The verdict of one job: "correct" | "wrong" | "timeout" | "error". Takes at most the wait for a
         free process plus `timeout + grace` (twice that if a process dies mid-job); raises only
         VerifierUnavailable."""
-        key = (tuple(golds), pred, kind, timeout)
+        return self.run_job(golds, pred, kind, timeout, grace)[0]
+
+    def score_output(self, golds: list[str], output: str, max_answer_chars: int, timeout: float,
+                     grace: float) -> tuple[str, str]:
+        """(verdict, extracted answer) of a whole model output: extraction, normalisation and math-verify all run
+        in the verifier, inside the same `timeout + grace` bound. Verdicts: also "no_answer" and "too_long"."""
+        return self.run_job(golds, output, f"{OUTPUT_KIND}{int(max_answer_chars)}", timeout, grace)
+
+    def run_job(self, golds: list[str], pred: str, kind: str, timeout: float, grace: float) -> tuple[str, str]:
+        # A long output is remembered by its digest (the memory holds up to 1024 keys).
+        ident = pred if len(pred) <= 4096 else hashlib.blake2b(pred.encode("utf-8", "replace")).hexdigest()
+        key = (tuple(golds), ident, kind, timeout)
         with self._cv:
             since = self._timed_out.get(key)
             if since is not None and time.monotonic() - since <= TIMEOUT_MEMORY_S:
                 self._timed_out.move_to_end(key)
                 self.counters["timeouts_remembered"] += 1
-                return "timeout"
+                return "timeout", ""
             self._timed_out.pop(key, None)  # forgotten after a while: a timeout under load is not final
-        verdict = self._run(golds, pred, kind, timeout, grace)
+        verdict, extracted = self._run(golds, pred, kind, timeout, grace)
         if verdict == "timeout":
             with self._cv:
                 self._timed_out[key] = time.monotonic()
                 if len(self._timed_out) > 1024:
                     self._timed_out.popitem(last=False)
-        return verdict
+        return verdict, extracted
 
-    def _run(self, golds: list[str], pred: str, kind: str, timeout: float, grace: float) -> str:
+    def _run(self, golds: list[str], pred: str, kind: str, timeout: float, grace: float) -> tuple[str, str]:
         for _attempt in range(2):
             w = self._acquire()
             job = (next(self._ids), golds, pred, kind, timeout)
@@ -306,18 +358,18 @@ class VerifierPool:
                     timeout + grace,
                 )
                 self._release(w, healthy=False)
-                return "timeout"
-            _, verdict, recycle = reply
+                return "timeout", ""
+            verdict, recycle = reply[1], reply[2]
             if recycle:
                 with self._cv:
                     self.counters["recycled"] += 1
             self._release(w, healthy=not recycle)
-            return verdict
-        return "error"
+            return verdict, (reply[3] if len(reply) > 3 else "")
+        return "error", ""
 
     def resize(self, size: int) -> None:
         with self._cv:
-            self.size = max(1, int(size))
+            self.size = _bounded(size)
             extra = []
             while self._idle and self._live > self.size:
                 w = self._idle.pop()
@@ -332,17 +384,23 @@ class VerifierPool:
             return sorted(w.proc.pid for w in self._all)
 
     def close(self, wait_s: float = 1.0) -> None:
-        """Stop every process: close the pipes (they exit), then kill those still running after `wait_s`."""
+        """Stop every process. Idle ones exit now (their pipe closes); a call in flight keeps its process and
+        finishes (the process is stopped when the call hands it back); a call waiting for a process gets
+        VerifierUnavailable. Waits up to `wait_s` for the calls in flight and the idle processes."""
+        deadline = time.monotonic() + wait_s
         with self._cv:
             self._closed = True
-            workers = list(self._all)
-            self._all.clear()
+            idle = list(self._idle)
             self._idle.clear()
+            for w in idle:
+                self._all.discard(w)
             self._cv.notify_all()
-        for w in workers:
+        for w in idle:
             w.close_pipe()
-        deadline = time.monotonic() + wait_s
-        for w in workers:
+        with self._cv:
+            while self._busy > 0 and time.monotonic() < deadline:
+                self._cv.wait(timeout=max(0.0, deadline - time.monotonic()))
+        for w in idle:
             try:
                 w.proc.wait(timeout=max(0.0, deadline - time.monotonic()))
             except subprocess.TimeoutExpired:
@@ -364,8 +422,9 @@ _POOL_LOCK = threading.Lock()
 
 
 def get_pool(size: int, memory_limit_mb: int) -> VerifierPool:
-    """The process-wide pool (created on first use). A changed `size` resizes it; a changed memory limit
-    applies to the processes started from then on."""
+    """The process-wide pool (created on first use). Its size is the largest `size` any caller asked for (capped
+    by MAX_PROCESSES): callers asking for different sizes never shrink it under each other. A changed memory
+    limit applies to the processes started from then on."""
     global _POOL
     pool = _POOL
     if pool is None:
@@ -373,7 +432,7 @@ def get_pool(size: int, memory_limit_mb: int) -> VerifierPool:
             pool = _POOL
             if pool is None:
                 pool = _POOL = VerifierPool(size=size, memory_limit_mb=memory_limit_mb)
-    if pool.size != size:
+    if _bounded(size) > pool.size:
         pool.resize(size)
     if pool.memory_limit_mb != memory_limit_mb:
         pool.memory_limit_mb = int(memory_limit_mb)
