@@ -72,7 +72,8 @@ class RewardOptions(Spec):
         2,
         number=(1, 256),
         integer=True,
-        doc="in [1, 256]: verifier processes per calling process (each of verl's `reward.num_workers` has its own; ~60 MB each)",
+        doc="in [1, 256]: verifier processes of the calling process's one pool (each of verl's `reward.num_workers` "
+        "has its own; ~60 MB each): the largest value any call asked for, capped at the CPUs",
     )
     max_answer_chars: int = option(
         1000,
