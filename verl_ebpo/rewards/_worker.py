@@ -9,7 +9,11 @@ Protocol (pickled tuples over two pipes):
   parent -> child : (job_id, gold_inputs, pred_input, pred_kind, timeout_s)
   child  -> parent: (job_id, verdict, recycle)   verdict in {"correct", "wrong", "timeout", "error"}
   or, for a whole model output (pred_kind "output:MAX_ANSWER_CHARS", pred_input the output's text):
-  child  -> parent: (job_id, verdict, recycle, extracted)   verdict also "no_answer" or "too_long"
+  parent -> child : (job_id, gold_inputs, output, pred_kind, timeout_s, slow_inputs)
+  child  -> parent: ("normalised", job_id, answer_input)   just before math-verify reads it
+  child  -> parent: (job_id, verdict, recycle, extracted, answer_input, remembered)
+                    verdict also "no_answer" or "too_long"; an answer_input in slow_inputs (answers that timed
+                    out recently against these golds) is a "timeout" at once (remembered=True)
 
 A whole output is extracted (`verl_ebpo.rewards.extract`) and normalised here, inside the job's timer, so the
 reward's time bound covers every step that reads model output, whatever its size or shape.
@@ -178,9 +182,10 @@ def main(argv: list[str]) -> int:
             job = rx.recv()
         except (EOFError, OSError):
             os._exit(0)  # fast: no interpreter teardown of sympy's many objects
-        job_id, golds, pred, kind, timeout_s = job
-        recycle = False
-        extracted = ""
+        job_id, golds, pred, kind, timeout_s = job[:5]
+        slow = job[5] if len(job) > 5 else ()
+        recycle = remembered = False
+        extracted = pred_input = ""
         try:
             signal.setitimer(signal.ITIMER_REAL, max(float(timeout_s), 1e-3))
             try:
@@ -197,7 +202,10 @@ def main(argv: list[str]) -> int:
                             verdict = "no_answer"
                         elif pred_input in golds:  # the very same formula: no need to ask math-verify
                             verdict = "correct"
+                        elif pred_input in slow:  # timed out recently: the same answer in another output
+                            verdict, remembered = "timeout", True
                         else:
+                            tx.send(("normalised", job_id, pred_input))  # the parent remembers it if killed
                             verdict = "correct" if judge(tuple(golds), pred_input) else "wrong"
                 else:
                     verdict = "correct" if judge(tuple(golds), pred) else "wrong"
@@ -210,7 +218,10 @@ def main(argv: list[str]) -> int:
         except Exception:  # RecursionError, a sympy bug, ...: counted as an error (wrong)
             verdict = "error"
         try:
-            tx.send((job_id, verdict, recycle, extracted) if kind.startswith(OUTPUT_KIND) else (job_id, verdict, recycle))
+            if kind.startswith(OUTPUT_KIND):
+                tx.send((job_id, verdict, recycle, extracted, pred_input, remembered))
+            else:
+                tx.send((job_id, verdict, recycle))
         except (OSError, EOFError):
             os._exit(0)
         if recycle:

@@ -96,6 +96,7 @@ class _Worker:
         self.tx = tx
         self.rx = rx
         self.jobs = 0
+        self.normalised: Optional[str] = None  # the answer the current output job is verifying (see _worker)
 
     @classmethod
     def start(cls, memory_limit_mb: int, startup_timeout: float, module: str = WORKER_MODULE) -> "_Worker":
@@ -142,6 +143,7 @@ class _Worker:
 
     def request(self, job: tuple, wait_s: float) -> Optional[tuple]:
         """Send a job and wait for its reply. None: no reply in time (caller kills). Raises EOFError/OSError if dead."""
+        self.normalised = None
         self.tx.send(job)
         self.jobs += 1
         deadline = time.monotonic() + wait_s
@@ -152,6 +154,9 @@ class _Worker:
             reply = self.rx.recv()
             if isinstance(reply, tuple) and reply and reply[0] == job[0]:
                 return reply
+            if isinstance(reply, tuple) and len(reply) == 3 and reply[0] == "normalised" and reply[1] == job[0]:
+                self.normalised = reply[2]  # an interim note: keep waiting for the verdict
+                continue
             # a stale reply of an earlier job: ignore it and keep waiting
 
     def kill(self) -> None:
@@ -202,6 +207,9 @@ class VerifierPool:
         # Jobs that timed out, so a repeated pathological answer (a policy repeats itself within a group)
         # costs one timeout, not one per sample. Keyed by the job and its timeout; bounded.
         self._timed_out: OrderedDict = OrderedDict()
+        # Answers (verifier inputs) that timed out, per (golds, timeout): a whole output's job carries them, so the
+        # same answer at the end of another output is a timeout at once (inside the verifier, after extraction).
+        self._slow: OrderedDict = OrderedDict()
         self.memory_limit_mb = int(memory_limit_mb)
         self.startup_timeout = float(startup_timeout)
         self._cv = threading.Condition()
@@ -314,10 +322,30 @@ class VerifierPool:
         in the verifier, inside the same `timeout + grace` bound. Verdicts: also "no_answer" and "too_long"."""
         return self.run_job(golds, output, f"{OUTPUT_KIND}{int(max_answer_chars)}", timeout, grace)
 
+    def _slow_inputs(self, golds: tuple, timeout: float) -> tuple:
+        """The answers that timed out within TIMEOUT_MEMORY_S against these golds (called with self._cv held)."""
+        answers = self._slow.get((golds, timeout))
+        if not answers:
+            return ()
+        now = time.monotonic()
+        for answer in [a for a, since in answers.items() if now - since > TIMEOUT_MEMORY_S]:
+            del answers[answer]  # forgotten after a while: a timeout under load is not final
+        return tuple(answers)
+
+    def _remember_slow(self, golds: tuple, timeout: float, answer: str) -> None:  # called with self._cv held
+        answers = self._slow.setdefault((golds, timeout), OrderedDict())
+        self._slow.move_to_end((golds, timeout))
+        answers[answer] = time.monotonic()
+        if len(answers) > 16:
+            answers.popitem(last=False)
+        if len(self._slow) > 256:
+            self._slow.popitem(last=False)
+
     def run_job(self, golds: list[str], pred: str, kind: str, timeout: float, grace: float) -> tuple[str, str]:
         # A long output is remembered by its digest (the memory holds up to 1024 keys).
         ident = pred if len(pred) <= 4096 else hashlib.blake2b(pred.encode("utf-8", "replace")).hexdigest()
         key = (tuple(golds), ident, kind, timeout)
+        output = kind.startswith(OUTPUT_KIND)
         with self._cv:
             since = self._timed_out.get(key)
             if since is not None and time.monotonic() - since <= TIMEOUT_MEMORY_S:
@@ -325,18 +353,26 @@ class VerifierPool:
                 self.counters["timeouts_remembered"] += 1
                 return "timeout", ""
             self._timed_out.pop(key, None)  # forgotten after a while: a timeout under load is not final
-        verdict, extracted = self._run(golds, pred, kind, timeout, grace)
+            extra = (self._slow_inputs(tuple(golds), timeout),) if output else ()
+        verdict, extracted, answer, remembered = self._run(golds, pred, kind, timeout, grace, extra)
         if verdict == "timeout":
             with self._cv:
-                self._timed_out[key] = time.monotonic()
-                if len(self._timed_out) > 1024:
-                    self._timed_out.popitem(last=False)
+                if remembered:
+                    self.counters["timeouts_remembered"] += 1
+                else:
+                    self._timed_out[key] = time.monotonic()
+                    if len(self._timed_out) > 1024:
+                        self._timed_out.popitem(last=False)
+                if output and answer:
+                    self._remember_slow(tuple(golds), timeout, answer)
         return verdict, extracted
 
-    def _run(self, golds: list[str], pred: str, kind: str, timeout: float, grace: float) -> tuple[str, str]:
+    def _run(self, golds: list[str], pred: str, kind: str, timeout: float, grace: float,
+             extra: tuple = ()) -> tuple[str, str, str, bool]:
+        """(verdict, extracted answer, its verifier input, whether the verifier remembered it as slow)."""
         for _attempt in range(2):
             w = self._acquire()
-            job = (next(self._ids), golds, pred, kind, timeout)
+            job = (next(self._ids), golds, pred, kind, timeout, *extra)
             try:
                 reply = w.request(job, timeout + grace)
             except (EOFError, OSError):
@@ -357,15 +393,18 @@ class VerifierPool:
                     "(counted as a wrong answer)",
                     timeout + grace,
                 )
+                answer = w.normalised or ""
                 self._release(w, healthy=False)
-                return "timeout", ""
+                return "timeout", "", answer, False
             verdict, recycle = reply[1], reply[2]
             if recycle:
                 with self._cv:
                     self.counters["recycled"] += 1
             self._release(w, healthy=not recycle)
-            return verdict, (reply[3] if len(reply) > 3 else "")
-        return "error", ""
+            if len(reply) >= 6:
+                return verdict, reply[3], reply[4], bool(reply[5])
+            return verdict, "", "", False
+        return "error", "", "", False
 
     def resize(self, size: int) -> None:
         with self._cv:
