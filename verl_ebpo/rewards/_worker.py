@@ -113,6 +113,18 @@ OUTPUT_KIND = "output:"  # pred_kind prefix of a whole model output (see the mod
 EXTRACTED_CHARS = 1000  # how much of the extracted answer goes back to the caller (for its log)
 
 
+NOTE_CHARS = 4096  # answers up to this long are named back to the parent (its timeout memory)
+
+
+def _send_unalarmed(tx, message) -> None:
+    """Send with the job's timer signal held back, so it cannot cut a message in half mid-write."""
+    signal.pthread_sigmask(signal.SIG_BLOCK, {signal.SIGALRM})
+    try:
+        tx.send(message)
+    finally:
+        signal.pthread_sigmask(signal.SIG_UNBLOCK, {signal.SIGALRM})
+
+
 def _caller_package_first() -> None:
     """Import `verl_ebpo` from the tree this file belongs to (the caller's copy), not from the working directory
     or another install."""
@@ -205,7 +217,8 @@ def main(argv: list[str]) -> int:
                         elif pred_input in slow:  # timed out recently: the same answer in another output
                             verdict, remembered = "timeout", True
                         else:
-                            tx.send(("normalised", job_id, pred_input))  # the parent remembers it if killed
+                            if len(pred_input) <= NOTE_CHARS:  # the parent remembers it if this job is killed
+                                _send_unalarmed(tx, ("normalised", job_id, pred_input))
                             verdict = "correct" if judge(tuple(golds), pred_input) else "wrong"
                 else:
                     verdict = "correct" if judge(tuple(golds), pred) else "wrong"
@@ -219,7 +232,8 @@ def main(argv: list[str]) -> int:
             verdict = "error"
         try:
             if kind.startswith(OUTPUT_KIND):
-                tx.send((job_id, verdict, recycle, extracted, pred_input, remembered))
+                answer = pred_input if len(pred_input) <= NOTE_CHARS else ""  # a longer one is not remembered
+                tx.send((job_id, verdict, recycle, extracted, answer, remembered))
             else:
                 tx.send((job_id, verdict, recycle))
         except (OSError, EOFError):
