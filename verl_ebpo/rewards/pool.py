@@ -4,7 +4,8 @@ verl calls a sync reward function from worker threads, where math-verify's `sign
 work. Here math-verify runs in child processes (`python -m verl_ebpo.rewards._worker`, a fresh interpreter:
 no fork of a threaded parent, no re-import of the parent's `__main__`):
 
-- a caller thread takes an idle process, sends one job and waits at most `timeout + grace` seconds;
+- a caller thread takes an idle process, sends one job and waits at most `timeout + grace` seconds; a job of
+  `compute_score` carries the whole model output: extraction and normalisation run in the child, inside that bound;
 - inside the child an interval timer stops the job after `timeout` (soft bound, the process lives on);
 - if no reply came back in time (a C-level computation that ignores signals, a hang) the process is killed
   and a replacement is started in the background; the job counts as a timeout;
