@@ -3,6 +3,7 @@
     python benchmarks/bench_reward.py                 # 10k answers: 625 prompts x 16 samples, 1 verifier process
     python benchmarks/bench_reward.py --unique        # every answer distinct (no cache hits: a worst case)
     python benchmarks/bench_reward.py --threads 16 --processes 2
+    python benchmarks/bench_reward.py --workers 1,2,4 # answers/s at 1, 2 and 4 workers (threads = processes)
 
 The answers are generated: about 40 kinds of MATH/DAPO-style ground truths (integers, fractions, decimals,
 surds, pi, intervals, tuples, sets, polynomials, degrees, percents, matrices, text), each with equivalent
@@ -174,6 +175,52 @@ def _cpu_of(pids: list[int]) -> float:
     return total
 
 
+def measure(rows, threads: int, processes: int, timeout: float) -> dict:
+    """Score `rows` with `threads` calling threads and `processes` verifier processes (a fresh pool, all of its
+    processes started before the clock starts). Returns wall and CPU seconds, the results and the stats."""
+    from verl_ebpo.rewards import compute_score, shutdown, stats
+    from verl_ebpo.rewards.pool import current_pool
+
+    shutdown()
+    kw = {"processes": processes, "timeout": timeout}
+    # Start-up is not throughput: processes start lazily, on concurrent demand, so ask `processes` distinct
+    # questions at once until every process is up (bounded: a start-up failure must not hang the benchmark).
+    deadline = time.monotonic() + 120
+    round_ = 0
+    while True:
+        with ThreadPoolExecutor(processes) as ex:
+            list(ex.map(lambda i: compute_score("bench", f"\\boxed{{{round_ * 1000 + i}}}", "-1", **kw),
+                        range(processes)))
+        pool = current_pool()
+        if pool is None or len(pool.pids()) >= pool.size or time.monotonic() > deadline:
+            break
+        round_ += 1
+        time.sleep(0.05)
+    pids = pool.pids() if pool else []
+    live = len(pids)
+    before = stats()
+    own0, kids0 = time.process_time(), _cpu_of(pids)
+    t0 = time.perf_counter()
+
+    def one(row):
+        return compute_score("bench", row[0], row[1], **kw)
+
+    if threads == 1:
+        results = [one(r) for r in rows]
+    else:
+        with ThreadPoolExecutor(threads) as ex:
+            results = list(ex.map(one, rows))
+    wall = time.perf_counter() - t0
+    pool = current_pool()
+    pids_now = sorted(set(pids) | set(pool.pids() if pool else []))
+    own = time.process_time() - own0
+    kids = _cpu_of(pids_now) - kids0
+    after = stats()
+    shutdown()
+    return {"wall": wall, "own": own, "kids": kids, "results": results, "live": live,
+            "stats": {k: after[k] - before.get(k, 0) for k in after}}
+
+
 def main(argv=None) -> int:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--n", type=int, default=10_000, help="answers to score (default 10000)")
@@ -181,55 +228,44 @@ def main(argv=None) -> int:
     ap.add_argument("--unique", action="store_true", help="every answer a fresh problem (no cache hits)")
     ap.add_argument("--threads", type=int, default=1, help="calling threads (verl: a thread pool)")
     ap.add_argument("--processes", type=int, default=1, help="verifier processes (reward_kwargs.processes)")
+    ap.add_argument("--workers", default=None, metavar="W,W,...",
+                    help="instead: one run per W with W threads and W verifier processes (as a tool's --workers "
+                         "gives them), e.g. 1,2,4; prints answers/s at each")
     ap.add_argument("--timeout", type=float, default=3.0)
     ap.add_argument("--seed", type=int, default=0)
     args = ap.parse_args(argv)
 
     sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
-    from verl_ebpo.rewards import compute_score, shutdown, stats
-    from verl_ebpo.rewards.pool import current_pool
+    from verl_ebpo.rewards.pool import MAX_PROCESSES
 
     rows = make_dataset(args.n, args.group, args.unique, args.seed)
-    kw = {"processes": args.processes, "timeout": args.timeout}
-    # Start-up is not throughput: processes start lazily, on concurrent demand, so ask `processes` distinct
-    # questions at once until every process is up (bounded: a start-up failure must not hang the benchmark).
-    deadline = time.monotonic() + 120
-    round_ = 0
-    while True:
-        with ThreadPoolExecutor(args.processes) as ex:
-            list(ex.map(lambda i: compute_score("bench", f"\\boxed{{{round_ * 1000 + i}}}", "-1", **kw),
-                        range(args.processes)))
-        pool = current_pool()
-        if pool is None or len(pool.pids()) >= args.processes or time.monotonic() > deadline:
-            break
-        round_ += 1
-        time.sleep(0.05)
-    pids = pool.pids() if pool else []
-    own0, kids0 = time.process_time(), _cpu_of(pids)
-    t0 = time.perf_counter()
-
-    def one(row):
-        return compute_score("bench", row[0], row[1], **kw)
-
-    if args.threads == 1:
-        results = [one(r) for r in rows]
-    else:
-        with ThreadPoolExecutor(args.threads) as ex:
-            results = list(ex.map(one, rows))
-    wall = time.perf_counter() - t0
-    pool = current_pool()
-    pids_now = sorted(set(pids) | set(pool.pids() if pool else []))
-    own = time.process_time() - own0
-    kids = _cpu_of(pids_now) - kids0
-    cpu = own + kids
-    st = stats()
-    shutdown()
-
-    disagree = [(r[0][-80:], r[1], r[2], res["verdict"]) for r, res in zip(rows, results) if res["acc"] != r[2]]
     n = len(rows)
+    what = "unique" if args.unique else f"groups of {args.group}"
+    if args.workers:
+        try:
+            sweep = [int(w) for w in args.workers.split(",")]
+        except ValueError:
+            ap.error(f"--workers takes comma-separated integers, got {args.workers!r}")
+        if not sweep or min(sweep) < 1:
+            ap.error(f"--workers takes integers >= 1, got {args.workers!r}")
+        print(f"answers: {n} ({what}), timeout {args.timeout}s; verifier processes capped at {MAX_PROCESSES} "
+              f"(the CPUs)")
+        print("workers  verifier processes  answers/s  answers/s/core  disagreements")
+        for w in sweep:
+            m = measure(rows, w, w, args.timeout)
+            cpu = m["own"] + m["kids"]
+            bad = sum(res["acc"] != r[2] for r, res in zip(rows, m["results"]))
+            print(f"{w:>7d}  {m['live']:>18d}  {n / m['wall']:>9.0f}  {n / cpu if cpu > 0 else float('nan'):>14.0f}  "
+                  f"{bad:>13d}", flush=True)
+        return 0
+
+    m = measure(rows, args.threads, args.processes, args.timeout)
+    wall, own, kids, results, st = m["wall"], m["own"], m["kids"], m["results"], m["stats"]
+    cpu = own + kids
+    disagree = [(r[0][-80:], r[1], r[2], res["verdict"]) for r, res in zip(rows, results) if res["acc"] != r[2]]
     per_core = n / cpu if cpu > 0 else float("nan")
-    print(f"answers: {n}  ({'unique' if args.unique else f'groups of {args.group}'}), threads {args.threads}, "
-          f"verifier processes {args.processes}, timeout {args.timeout}s")
+    print(f"answers: {n}  ({what}), threads {args.threads}, "
+          f"verifier processes {m['live']} (asked {args.processes}), timeout {args.timeout}s")
     print(f"wall: {wall:.2f} s  -> {n / wall:.0f} answers/s")
     print(f"CPU: {cpu:.2f} s (this process {own:.2f} s + verifiers {kids:.2f} s)  -> {per_core:.0f} answers/s/core")
     print(f"a 512x16 batch on 16 reward workers at this rate: {512 * 16 / 16 / per_core:.1f} s")

@@ -40,3 +40,14 @@ def test_bench_reward_runs_and_agrees_with_its_labels(capsys, extra):
     out = run_script("benchmarks/bench_reward.py", ["--n", "48", "--group", "8", *extra], capsys)
     assert "answers/s/core" in out
     assert "disagreements with the generator's labels: 0 " in out
+
+
+def test_bench_reward_prints_answers_per_second_at_each_worker_count(capsys):
+    """Issue 31.2: answers/s at 1, 2 and 4 workers (threads = verifier processes, capped at the CPUs)."""
+    from verl_ebpo.rewards.pool import MAX_PROCESSES
+
+    out = run_script("benchmarks/bench_reward.py", ["--n", "32", "--group", "8", "--workers", "1,2,4"], capsys)
+    rows = [line.split() for line in out.splitlines() if line.strip()[:1].isdigit()]
+    assert [int(r[0]) for r in rows] == [1, 2, 4]
+    assert [int(r[1]) for r in rows] == [min(w, MAX_PROCESSES) for w in (1, 2, 4)]  # live verifier processes
+    assert all(float(r[2]) > 0 and r[4] == "0" for r in rows)  # answers/s; no disagreement with the labels

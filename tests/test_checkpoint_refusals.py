@@ -306,3 +306,53 @@ def test_a_save_killed_mid_write_leaves_the_previous_file_intact(tmp_path):
     ckpt.save_prior(folder, 4, PRIOR)
     assert sorted(os.listdir(folder)) == sorted(["ebpo_prior.json", leftovers[0]])
     assert ckpt.read_prior_file(folder / "ebpo_prior.json")[1] == 4
+
+
+# -- issue 30.7: the version's type, a link loop as the tracker's folder, a prior file too large to be one -------
+
+
+@pytest.mark.parametrize("version", [True, "1", 1.0, [1]])
+def test_inspect_refuses_a_version_that_is_not_an_integer(tmp_path, capsys, version):
+    """Before: `"version": true` (== 1 in Python) was accepted and printed."""
+    folder = tmp_path / "global_step_3"
+    folder.mkdir()
+    path = folder / "ebpo_prior.json"
+    path.write_text(json.dumps(_state(version=version)))
+    rc, out, err = _inspect(capsys, path)
+    _refused(rc, out, err, str(path), "version must be an integer, got")
+
+
+def test_inspect_names_a_tracked_checkpoint_folder_that_is_a_link_loop(tmp_path, capsys):
+    """Before: a tracker naming a global_step_N that is a symlink to itself was reported as "does not exist"."""
+    (tmp_path / "latest_checkpointed_iteration.txt").write_text("3")
+    (tmp_path / "global_step_3").symlink_to(tmp_path / "global_step_3")
+    rc, out, err = _inspect(capsys, tmp_path)
+    _refused(rc, out, err, "global_step_3", "which is a symlink loop")
+    assert "does not exist" not in err
+    os.remove(tmp_path / "global_step_3")
+    (tmp_path / "global_step_3").write_text("not a folder")
+    rc, out, err = _inspect(capsys, tmp_path)
+    _refused(rc, out, err, "global_step_3", "not a folder")
+
+
+def test_inspect_refuses_a_prior_file_larger_than_its_bound_before_reading_it(tmp_path, capsys, monkeypatch):
+    """Before: a 512 MiB ebpo_prior.json was read whole (1.2 GB resident) before "not valid JSON"."""
+    import builtins
+
+    from verl_ebpo.tools import inspect_prior
+
+    path = tmp_path / "ebpo_prior.json"
+    with open(path, "wb") as f:  # a sparse file: 64 MiB long, nothing written
+        f.truncate(64 << 20)
+    opened = []
+    real_open = builtins.open
+
+    def spy(file, *a, **k):
+        opened.append(os.fspath(file) if isinstance(file, (str, os.PathLike)) else file)
+        return real_open(file, *a, **k)
+
+    monkeypatch.setattr(builtins, "open", spy)
+    rc, out, err = _inspect(capsys, path)
+    monkeypatch.setattr(builtins, "open", real_open)
+    _refused(rc, out, err, str(path), "67,108,864 bytes", f"{inspect_prior.MAX_PRIOR_BYTES:,}", "not read")
+    assert str(path) not in opened

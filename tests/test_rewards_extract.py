@@ -86,7 +86,7 @@ def test_extraction_cases(text, expected):
 def test_extraction_is_fast_on_adversarial_text(text):
     t = time.perf_counter()
     extract_answer(text)
-    assert time.perf_counter() - t < 1.0  # linear time; a quadratic scan would take minutes
+    assert time.perf_counter() - t < 3.0  # linear time (~0.2 s; loose for a loaded 2-core machine); quadratic: minutes
 
 
 balanced = st.recursive(

@@ -319,3 +319,57 @@ def test_reward_options_have_upper_bounds(key, value):
 
     with pytest.raises(ValueError, match=f"reward_kwargs.{key} must be"):
         RewardOptions(**{key: value})
+
+
+# -- issue 30.6: one global bound on live processes; shutdown() lets calls in flight finish ---------------------
+
+
+def test_live_processes_never_exceed_the_global_bound_whatever_the_callers_ask(fake_pool, monkeypatch):
+    """Before: a pool asked for 64 processes started one per waiting caller (6 threads x processes=64 reached 24
+    processes in 4 s on a 2-core machine). Now the size is capped by MAX_PROCESSES (the CPUs)."""
+    from verl_ebpo.rewards import pool as pool_module
+
+    monkeypatch.setattr(pool_module, "MAX_PROCESSES", 2, raising=False)
+    pool = fake_pool(size=64)
+    assert pool.size == 2
+    with ThreadPoolExecutor(8) as ex:
+        verdicts = list(ex.map(lambda i: pool.run([str(i)], "sleep0.2", "boxed", timeout=5, grace=5), range(16)))
+    assert verdicts == ["wrong"] * 16
+    assert pool.counters["started"] <= 2 and len(pool.pids()) <= 2
+    pool.resize(256)
+    assert pool.size == 2
+
+
+def test_the_shared_pool_has_the_largest_size_any_caller_asked_for(monkeypatch):
+    """Before: each call resized the shared pool to its own `processes` (callers asking 1 and 8 shrank and grew it
+    under each other), and any size was taken as is."""
+    from verl_ebpo.rewards import pool as pool_module
+
+    monkeypatch.setattr(pool_module, "MAX_PROCESSES", 3, raising=False)
+    pool_module.shutdown()
+    try:
+        assert pool_module.get_pool(1, 0).size == 1
+        assert pool_module.get_pool(2, 0).size == 2
+        assert pool_module.get_pool(1, 0).size == 2  # a smaller request does not shrink it
+        assert pool_module.get_pool(64, 0).size == 3  # capped
+    finally:
+        pool_module.shutdown()
+
+
+def test_close_lets_a_call_in_flight_finish_and_a_waiting_call_fails_with_one_error(fake_pool):
+    """Before: close() killed the process of a call in flight; the call then failed (VerifierUnavailable after a
+    retry). Now it gets its verdict; a call still waiting for a process gets VerifierUnavailable ("closed")."""
+    pool = fake_pool(size=1)
+    assert pool.run(["1"], "1", "boxed", timeout=5, grace=5) == "correct"
+    (pid,) = pool.pids()
+    with ThreadPoolExecutor(2) as ex:
+        in_flight = ex.submit(pool.run, ["1"], "sleep1", "boxed", 5, 5)
+        time.sleep(0.3)
+        waiting = ex.submit(pool.run, ["2"], "2", "boxed", 5, 5)
+        time.sleep(0.2)
+        pool.close(wait_s=0.1)  # returns before the call in flight ends; it is not killed
+        assert in_flight.result(timeout=30) == "wrong"  # its own verdict, not an error
+        with pytest.raises(VerifierUnavailable, match="closed"):
+            waiting.result(timeout=30)
+    assert pool.counters["crashed"] == 0
+    assert wait_gone([pid]) == []  # stopped once the call handed it back

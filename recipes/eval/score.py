@@ -23,6 +23,9 @@
 - --check-only: every check that does not need the generations (the model name, --samples, --run KEY=FILE
   syntax, every benchmark file of --data-dir present and readable, the scorer, the output paths), then exit 0;
   run_eval.sh runs it before it merges or generates anything. A --run file may not exist yet then.
+- `--workers N`: N threads call the scorer, and the package's reward gets N verifier processes (its pool caps
+  them at the CPUs; rewards.scorer.sized_for). A tqdm bar per run on stderr (count, rate, time left) while it is
+  scored; `--no-progress` turns it off.
 - Files: --out-md and --out-json are checked before anything is scored (verl_ebpo.files.check_output_paths):
   neither may be a --run file or a --data-dir benchmark file (also through links), a FIFO/device/folder, or the
   same file as the other. Writes are atomic. A bad --scorer (rewards.scorer.load_scorer, the one loader) and every
@@ -45,7 +48,7 @@ from benchmarks import BENCHMARKS, METHOD_TITLES, METHODS, MODEL_TITLES, SAMPLES
 from verl_ebpo.tools.cli import one_line  # noqa: E402
 from verl_ebpo.files import atomic_write_text, check_output_paths, unreadable_reason  # noqa: E402
 from verl_ebpo.rewards.score import is_correct  # noqa: E402  (the verdict training uses; one definition)
-from verl_ebpo.rewards.scorer import load_scorer  # noqa: E402  (the one scorer loader: one-line errors)
+from verl_ebpo.rewards.scorer import load_scorer, sized_for  # noqa: E402  (the one scorer loader: one-line errors)
 from verl_ebpo.tools.compare import evals  # noqa: E402  (the one scoring implementation, shared with compare)
 from verl_ebpo.tools.compare.evals import REQUIRED_FIELDS, ScoreError, score_rows  # noqa: E402,F401
 
@@ -53,6 +56,30 @@ PAPER_RESULTS = Path(__file__).resolve().parent / "paper_results.json"
 DEFAULT_SCORER = evals.DEFAULT_SCORER
 AUTHORS_SCORER = "authors_scorer:evaluation_score"  # recipes/eval/authors_scorer.py (this folder is on sys.path)
 PROTOCOL_LABELS = {"paper": "ours", "authors": "ours (authors' eval)"}
+
+
+def with_progress(scorer, total: int, desc: str, enabled: bool):
+    """The scorer, counting its calls on a tqdm bar on stderr (count, rate, time left); the bar closes at the
+    last answer. `enabled` False: the scorer itself."""
+    if not enabled:
+        return scorer
+    import threading
+
+    from tqdm import tqdm
+
+    bar = tqdm(total=total, desc=desc, unit="answer", file=sys.stderr)
+    lock = threading.Lock()  # --workers threads call it at once
+
+    def counted(*args, **kwargs):
+        try:
+            return scorer(*args, **kwargs)
+        finally:
+            with lock:
+                bar.update(1)
+                if bar.n >= total:
+                    bar.close()
+
+    return counted
 
 
 def read_generations(path: str) -> list[dict]:
@@ -189,7 +216,10 @@ def main(argv: Optional[list[str]] = None) -> int:
                         f"({AUTHORS_SCORER}); --scorer overrides either")
     p.add_argument("--scorer", default=None, help="module:function with verl's reward signature "
                                                    f"[{DEFAULT_SCORER}; --protocol authors: {AUTHORS_SCORER}]")
-    p.add_argument("--workers", type=int, default=4, help="threads calling the scorer")
+    p.add_argument("--workers", type=int, default=4,
+                   help="threads calling the scorer, and as many verifier processes of the package's reward (up to "
+                        "the CPUs; default 4)")
+    p.add_argument("--no-progress", action="store_true", help="no progress bar on stderr")
     p.add_argument("--out-md", default=None, help="write the markdown table here (it is printed too)")
     p.add_argument("--out-json", default=None, help="write all numbers here")
     p.add_argument("--check-only", action="store_true", help="check everything but the generations, then exit")
@@ -225,9 +255,11 @@ def main(argv: Optional[list[str]] = None) -> int:
                   f"{len(BENCHMARKS)} benchmark files, outputs", file=sys.stderr)
             return 0
         results, ours = {}, {}
+        scorer = sized_for(scorer, args.workers)  # --workers verifier processes, not the pool's default
         for key, path in runs.items():
             rows = read_generations(path)
-            correct = score_rows(rows, scorer, args.workers)
+            correct = score_rows(rows, with_progress(scorer, len(rows), f"scoring {key}", not args.no_progress),
+                                 args.workers)
             per = pass_at_1(rows, correct, samples, problems, args.allow_partial, where=f"{path}: ")
             results[key] = {"file": path, "benchmarks": per,
                             "average": average({b: v["pass@1"] for b, v in per.items()})}

@@ -8,8 +8,16 @@ Protocol (pickled tuples over two pipes):
   child  -> parent: ("ready", pid)
   parent -> child : (job_id, gold_inputs, pred_input, pred_kind, timeout_s)
   child  -> parent: (job_id, verdict, recycle)   verdict in {"correct", "wrong", "timeout", "error"}
+  or, for a whole model output (pred_kind "output:MAX_ANSWER_CHARS", pred_input the output's text):
+  parent -> child : (job_id, gold_inputs, output, pred_kind, timeout_s, slow_inputs)
+  child  -> parent: ("normalised", job_id, answer_input)   just before math-verify reads it
+  child  -> parent: (job_id, verdict, recycle, extracted, answer_input, remembered)
+                    verdict also "no_answer" or "too_long"; an answer_input in slow_inputs (answers that timed
+                    out recently against these golds) is a "timeout" at once (remembered=True)
 
-gold_inputs and pred_input are already `verl_ebpo.rewards.normalize.verifier_input` strings: one inline
+A whole output is extracted (`verl_ebpo.rewards.extract`) and normalised here, inside the job's timer, so the
+reward's time bound covers every step that reads model output, whatever its size or shape.
+gold_inputs and pred_input are `verl_ebpo.rewards.normalize.verifier_input` strings: one inline
 formula each. They are all read the same way (pred_kind is only part of the job's identity): math-verify's
 LaTeX extraction with `extraction_mode="first_match"`, so the one formula is parsed whole or not at all (no
 number picked out of it); an unparsed answer is compared as a string.
@@ -101,8 +109,38 @@ def _watch_parent(parent: int) -> None:
     threading.Thread(target=watch, name="parent-watch", daemon=True).start()
 
 
+OUTPUT_KIND = "output:"  # pred_kind prefix of a whole model output (see the module doc)
+EXTRACTED_CHARS = 1000  # how much of the extracted answer goes back to the caller (for its log)
+
+
+NOTE_CHARS = 4096  # answers up to this long are named back to the parent (its timeout memory)
+
+
+def _send_unalarmed(tx, message) -> None:
+    """Send with the job's timer signal held back, so it cannot cut a message in half mid-write."""
+    signal.pthread_sigmask(signal.SIG_BLOCK, {signal.SIGALRM})
+    try:
+        tx.send(message)
+    finally:
+        signal.pthread_sigmask(signal.SIG_UNBLOCK, {signal.SIGALRM})
+
+
+def _caller_package_first() -> None:
+    """Import `verl_ebpo` from the tree this file belongs to (the caller's copy), not from the working directory
+    or another install."""
+    root = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+    if os.path.isfile(os.path.join(root, "verl_ebpo", "rewards", "extract.py")):
+        if root in sys.path:
+            sys.path.remove(root)
+        sys.path.insert(0, root)
+
+
 def main(argv: list[str]) -> int:
     read_fd, write_fd, mem_mb = int(argv[0]), int(argv[1]), int(argv[2])
+    _caller_package_first()
+    from verl_ebpo.rewards.extract import extract_answer
+    from verl_ebpo.rewards.normalize import EMPTY_INPUT, verifier_input
+
     signal.signal(signal.SIGINT, signal.SIG_IGN)  # Ctrl-C is the parent's business
     _watch_parent(os.getppid())
     from multiprocessing.connection import Connection
@@ -156,12 +194,34 @@ def main(argv: list[str]) -> int:
             job = rx.recv()
         except (EOFError, OSError):
             os._exit(0)  # fast: no interpreter teardown of sympy's many objects
-        job_id, golds, pred, kind, timeout_s = job
-        recycle = False
+        job_id, golds, pred, kind, timeout_s = job[:5]
+        slow = job[5] if len(job) > 5 else ()
+        recycle = remembered = False
+        extracted = pred_input = ""
         try:
             signal.setitimer(signal.ITIMER_REAL, max(float(timeout_s), 1e-3))
             try:
-                verdict = "correct" if judge(tuple(golds), pred) else "wrong"
+                if kind.startswith(OUTPUT_KIND):  # a whole model output: extraction inside the time bound
+                    found = extract_answer(pred)
+                    extracted = "" if found is None else found.text[:EXTRACTED_CHARS]
+                    if found is None:
+                        verdict = "no_answer"
+                    elif len(found.text) > int(kind[len(OUTPUT_KIND):]):
+                        verdict = "too_long"
+                    else:
+                        pred_input = verifier_input(found.text)
+                        if pred_input == EMPTY_INPUT:  # `Answer: .`, `Answer: $ $`: nothing to grade
+                            verdict = "no_answer"
+                        elif pred_input in golds:  # the very same formula: no need to ask math-verify
+                            verdict = "correct"
+                        elif pred_input in slow:  # timed out recently: the same answer in another output
+                            verdict, remembered = "timeout", True
+                        else:
+                            if len(pred_input) <= NOTE_CHARS:  # the parent remembers it if this job is killed
+                                _send_unalarmed(tx, ("normalised", job_id, pred_input))
+                            verdict = "correct" if judge(tuple(golds), pred_input) else "wrong"
+                else:
+                    verdict = "correct" if judge(tuple(golds), pred) else "wrong"
             finally:
                 signal.setitimer(signal.ITIMER_REAL, 0)
         except _Deadline:
@@ -171,7 +231,11 @@ def main(argv: list[str]) -> int:
         except Exception:  # RecursionError, a sympy bug, ...: counted as an error (wrong)
             verdict = "error"
         try:
-            tx.send((job_id, verdict, recycle))
+            if kind.startswith(OUTPUT_KIND):
+                answer = pred_input if len(pred_input) <= NOTE_CHARS else ""  # a longer one is not remembered
+                tx.send((job_id, verdict, recycle, extracted, answer, remembered))
+            else:
+                tx.send((job_id, verdict, recycle))
         except (OSError, EOFError):
             os._exit(0)
         if recycle:

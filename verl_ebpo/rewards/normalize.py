@@ -199,6 +199,9 @@ def _units(text: str) -> str:
     return text[: m.start()] + _TEXT_GROUP_RE.sub(lambda g: g.group(1), tail)
 
 
+EMPTY_INPUT = "$$"  # what `verifier_input` gives for a text with nothing left to grade (`$ $`, `\\,`, `Answer:`, `.`)
+
+
 @lru_cache(maxsize=4096)
 def verifier_input(text: str) -> str:
     """The string handed to math-verify's `parse` for an extracted answer or a ground truth: one inline

@@ -17,8 +17,8 @@ import threading
 from dataclasses import dataclass
 from typing import Any, Optional
 
-from verl_ebpo.rewards.extract import extract_answer, ground_truth_texts
-from verl_ebpo.rewards.normalize import verifier_input
+from verl_ebpo.rewards.extract import ground_truth_texts, to_text
+from verl_ebpo.rewards.normalize import EMPTY_INPUT, verifier_input
 from verl_ebpo.rewards.pool import current_pool, get_pool
 from verl_ebpo.spec import Spec, option
 
@@ -72,7 +72,8 @@ class RewardOptions(Spec):
         2,
         number=(1, 256),
         integer=True,
-        doc="in [1, 256]: verifier processes per calling process (each of verl's `reward.num_workers` has its own; ~60 MB each)",
+        doc="in [1, 256]: verifier processes of the calling process's one pool (each of verl's `reward.num_workers` "
+        "has its own; ~60 MB each): the largest value any call asked for, capped at the CPUs",
     )
     max_answer_chars: int = option(
         1000,
@@ -152,30 +153,32 @@ def _for_log(text: str) -> str:
     return text if len(text) <= PRED_LOG_CHARS else text[: PRED_LOG_CHARS - 3] + "..."
 
 
+def gold_inputs(ground_truth: Any) -> list[str]:
+    """The verifier inputs of a data row's ground truth(s). ValueError (naming the row's value) for a ground
+    truth that is unusable, or empty once normalised (`$$`, `\\,`, `.`, `Answer:`, `\\boxed{}`): graded, any
+    answer with nothing in it would match it (a reward hack)."""
+    out = []
+    for gold in ground_truth_texts(ground_truth):  # a dataset error raises ValueError
+        text = verifier_input(gold)
+        if text == EMPTY_INPUT:
+            raise ValueError(f"ground_truth is empty after normalisation: {_for_log(repr(ground_truth))}")
+        out.append(text)
+    return out
+
+
 def judge(solution_str: Any, ground_truth: Any, options: Optional[RewardOptions] = None) -> tuple[str, str]:
-    """(verdict, extracted answer) for one output. Verdicts: see VERDICTS."""
+    """(verdict, extracted answer) for one output. Verdicts: see VERDICTS.
+
+    Everything that reads the model output (extraction, normalisation, math-verify) runs in a verifier process
+    under the job's time bound (`timeout + kill_grace`): here only the ground truth is read and the output is
+    coerced to text (`to_text`: C-speed str operations)."""
     opts = options or RewardOptions()
-    golds = ground_truth_texts(ground_truth)  # a dataset error raises ValueError
-    try:
-        extracted = extract_answer(solution_str)
-    except Exception:  # pragma: no cover - extraction is pure string code; never let model output raise
-        logger.exception("verl_ebpo.rewards: answer extraction failed (counted as an error)")
-        return "error", ""
-    if extracted is None:
+    golds = gold_inputs(ground_truth)
+    text = to_text(solution_str)
+    if not text:
         return "no_answer", ""
-    text = extracted.text
-    if len(text) > opts.max_answer_chars:
-        return "too_long", text
-    try:
-        pred = verifier_input(text)
-    except Exception:  # pragma: no cover - pure string code; never let model output raise
-        logger.exception("verl_ebpo.rewards: answer normalisation failed (counted as an error)")
-        return "error", text
-    gold_inputs = [verifier_input(g) for g in golds]
-    if pred in gold_inputs:  # the very same formula: no need to ask math-verify
-        return "correct", text
     pool = get_pool(opts.processes, opts.memory_limit_mb)
-    return pool.run(gold_inputs, pred, extracted.kind, opts.timeout, opts.kill_grace), text
+    return pool.score_output(golds, text, opts.max_answer_chars, opts.timeout, opts.kill_grace)
 
 
 def compute_score(

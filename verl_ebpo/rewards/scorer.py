@@ -30,3 +30,29 @@ def load_scorer(spec: str | None) -> Callable[..., Any]:
     if not callable(fn):
         raise ScorerError(f"scorer {spec!r} is not callable (it is a {type(fn).__name__})")
     return fn
+
+
+def sized_for(scorer: Callable[..., Any], workers: int) -> Callable[..., Any]:
+    """The scorer with its verifier pool sized for `workers` calling threads: this package's `compute_score` (or a
+    scorer whose signature names `processes`) gets `processes=min(workers, 256)` unless a call gives its own; the
+    pool itself caps that at the CPUs (docs/reward.md). Any other scorer is returned unchanged. Used by every
+    `--workers` option that scores answers (label-difficulty, recipes/eval/score.py)."""
+    import functools
+    import inspect
+
+    from verl_ebpo.rewards.score import compute_score
+
+    if scorer is not compute_score:
+        try:
+            if "processes" not in inspect.signature(scorer).parameters:
+                return scorer
+        except (TypeError, ValueError):  # no signature (a builtin): leave it alone
+            return scorer
+    processes = max(1, min(int(workers), 256))
+
+    @functools.wraps(scorer)
+    def sized(*args: Any, **kwargs: Any) -> Any:
+        kwargs.setdefault("processes", processes)
+        return scorer(*args, **kwargs)
+
+    return sized

@@ -34,8 +34,8 @@ class DataPassEnds(Exception):
 
 class TrackedReplayBuffer(ReplayBuffer):
     def __init__(self, *args, sampler_kwargs=None, poll_interval=None, refill_fn=None, **kwargs):
-        options = {k: v for k, v in (sampler_kwargs or {}).items() if k != "verl"}
-        opts = rules.ReplayOptions.from_mapping(options)
+        given = rules.options_mapping(sampler_kwargs)  # a string or a list is refused, naming the key
+        opts = rules.ReplayOptions.from_mapping({k: v for k, v in given.items() if k != "verl"})
         trainer_mode = kwargs.get("trainer_mode", args[0] if args else "sync")
         if trainer_mode != "sync":
             raise ValueError(
@@ -43,7 +43,7 @@ class TrackedReplayBuffer(ReplayBuffer):
                 "verl's own (drop the custom_sampler overrides)"
             )
         # What verl passes explicitly wins (a later verl may pass the filtering arguments to custom buffers).
-        kwargs = {**rules.filter_arguments(config_get(sampler_kwargs, "verl")), **kwargs}
+        kwargs = {**rules.filter_arguments(given.get("verl")), **kwargs}
         interval = opts.poll_interval_s if poll_interval is None else float(poll_interval)
         super().__init__(*args, sampler_kwargs=sampler_kwargs, poll_interval=interval,
                          refill_fn=None if refill_fn is None else self._refill, **kwargs)

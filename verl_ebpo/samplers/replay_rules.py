@@ -79,38 +79,98 @@ def buffer_overrides(*, one_pass: bool = False, poll_interval_s: Optional[float]
     return out
 
 
+_LINKS = "trainer.v1.sampler.sampler_kwargs.verl"
+
+
+def _is_node(value) -> bool:
+    """A config node: a mapping (dict, DictConfig) or one of verl's dataclass configs; not a scalar or a list."""
+    return value is not None and not isinstance(value, (str, bytes, bool, int, float, list, tuple)) and (
+        hasattr(value, "get") or hasattr(value, "__dataclass_fields__"))
+
+
+def _link_flag(linked: Mapping, name: str) -> bool:
+    value = linked[name]
+    if value is None:
+        return False
+    if not isinstance(value, bool):
+        raise ValueError(f"{_LINKS}.{name} (-> {VERL_CONFIG_LINKS[name]}) must be true or false, "
+                         f"got {type(value).__name__} {value!r}")
+    return value
+
+
+def _link_whole(key: str, value, allow_none: bool = False):
+    if value is None and allow_none:
+        return None
+    if isinstance(value, bool) or not isinstance(value, int) or value < 1:
+        raise ValueError(f"{key} must be a whole number >= 1{' or null' if allow_none else ''}, "
+                         f"got {type(value).__name__} {value!r}")
+    return int(value)
+
+
+def options_mapping(sampler_kwargs) -> dict:
+    """`sampler_kwargs` as a dict, refused in one line naming the key when it is not a mapping (Hydra composes
+    `trainer.v1.sampler.sampler_kwargs=one_pass` into the string 'one_pass')."""
+    if sampler_kwargs is None:
+        return {}
+    if not _is_node(sampler_kwargs) or not hasattr(sampler_kwargs, "items"):
+        raise ValueError(
+            f"{ReplayOptions.PREFIX} must be a mapping of options (+{ReplayOptions.PREFIX}.KEY=VALUE), got "
+            f"{type(sampler_kwargs).__name__} {sampler_kwargs!r}"[:300])
+    return dict(sampler_kwargs.items())
+
+
 def filter_arguments(linked: Optional[Mapping]) -> dict:
     """The filtering arguments verl 0.9.1's `PPOTrainer._build_replay_buffer` gives its own sync buffer, from the
-    linked config values (`sampler_kwargs.verl`, see `VERL_CONFIG_LINKS`)."""
+    linked config values (`sampler_kwargs.verl`, see `VERL_CONFIG_LINKS`). Every link is checked by type first:
+    a wrong one is a one-line ValueError naming its key."""
     if linked is None:
         raise ValueError(
             f"{BUFFER_CLASS} needs trainer.v1.sampler.sampler_kwargs.verl (links to algorithm.filter_groups, "
             "data.train_batch_size, ...) to apply DAPO's group filtering as verl would: add the overrides of "
             "verl_ebpo.samplers.replay_rules.buffer_overrides()"
         )
+    if not _is_node(linked) or not hasattr(linked, "keys"):
+        raise ValueError(f"{_LINKS} must be a mapping of config links (see VERL_CONFIG_LINKS), got "
+                         f"{type(linked).__name__} {linked!r}"[:300])
     missing = sorted(set(VERL_CONFIG_LINKS) - set(linked.keys()))
     if missing:
         raise ValueError(f"trainer.v1.sampler.sampler_kwargs.verl lacks {missing} (see VERL_CONFIG_LINKS)")
     filter_groups = linked["filter_groups"]
+    if filter_groups is not None and not _is_node(filter_groups):
+        raise ValueError(f"{_LINKS}.filter_groups (-> algorithm.filter_groups) must be a config node, got "
+                         f"{type(filter_groups).__name__} {filter_groups!r}"[:300])
+    enable = config_get(filter_groups, "enable", False)
+    if enable is not None and not isinstance(enable, bool):
+        raise ValueError(f"algorithm.filter_groups.enable must be true or false, got {type(enable).__name__} {enable!r}")
+    train_batch_size = _link_whole(f"{_LINKS}.train_batch_size (-> data.train_batch_size)", linked["train_batch_size"])
+    gen_batch_size = _link_whole(f"{_LINKS}.gen_batch_size (-> data.gen_batch_size)", linked["gen_batch_size"],
+                                 allow_none=True)
+    refill = _link_flag(linked, "sync_refill_failed_groups")
+    reward_model, resource_pool = _link_flag(linked, "reward_model_enable"), _link_flag(
+        linked, "reward_model_enable_resource_pool")
     metric = None
-    if bool(config_get(filter_groups, "enable", False)):
+    if enable:
         metric = config_get(filter_groups, "metric", None)
         if not metric:
             raise ValueError("algorithm.filter_groups.metric must be set when group filtering is enabled")
-        if bool(linked["reward_model_enable"]) and not bool(linked["reward_model_enable_resource_pool"]):
+        if not isinstance(metric, str):
+            raise ValueError(f"algorithm.filter_groups.metric must be a metric name, got {type(metric).__name__} "
+                             f"{metric!r}")
+        if reward_model and not resource_pool:
             raise ValueError(
                 "algorithm.filter_groups requires the reward metric at sampling time: use rule-based reward or "
                 "reward.reward_model.enable_resource_pool=True"
             )
-        metric = str(metric)
-    refill = bool(linked["sync_refill_failed_groups"])
-    train_batch_size = int(linked["train_batch_size"])
+    inflight = 1
+    if metric:
+        inflight = _link_whole("algorithm.filter_groups.max_inflight_gen_batches",
+                               config_get(filter_groups, "max_inflight_gen_batches", 1))
     return {
         "filter_groups_metric": metric,
         "sync_refill_failed_groups": refill,
         "train_batch_size": train_batch_size,
-        "gen_batch_size": 1 if metric is not None or refill else int(linked["gen_batch_size"] or train_batch_size),
-        "max_inflight_gen_batches": int(config_get(filter_groups, "max_inflight_gen_batches", 1)) if metric else 1,
+        "gen_batch_size": 1 if metric is not None or refill else (gen_batch_size or train_batch_size),
+        "max_inflight_gen_batches": inflight,
     }
 
 

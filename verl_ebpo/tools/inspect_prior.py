@@ -25,8 +25,9 @@ from verl_ebpo.tools.cli import one_line
 from verl_ebpo.files import unreadable_reason
 
 INSPECT_GROUP_SIZES = (1, 4, 8, 16, 32)
-
-
+# The largest prior file inspect reads: a saved prior is under 1 KiB; anything this large is not one, and is refused
+# from its size alone, before it is opened (a 512 MiB file was read whole, 1.2 GB resident, to say "not valid JSON").
+MAX_PRIOR_BYTES = 16 << 20  # 16 MiB
 
 
 def resolve_prior_path(target: str | os.PathLike) -> str:
@@ -46,10 +47,12 @@ def resolve_prior_path(target: str | os.PathLike) -> str:
         # verl's find_latest_ckpt_path, mirrored (tested equal) so that inspect never imports verl: tracker -> N
         # -> <root>/global_step_N, which must exist
         latest = os.path.join(target, f"global_step_{check_tracker(target)}")
-        if not os.path.exists(latest):
-            raise EBPOCheckpointError(
-                f"{target}: {TRACKER_FILENAME} names checkpoint folder {latest}, which does not exist"
-            )
+        why = unreadable_reason(latest, allow_dir=True, expected="a folder")
+        if why is None and not os.path.isdir(latest):
+            why = "it is a regular file, not a folder"
+        if why is not None:  # a link loop is named as one, not as "does not exist"
+            why = "which does not exist" if why == "it does not exist" else why.replace("it is", "which is", 1)
+            raise EBPOCheckpointError(f"{target}: {TRACKER_FILENAME} names checkpoint folder {latest}, {why}")
         path = os.path.join(latest, PRIOR_FILENAME)
         if not os.path.lexists(path):
             raise EBPOCheckpointError(f"the latest checkpoint {latest} holds no EBPO prior ({PRIOR_FILENAME})")
@@ -58,6 +61,30 @@ def resolve_prior_path(target: str | os.PathLike) -> str:
         f"{target} holds neither {PRIOR_FILENAME} nor {TRACKER_FILENAME}; give a global_step_N folder, "
         "the prior file, or the checkpoint root (trainer.default_local_dir)"
     )
+
+
+def check_prior_file(path: str) -> None:
+    """What inspect checks before the shared loader (`read_prior_file`) reads the file: its size, from a stat
+    (larger than MAX_PRIOR_BYTES: refused unread), then the schema version's type (`"version": true` equals 1 in
+    Python and was accepted)."""
+    if unreadable_reason(path) is not None:
+        return  # read_prior_file names what it is
+    size = os.stat(path).st_size
+    if size > MAX_PRIOR_BYTES:
+        raise EBPOCheckpointError(
+            f"EBPO prior file {path} is {size:,} bytes, larger than the {MAX_PRIOR_BYTES:,} bytes a prior file can be "
+            "(a saved prior is under 1 KiB); not read"
+        )
+    try:
+        with open(path, "rb") as f:
+            state = json.loads(f.read(MAX_PRIOR_BYTES + 1).decode("utf-8"))
+    except (OSError, ValueError, RecursionError):
+        return  # read_prior_file says what is wrong, in its words
+    version = state.get("version") if isinstance(state, dict) else None
+    if isinstance(version, bool) or (version is not None and not isinstance(version, int)):
+        raise EBPOCheckpointError(
+            f"EBPO prior file {path}: version must be an integer, got {type(version).__name__} {json.dumps(version):.40}"
+        )
 
 
 def describe_prior(prior: EBPOPrior, global_step: int, group_sizes=INSPECT_GROUP_SIZES,
@@ -103,6 +130,7 @@ def run(args: argparse.Namespace) -> int:
     try:
         epsilon = _epsilon(args.epsilon)
         path = resolve_prior_path(args.path)
+        check_prior_file(path)
         prior, step = read_prior_file(path)
     except (EBPOCheckpointError, OSError) as e:
         print(f"verl-ebpo inspect: error: {one_line(str(e))}", file=sys.stderr)

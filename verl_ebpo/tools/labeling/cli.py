@@ -153,7 +153,9 @@ def add_arguments_label_difficulty(p: argparse.ArgumentParser) -> None:
                    help="match the rollouts' index to this field (e.g. extra_info.index) instead of the row number")
     p.add_argument("--missing", choices=("error", "drop", "keep"), default="error",
                    help="prompts without rollouts: error (default), drop them, or keep them without a value")
-    p.add_argument("--workers", type=int, default=1, help="scoring threads (default: 1)")
+    p.add_argument("--workers", type=int, default=1,
+                   help="scoring threads, and as many verifier processes of the package's reward, up to the CPUs "
+                        "(default: 1)")
     p.add_argument("--max-scorer-errors", type=int, default=0, metavar="N",
                    help="answers whose scoring raises are an error (default: 0 tolerated); up to N of them are "
                         "counted as wrong and reported instead")

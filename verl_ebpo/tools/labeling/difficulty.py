@@ -15,7 +15,7 @@ import sys
 from collections import Counter
 from typing import Any, Callable
 
-from verl_ebpo.rewards.scorer import load_scorer
+from verl_ebpo.rewards.scorer import load_scorer, sized_for
 from verl_ebpo.samplers.labels import is_missing, label_kind
 from verl_ebpo.tools.cli import one_line
 from verl_ebpo.tools.labeling.io import (
@@ -130,7 +130,7 @@ def label_difficulty(
     no_truth = sorted(i for i in answers if is_missing(truths[i]))
     if no_truth:
         raise rows_error(f"have rollouts but no {ground_truth_field!r}", no_truth, n, "fix the input file")
-    score = scorer or load_scorer(None)
+    score = sized_for(scorer or load_scorer(None), workers)  # `workers` verifier processes (up to the CPUs)
     from verl_ebpo.rewards.score import is_correct  # the verdict training uses (one definition)
 
     jobs = [(i, r) for i in sorted(answers) for r in answers[i]]

@@ -6,6 +6,8 @@
 
 from __future__ import annotations
 
+import contextlib
+
 import os
 from collections import Counter
 from typing import Any, Callable, Sequence
@@ -61,10 +63,39 @@ def embed_texts(
     except ImportError:
         raise LabelingError(f"embedding prompts needs sentence-transformers: {TOPICS_EXTRA}") from None
 
-    st = SentenceTransformer(path, device=device)
-    return st.encode(
-        list(texts), batch_size=batch_size, show_progress_bar=progress, normalize_embeddings=True, convert_to_numpy=True
-    )
+    with _model_bars(progress):  # without progress: no bar at all, the model's "Loading weights" one included
+        st = SentenceTransformer(path, device=device)
+        return st.encode(
+            list(texts), batch_size=batch_size, show_progress_bar=progress, normalize_embeddings=True,
+            convert_to_numpy=True,
+        )
+
+
+@contextlib.contextmanager
+def _model_bars(progress: bool):
+    """transformers' and huggingface_hub's own tqdm bars (e.g. "Loading weights"), off while `progress` is False;
+    their previous state is restored afterwards."""
+    if progress:
+        yield
+        return
+    from transformers.utils import logging as hf_logging
+
+    was_on = hf_logging.is_progress_bar_enabled()
+    hf_logging.disable_progress_bar()
+    try:
+        from huggingface_hub.utils import are_progress_bars_disabled, disable_progress_bars, enable_progress_bars
+    except ImportError:  # pragma: no cover - huggingface_hub comes with transformers
+        are_progress_bars_disabled = disable_progress_bars = enable_progress_bars = None
+    hub_was_off = are_progress_bars_disabled() if are_progress_bars_disabled else True
+    if disable_progress_bars:
+        disable_progress_bars()
+    try:
+        yield
+    finally:
+        if was_on:
+            hf_logging.enable_progress_bar()
+        if not hub_was_off and enable_progress_bars:
+            enable_progress_bars()
 
 
 def kmeans_labels(embeddings, k: int, seed: int = 0):

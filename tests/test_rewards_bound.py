@@ -1,0 +1,78 @@
+"""Issue 30.4 and 30.5: a reward call's time bound covers the whole call (extraction included), and a ground truth
+with nothing in it once normalised is refused.
+
+Extraction and normalisation run inside the verifier process, under the job's `timeout + kill_grace`. Before, they
+ran in the caller's thread, outside any bound: 10,000 `\\boxed{1}, ` took 2.1 s with timeout=1, kill_grace=1 and
+4-16 s on a loaded machine; a few MB of boxes or colons took several seconds."""
+
+import time
+
+import pytest
+
+from verl_ebpo.rewards import compute_score
+
+TIMEOUT, GRACE = 0.5, 0.5
+SLACK = 2.5  # the pipe carries a few MB, a loaded 2-core machine; still well under what an unbounded scan takes
+
+
+def _warm():
+    """A free, started verifier (the wait for one is not part of the call's bound, see docs/reward.md)."""
+    assert compute_score("x", "\\boxed{4}", "4", timeout=30, kill_grace=5, processes=1)["acc"]
+
+
+@pytest.mark.parametrize("name, output", [
+    ("4 MB of boxes in a list", "\\boxed{1}, " * 360_000 + "\\boxed{4}"),
+    ("3.5 MB of unclosed boxes", "\\boxed{" * 500_000),
+    ("4 MB of nested boxes", "\\boxed{" * 250_000 + "4" + "}" * 250_000),
+    ("8 MB of colons", ":" * 8_000_000),
+    ("an Answer: line of 4 MB of dollars", "Answer: " + "$" * 4_000_000),
+], ids=["boxes", "unclosed", "nested", "colons", "dollars"])  # short ids: pytest puts the id in the environment
+def test_a_call_returns_within_its_bound_whatever_the_output(name, output):
+    _warm()
+    start = time.monotonic()
+    out = compute_score("x", output, "4", timeout=TIMEOUT, kill_grace=GRACE, processes=1, max_answer_chars=10**7)
+    elapsed = time.monotonic() - start
+    assert elapsed < TIMEOUT + GRACE + SLACK, (name, elapsed, out["verdict"])
+    assert out["acc"] is False or name == "4 MB of nested boxes"
+
+
+def test_the_issues_outputs_are_graded_within_the_bound():
+    _warm()
+    for output, verdict in [("\\boxed{1}, " * 10_000 + "\\boxed{4}", "wrong"),  # the list `1, 4`
+                            (":" * 1_000_000, "no_answer")]:
+        start = time.monotonic()
+        out = compute_score("x", output, "4", timeout=5.0, kill_grace=1.0, processes=1)
+        assert time.monotonic() - start < 5.0 + 1.0 + SLACK
+        assert out["verdict"] in (verdict, "timeout")  # graded, or a timeout on a very loaded machine
+
+
+@pytest.mark.parametrize("gold", ["$$", "$ $", "\\,", "\\quad", ".", ",", "Answer:", "\\fbox{", "\\boxed{}",
+                                  ["5", "$ $"]])
+def test_a_ground_truth_empty_after_normalisation_is_a_value_error(gold):
+    """Before: graded, and `Answer: .` or `Answer: $ $` scored 1 against it (a reward hack)."""
+    with pytest.raises(ValueError, match=r"^ground_truth is empty after normalisation: ") as info:
+        compute_score("x", "Answer: .", gold, processes=1)
+    assert "\n" not in str(info.value)
+
+
+@pytest.mark.parametrize("output", ["Answer: .", "Answer: $ $", "Answer: \\,", "\\boxed{\\quad}", "Answer: **.**"])
+def test_an_answer_empty_after_normalisation_is_no_answer(output):
+    out = compute_score("x", output, "5", processes=1)
+    assert out["verdict"] == "no_answer" and out["acc"] is False and out["score"] == 0.0
+    assert compute_score("x", output, "5", processes=1, no_answer_score=-1)["score"] == -1.0
+
+
+def test_a_slow_answer_is_remembered_across_outputs_that_differ_in_their_reasoning():
+    """With extraction in the verifier, the timeout memory still works per answer, not per whole output: a group's
+    samples that end in the same pathological answer after different reasoning cost one timeout, not one each."""
+    from verl_ebpo.rewards import stats
+
+    _warm()
+    before = stats()["verifier_timeouts_remembered"]
+    slow = "\\boxed{(x+y+z+w)^{90}}"
+    first = compute_score("x", "First we think. So " + slow, "1", timeout=0.5, kill_grace=0.5, processes=1)
+    assert first["verdict"] == "timeout"
+    start = time.monotonic()
+    again = compute_score("x", "Other reasoning, other words. " + slow, "1", timeout=0.5, kill_grace=0.5, processes=1)
+    assert again["verdict"] == "timeout" and time.monotonic() - start < 0.5
+    assert stats()["verifier_timeouts_remembered"] == before + 1
