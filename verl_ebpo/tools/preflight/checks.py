@@ -368,11 +368,12 @@ def check_checkpoints(ctx: Context, report: Report) -> None:
                    "moments (the weights and the data position are restored)")
 
 
-def _tokens(cfg, prefix: str, dyn_key: str, max_key: str, mbs_key: str, seq: int) -> Optional[int]:
+def _tokens(cfg, prefix: str, dyn_key: str, max_key: str, mbs_key: str, seq: int) -> tuple[Optional[int], str]:
+    """Tokens of one micro-batch on one GPU, and the key that sets it."""
     if _sel(cfg, f"{prefix}.{dyn_key}"):
-        return int(_sel(cfg, f"{prefix}.{max_key}"))
+        return int(_sel(cfg, f"{prefix}.{max_key}")), f"{prefix}.{max_key}"
     mbs = _sel(cfg, f"{prefix}.{mbs_key}")
-    return int(mbs) * seq if mbs else None
+    return (int(mbs) * seq if mbs else None), f"{prefix}.{mbs_key}"
 
 
 def check_memory(ctx: Context, report: Report) -> None:
@@ -416,20 +417,20 @@ def check_memory(ctx: Context, report: Report) -> None:
                f"{_gb(resident)} = {_gb(rollout_total)}")
     chunk = int(_sel(cfg, f"{a}.entropy_from_logits_chunk_size") or 2048)
     passes = []
-    t = _tokens(cfg, r, "log_prob_use_dynamic_bsz", "log_prob_max_token_len_per_gpu", "log_prob_micro_batch_size_per_gpu", seq)
+    t, key = _tokens(cfg, r, "log_prob_use_dynamic_bsz", "log_prob_max_token_len_per_gpu",
+                     "log_prob_micro_batch_size_per_gpu", seq)
     chunked = bool(_sel(cfg, f"{a}.entropy_from_logits_with_chunking"))
     if t:
-        t = t if _sel(cfg, f"{r}.log_prob_use_dynamic_bsz") else t // max(1, cp)
-        passes.append(("old log-prob", t, True, chunked, 1, resident, "rollout.log_prob_max_token_len_per_gpu"))
+        passes.append(("old log-prob", t, True, chunked, 1, resident, key))
     if uses_ref:
-        t = _tokens(cfg, "actor_rollout_ref.ref", "log_prob_use_dynamic_bsz", "log_prob_max_token_len_per_gpu",
-                    "log_prob_micro_batch_size_per_gpu", seq)
+        t, key = _tokens(cfg, "actor_rollout_ref.ref", "log_prob_use_dynamic_bsz", "log_prob_max_token_len_per_gpu",
+                         "log_prob_micro_batch_size_per_gpu", seq)
         if t:
-            passes.append(("ref log-prob", t, False, False, 1, resident, "ref.log_prob_max_token_len_per_gpu"))
-    t = _tokens(cfg, a, "use_dynamic_bsz", "ppo_max_token_len_per_gpu", "ppo_micro_batch_size_per_gpu", seq)
+            passes.append(("ref log-prob", t, False, False, 1, resident, key))
+    t, key = _tokens(cfg, a, "use_dynamic_bsz", "ppo_max_token_len_per_gpu", "ppo_micro_batch_size_per_gpu", seq)
     if t:
         ent = bool(_sel(cfg, f"{a}.calculate_entropy")) or float(_sel(cfg, f"{a}.entropy_coeff") or 0) != 0
-        passes.append(("update", t, ent, chunked, 2, resident + shards.grads, "actor.ppo_max_token_len_per_gpu"))
+        passes.append(("update", t, ent, chunked, 2, resident + shards.grads, key))
     for name, tokens, entropy, chunk_on, copies, states, key in passes:
         logits = copies * est.logits_bytes(tokens, vocab, tp)
         extra = est.entropy_bytes(tokens, vocab, tp, chunk_on, chunk) if entropy else 0
