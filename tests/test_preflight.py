@@ -230,3 +230,28 @@ def test_backend_caveats_are_warnings_and_bad_options_one_line(readme_run, capsy
     rc = subprocess.run([sys.executable, "-m", "verl_ebpo.tools.cli", "preflight", "--gpu-memory-gb", "0"],
                         capture_output=True, text=True, timeout=120)
     assert rc.returncode == 2 and "--gpu-memory-gb must be in (0, 4096]" in rc.stderr
+
+
+def test_prompts_over_the_limit_are_counted_with_a_local_tokenizer(readme_run, capsys, tmp_path):
+    """A local model folder with a tokenizer: the train prompts go through its chat template as verl's length filter
+    does; over data.max_prompt_length they are a warning when verl filters them, refused under truncation=error."""
+    from verl_ebpo.tools.tiny.assets import build_tokenizer
+
+    shared, args = readme_run
+    standins.write(shared / "data" / "verl_ebpo" / "dapo_math_17k.parquet", 600)
+    model = standins.model_dir(tmp_path, "qwen3_8b")
+    tokenizer = build_tokenizer()
+    tokenizer.save_pretrained(model)
+    lengths = [len(tokenizer.apply_chat_template(r["prompt"], add_generation_prompt=True, tokenize=True)["input_ids"])
+               for r in standins.rows(600)]
+    limit = sorted(lengths)[50]  # the length of "What is 99 + 1?": the 500 prompts of 3-digit numbers are over it
+    over = sum(n > limit for n in lengths)
+    assert over == 500
+    args = [f"actor_rollout_ref.model.path={model}" if a.startswith("actor_rollout_ref.model.path") else a
+            for a in args] + [f"data.max_prompt_length={limit}"]
+    rc, out, err = _run(capsys, ["--free-disk-gb", "1000", *args, "data.filter_overlong_prompts=True"])
+    assert rc == 0, err
+    assert re.search(rf"data: prompt lengths\s+warn\s+{over} of 600 train prompts over data.max_prompt_length={limit}", out)
+    rc, _, err = _run(capsys, ["--free-disk-gb", "1000", *args, "data.filter_overlong_prompts=False",
+                               "data.truncation=error"])
+    _one_line_refusal(rc, err, f"{over} of 600 train prompts over data.max_prompt_length={limit}", "truncation=error")

@@ -7,6 +7,7 @@ import io
 import json
 import os
 import shutil
+import sys
 import warnings
 from dataclasses import dataclass, field
 from typing import Any, Optional
@@ -248,19 +249,22 @@ def _check_prompt_lengths(ctx: Context, report: Report, prompt_key: str) -> None
     from tqdm import tqdm
     from transformers import AutoTokenizer
 
+    from verl.utils.tokenizer import normalize_token_ids  # how verl's length filter counts (rl_dataset.py)
+
     tokenizer = AutoTokenizer.from_pretrained(tok_dir)
-    kwargs = _sel(ctx.cfg, "data.apply_chat_template_kwargs") or {}
+    kwargs = {k: v for k, v in (_sel(ctx.cfg, "data.apply_chat_template_kwargs") or {}).items()
+              if k not in ("tokenize", "return_dict", "return_tensors")}
     over = total = 0
     for raw in _files(_sel(ctx.cfg, "data.train_files")):
         path = _local(str(raw), ctx.working_dir)
         if _remote(str(raw)) or not os.path.isfile(path) or not path.endswith(".parquet"):
             continue
         prompts = pq.read_table(path, columns=[prompt_key]).column(prompt_key).to_pylist()
-        for messages in tqdm(prompts, desc="preflight: prompt lengths", unit="prompt", file=os.sys.stderr,
+        for messages in tqdm(prompts, desc="preflight: prompt lengths", unit="prompt", file=sys.stderr,
                              disable=len(prompts) < 2000):
             ids = tokenizer.apply_chat_template(messages, add_generation_prompt=True, tokenize=True, **kwargs)
             total += 1
-            over += len(ids) > limit
+            over += len(normalize_token_ids(ids)) > limit
     if over == 0:
         report.add("data: prompt lengths", "ok", f"0 of {total:,} train prompts over data.max_prompt_length={limit}")
     elif _sel(ctx.cfg, "data.filter_overlong_prompts"):
