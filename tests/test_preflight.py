@@ -255,3 +255,19 @@ def test_prompts_over_the_limit_are_counted_with_a_local_tokenizer(readme_run, c
     rc, _, err = _run(capsys, ["--free-disk-gb", "1000", *args, "data.filter_overlong_prompts=False",
                                "data.truncation=error"])
     _one_line_refusal(rc, err, f"{over} of 600 train prompts over data.max_prompt_length={limit}", "truncation=error")
+
+
+def test_checkpoint_plan_properties():
+    from hypothesis import given, strategies as st
+
+    @given(st.integers(0, 10**6), st.integers(1, 4096), st.integers(1, 200), st.one_of(st.none(), st.integers(0, 10**5)),
+           st.integers(-1, 500), st.one_of(st.none(), st.integers(-1, 100)))
+    def check(rows, batch, epochs, steps, freq, keep):
+        plan = est.checkpoint_plan(rows, batch, epochs, steps, freq, keep)
+        total = rows // batch * epochs if steps is None else steps
+        assert plan.total_steps == total
+        # verl saves at every multiple of save_freq and at the last step: ceil(total / save_freq)
+        assert plan.saves == (-(-total // freq) if freq > 0 else 0)
+        assert plan.kept == (plan.saves if keep is None or keep <= 0 else min(plan.saves, keep))
+
+    check()
