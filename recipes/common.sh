@@ -20,7 +20,11 @@
 #   MAX_PROMPT_LENGTH [4096]  MAX_RESPONSE_LENGTH [8192]  GROUP_SIZE [4]  NNODES [4]  N_GPUS_PER_NODE [8]
 #   ROLLOUT vllm|sglang [vllm]  BACKEND fsdp|megatron [fsdp]  PROTOCOL paper|authors [paper]
 #   LAUNCH ray-job|local [ray-job; local under SMOKE=cpu]  SMOKE cpu: the CPU smoke (verl_ebpo.tools.cpu.smoke)
-#   RECIPE_DRY_RUN=1  print the command, one argument a line, and exit (nothing launched)
+#   RECIPE_DRY_RUN=1  print the command, one argument a line, and exit (nothing launched); =preflight: the
+#                     preflight's command instead; 0 or unset: launch (any other value is refused)
+#   SHARED_DIR        the folder every node mounts (several nodes: required; DATA_DIR and CKPTS_ROOT default under it)
+#   GPU_MEMORY_GB [141]  one GPU's memory: below 120 the token budgets halve (the 80 GB preset: GPU_MEMORY_GB=80)
+#   SKIP_PREFLIGHT=1  launch without `verl-ebpo preflight` (run before every launch; FREE_DISK_GB: the volume's free space)
 # and the rest in recipes/README.md ("Variables").
 #
 # `bash recipes/<model>/run_<algo>.sh --cfg job` prints verl's composed config and exits (CPU is enough;
@@ -55,8 +59,31 @@ case "$ROLLOUT" in vllm | sglang) ;; *) _recipe_die "ROLLOUT must be vllm or sgl
 case "$BACKEND" in fsdp | megatron) ;; *) _recipe_die "BACKEND must be fsdp or megatron, got '$BACKEND'" ;; esac
 case "$SMOKE" in "" | cpu) ;; *) _recipe_die "SMOKE must be cpu (or unset), got '$SMOKE'" ;; esac
 case "$PRESET" in "" | 1gpu | 1node) ;; *) _recipe_die "PRESET must be 1gpu or 1node (or unset), got '$PRESET'" ;; esac
+RECIPE_DRY_RUN="${RECIPE_DRY_RUN:-0}"
+case "$RECIPE_DRY_RUN" in 0 | 1 | preflight) ;; *) _recipe_die "RECIPE_DRY_RUN must be 1 (print the command), preflight (print the preflight's command) or 0 (launch), got '$RECIPE_DRY_RUN'" ;; esac
+SKIP_PREFLIGHT="${SKIP_PREFLIGHT:-0}"
+case "$SKIP_PREFLIGHT" in 0 | 1) ;; *) _recipe_die "SKIP_PREFLIGHT must be 1 (skip the preflight) or 0, got '$SKIP_PREFLIGHT'" ;; esac
+
+# _recipe_int NAME VALUE MIN MAX: a decimal integer in [MIN, MAX] (digits only: no sign, no leading zero, so bash
+# never reads it as octal; at most 10 digits, so its arithmetic never overflows)
+_recipe_int() {
+    [[ "$2" =~ ^(0|[1-9][0-9]{0,9})$ ]] && (($2 >= $3 && $2 <= $4)) \
+        || _recipe_die "$1 must be a decimal integer in [$3, $4] (digits only, no leading zero), got '$2'"
+}
+# _recipe_real NAME VALUE LOW HIGH [open]: a finite decimal number in [LOW, HIGH] ((LOW, HIGH] with `open`)
+_recipe_real() {
+    local ok=0
+    if [[ "$2" =~ ^([0-9]{1,20}(\.[0-9]{0,20})?|\.[0-9]{1,20})([eE][-+]?[0-9]{1,2})?$ ]]; then
+        awk -v x="$2" -v lo="$3" -v hi="$4" -v open="${5:-}" \
+            'BEGIN { x += 0; exit !((open == "open" ? x > lo : x >= lo) && x <= hi) }' && ok=1
+    fi
+    local bracket="["
+    [[ "${5:-}" == open ]] && bracket="("
+    ((ok)) || _recipe_die "$1 must be a decimal number in $bracket$3, $4], got '$2'"
+}
 if [[ "$PROTOCOL" == paper ]]; then SEED="${SEED:-42}"; else SEED="${SEED:-1}"; fi
 [[ "$SEED" =~ ^[0-9]+$ ]] || _recipe_die "SEED must be a non-negative integer, got '$SEED'"
+_recipe_int SEED "$SEED" 0 2147483647
 if [[ -n "$SMOKE" ]]; then LAUNCH="${LAUNCH:-local}"; else LAUNCH="${LAUNCH:-ray-job}"; fi
 case "$LAUNCH" in ray-job | local) ;; *) _recipe_die "LAUNCH must be ray-job or local, got '$LAUNCH'" ;; esac
 
@@ -107,15 +134,18 @@ else
 fi
 [[ -n "$MODEL_PATH" ]] || _recipe_die "MODEL_PATH is empty"
 _recipe_check_model "$MODEL_PATH"
+# SHARED_DIR: the folder every node mounts at the same path; the data and checkpoints default under it
+SHARED_DIR="${SHARED_DIR:-}"
+_data_base="${SHARED_DIR:-$HOME}"
 if [[ "$PROTOCOL" == paper ]]; then
-    DATA_DIR="${DATA_DIR:-$HOME/data/verl_ebpo}"
+    DATA_DIR="${DATA_DIR:-$_data_base/data/verl_ebpo}"
     VAL_FILES="${VAL_FILES:-[$DATA_DIR/dapo_math_holdout.parquet]}"
 else
-    DATA_DIR="${DATA_DIR:-$HOME/data/verl_ebpo_authors}"
+    DATA_DIR="${DATA_DIR:-$_data_base/data/verl_ebpo_authors}"
     VAL_FILES="${VAL_FILES:-[$DATA_DIR/aime24.parquet]}"
 fi
 TRAIN_FILE="${TRAIN_FILE:-$DATA_DIR/dapo_math_17k.parquet}"
-CKPTS_ROOT="${CKPTS_ROOT:-$HOME/ckpts}"
+CKPTS_ROOT="${CKPTS_ROOT:-$_data_base/ckpts}"
 PYTHON="${PYTHON:-python3}"                # the trainer's (on the cluster under LAUNCH=ray-job)
 RECIPE_PYTHON="${RECIPE_PYTHON:-python3}"  # this machine's, for the algorithm keys and SMOKE=cpu
 
@@ -146,7 +176,7 @@ case "$PROTOCOL:$SCHEDULE" in
     paper:curriculum) _epochs=1 _steps=null _save=100 ;;  # one pass, easy -> hard; final checkpoint
     paper:*) _epochs=100 _steps=1000 _save=100 ;;          # the paper: up to 1000 steps
     authors:baseline) _epochs=6 _steps=null _save=50 ;;   # random-order GRPO / Dr.GRPO / DAPO (~200 steps)
-    authors:ebpo) _epochs=20 _steps=null _save=10 ;;      # EBPO-naive / -topic: steps 300, 260, 200 evaluated
+    authors:ebpo) _epochs=20 _steps=null _save=10 ;;      # EBPO-naive / -topic: steps 300, 260, 200 evaluated (weights kept)
     authors:curriculum) _epochs=1 _steps=null _save=10 ;; # every -diff run: one epoch, final step evaluated
     *) _recipe_die "recipes/algos/$ALGO.sh: unknown SCHEDULE '$SCHEDULE' (main | baseline | ebpo | curriculum)" ;;
 esac
@@ -157,6 +187,11 @@ SAVE_FREQ="${SAVE_FREQ:-$_save}"
 # ---- logging / checkpoints / validation -------------------------------------------------------
 PROJECT_NAME="${PROJECT_NAME:-verl_ebpo}"
 KEEP_CKPTS="${KEEP_CKPTS:-null}"
+# what a checkpoint holds: the authors' EBPO runs (a save every 10 steps for 20 epochs, the evaluated step picked
+# afterwards) keep every step's weights without its optimizer state (4 instead of 12 bytes a parameter); a resume
+# of such a run restarts AdamW's moments. Every other run saves everything (exact resume).
+if [[ "$PROTOCOL:$SCHEDULE" == authors:ebpo ]]; then CKPT_CONTENTS="${CKPT_CONTENTS:-[model,extra]}"; fi
+CKPT_CONTENTS="${CKPT_CONTENTS:-[model,optimizer,extra]}"
 VAL_BEFORE_TRAIN="${VAL_BEFORE_TRAIN:-True}"
 LOGGER="${LOGGER:-[console,wandb,file]}"
 if [[ "$PROTOCOL" == paper ]]; then
@@ -173,11 +208,14 @@ fi
 
 # ---- performance (do not change the algorithm) ------------------------------------------------
 GPU_MEM_UTIL="${GPU_MEM_UTIL:-0.7}"
+GPU_MEMORY_GB="${GPU_MEMORY_GB:-141}"  # one GPU (H200: 141); below 120 the token budgets halve (80 GB preset)
+FREE_DISK_GB="${FREE_DISK_GB:-}"       # the checkpoint volume's free space for the preflight [measured]
 OFFLOAD="${OFFLOAD:-False}"
 ROLLOUT_TP="${ROLLOUT_TP:-1}"
 SP_SIZE="${SP_SIZE:-1}"
 MEGATRON_TP="${MEGATRON_TP:-1}"
 MEGATRON_PP="${MEGATRON_PP:-1}"
+MEGATRON_CP="${MEGATRON_CP:-1}"
 
 # ---- algorithm knobs ----------------------------------------------------------------------------
 if [[ "$PROTOCOL" == paper ]]; then
@@ -188,17 +226,25 @@ fi
 OVERLONG_PENALTY="${OVERLONG_PENALTY:-1.0}"  # OVERLONG_BUFFER_LEN [half of MAX_RESPONSE_LENGTH], set in recipe_run
 
 # ---- checks -----------------------------------------------------------------------------------
-_recipe_int() {  # NAME VALUE MIN: an integer >= MIN
-    [[ "$2" =~ ^[0-9]+$ && "$2" -ge "$3" ]] || _recipe_die "$1 must be an integer >= $3, got '$2'"
-}
-[[ "$GROUP_SIZE" =~ ^[0-9]+$ && "$GROUP_SIZE" -ge 2 ]] || _recipe_die "GROUP_SIZE must be an integer >= 2, got '$GROUP_SIZE'"
-[[ "$NNODES" =~ ^[1-9][0-9]*$ ]] || _recipe_die "NNODES must be a positive integer, got '$NNODES'"
-[[ "$N_GPUS_PER_NODE" =~ ^[1-9][0-9]*$ ]] || _recipe_die "N_GPUS_PER_NODE must be a positive integer, got '$N_GPUS_PER_NODE'"
-_recipe_int TRAIN_BATCH_SIZE "$TRAIN_BATCH_SIZE" 1
-_recipe_int PPO_MINI_BATCH_SIZE "$PPO_MINI_BATCH_SIZE" 1
-_recipe_int MAX_PROMPT_LENGTH "$MAX_PROMPT_LENGTH" 1
-_recipe_int MAX_RESPONSE_LENGTH "$MAX_RESPONSE_LENGTH" 2
-[[ "$LR" =~ ^[0-9.]+([eE][-+]?[0-9]+)?$ ]] || _recipe_die "LR must be a positive number, got '$LR'"
+_recipe_int GROUP_SIZE "$GROUP_SIZE" 2 1024
+_recipe_int NNODES "$NNODES" 1 1024
+_recipe_int N_GPUS_PER_NODE "$N_GPUS_PER_NODE" 1 64
+_recipe_int TRAIN_BATCH_SIZE "$TRAIN_BATCH_SIZE" 1 1000000
+_recipe_int PPO_MINI_BATCH_SIZE "$PPO_MINI_BATCH_SIZE" 1 1000000
+_recipe_int MAX_PROMPT_LENGTH "$MAX_PROMPT_LENGTH" 1 1048576
+_recipe_int MAX_RESPONSE_LENGTH "$MAX_RESPONSE_LENGTH" 2 1048576
+for _v in ROLLOUT_TP SP_SIZE MEGATRON_TP MEGATRON_PP MEGATRON_CP; do _recipe_int "$_v" "${!_v}" 1 64; done
+_recipe_int GPU_MEMORY_GB "$GPU_MEMORY_GB" 1 4096
+for _v in ACTOR_MAX_TOKENS_PER_GPU INFER_MAX_TOKENS_PER_GPU; do
+    [[ -z "${!_v:-}" ]] || _recipe_int "$_v" "${!_v}" 1 100000000
+done
+[[ -z "$FREE_DISK_GB" ]] || _recipe_real FREE_DISK_GB "$FREE_DISK_GB" 0 1000000000
+_recipe_real LR "$LR" 0 1 open
+_recipe_real WEIGHT_DECAY "$WEIGHT_DECAY" 0 1
+_recipe_real KL_LOSS_COEF "$KL_LOSS_COEF" 0 100
+_recipe_real CLIP_RATIO "$CLIP_RATIO" 0 1 open
+_recipe_real GPU_MEM_UTIL "$GPU_MEM_UTIL" 0 1 open
+_recipe_real OVERLONG_PENALTY "$OVERLONG_PENALTY" 0 100
 case "$ORDER" in random | topic | diff | file) ;; *) _recipe_die "ORDER must be random, topic, diff or file, got '$ORDER'" ;; esac
 case "$EBPO_PRIOR_SCOPE" in running | batch) ;; *) _recipe_die "EBPO_PRIOR_SCOPE must be running or batch, got '$EBPO_PRIOR_SCOPE'" ;; esac
 
@@ -248,10 +294,11 @@ _recipe_prescan() {
             trainer.total_epochs) TOTAL_EPOCHS="$value" ;;
         esac
     done
-    _recipe_int "data.max_response_length (MAX_RESPONSE_LENGTH)" "$MAX_RESPONSE_LENGTH" 2
-    _recipe_int "data.max_prompt_length (MAX_PROMPT_LENGTH)" "$MAX_PROMPT_LENGTH" 1
+    _recipe_int "data.max_response_length (MAX_RESPONSE_LENGTH)" "$MAX_RESPONSE_LENGTH" 2 1048576
+    _recipe_int "data.max_prompt_length (MAX_PROMPT_LENGTH)" "$MAX_PROMPT_LENGTH" 1 1048576
     [[ "$SEED" =~ ^[0-9]+$ ]] || _recipe_die "SEED (data.seed) must be a non-negative integer, got '$SEED'"
-    _recipe_int "actor_rollout_ref.rollout.n (GROUP_SIZE)" "$GROUP_SIZE" 2
+    _recipe_int "SEED (data.seed)" "$SEED" 0 2147483647
+    _recipe_int "actor_rollout_ref.rollout.n (GROUP_SIZE)" "$GROUP_SIZE" 2 1024
     _recipe_check_model "$MODEL_PATH"
 }
 
@@ -261,8 +308,13 @@ source "$RECIPES_DIR/order.sh"
 # _recipe_build: every derived value and the argument arrays (after _recipe_prescan).
 _recipe_build() {
     _seq_len=$((MAX_PROMPT_LENGTH + MAX_RESPONSE_LENGTH))
-    ACTOR_MAX_TOKENS_PER_GPU="${ACTOR_MAX_TOKENS_PER_GPU:-$((_seq_len * 2 / SP_SIZE))}"
-    INFER_MAX_TOKENS_PER_GPU="${INFER_MAX_TOKENS_PER_GPU:-$((_seq_len * 4 / SP_SIZE))}"
+    # token budgets per GPU: (prompt + response) x 2 for the update, x 4 for the log-prob passes (x 1 and x 2 below
+    # 120 GB a GPU), divided by the sequence split (FSDP: Ulysses SP_SIZE; Megatron: context parallelism MEGATRON_CP)
+    local split=$SP_SIZE mult=2
+    [[ "$BACKEND" == megatron ]] && split=$MEGATRON_CP
+    ((GPU_MEMORY_GB >= 120)) || mult=1
+    ACTOR_MAX_TOKENS_PER_GPU="${ACTOR_MAX_TOKENS_PER_GPU:-$((_seq_len * mult / split))}"
+    INFER_MAX_TOKENS_PER_GPU="${INFER_MAX_TOKENS_PER_GPU:-$((_seq_len * mult * 2 / split))}"
     OVERLONG_BUFFER_LEN="${OVERLONG_BUFFER_LEN:-$((MAX_RESPONSE_LENGTH / 2))}"
     # the run's name and folder: the model actually used, the algorithm, G and the seed
     if [[ -n "$SMOKE" ]]; then _model_name="smoke_cpu-${MODEL_TAG}"; else _model_name="$(_recipe_sanitize "$MODEL_PATH")"; fi
@@ -303,6 +355,9 @@ _recipe_build() {
         actor_rollout_ref.actor.clip_ratio_high="$CLIP_RATIO"
         actor_rollout_ref.actor.use_dynamic_bsz=True
         actor_rollout_ref.actor.ppo_max_token_len_per_gpu="$ACTOR_MAX_TOKENS_PER_GPU"
+        # the old-log-prob pass computes the entropy: in chunks of 2048 tokens, not over all logits at once
+        actor_rollout_ref.actor.entropy_from_logits_with_chunking=True
+        actor_rollout_ref.actor.checkpoint.save_contents="$CKPT_CONTENTS"
         actor_rollout_ref.ref.log_prob_max_token_len_per_gpu="$INFER_MAX_TOKENS_PER_GPU"
         algorithm.use_kl_in_reward=False
         # rollout: vLLM or SGLang, G samples per prompt at temperature 1
@@ -363,6 +418,8 @@ _recipe_build() {
             actor_rollout_ref.actor.megatron.pipeline_model_parallel_size="$MEGATRON_PP"
             actor_rollout_ref.ref.megatron.tensor_model_parallel_size="$MEGATRON_TP"
             actor_rollout_ref.ref.megatron.pipeline_model_parallel_size="$MEGATRON_PP"
+            actor_rollout_ref.actor.megatron.context_parallel_size="$MEGATRON_CP"
+            actor_rollout_ref.ref.megatron.context_parallel_size="$MEGATRON_CP"
             actor_rollout_ref.actor.megatron.param_offload="$OFFLOAD"
             actor_rollout_ref.actor.megatron.optimizer_offload="$OFFLOAD"
             actor_rollout_ref.ref.megatron.param_offload=True
@@ -385,7 +442,7 @@ _recipe_build() {
     [[ "$SCHEDULE" == curriculum && "$TOTAL_EPOCHS" == 1 ]] && one_pass=(--one-pass)
     keys="$(PYTHONPATH="$REPO_ROOT${PYTHONPATH:+:$PYTHONPATH}" "$RECIPE_PYTHON" -m verl_ebpo.tools.algorithms "$ALGO_KEYS" \
         --protocol "$PROTOCOL" --max-response-length "$MAX_RESPONSE_LENGTH" --overlong-buffer-len "$OVERLONG_BUFFER_LEN" \
-        --overlong-penalty "$OVERLONG_PENALTY" --prior-scope "$EBPO_PRIOR_SCOPE" "${one_pass[@]}" 2>&1)" \
+        --overlong-penalty "$OVERLONG_PENALTY" --prior-scope "$EBPO_PRIOR_SCOPE" --log-discarded "${one_pass[@]}" 2>&1)" \
         || _recipe_die "the algorithm's keys: ${keys##*$'\n'}"
     mapfile -t ALGO_ARGS <<<"$keys"
 }
@@ -429,7 +486,7 @@ recipe_run() {
         local smoke=("$RECIPE_PYTHON" -m verl_ebpo.tools.cpu.smoke --launch "$LAUNCH" --ray-address "$RAY_ADDRESS"
             --working-dir "$WORKING_DIR" --ckpt-dir "$CKPT_DIR" --metrics-file "$METRICS_FILE"
             --name "$(basename "$MODEL_DIR")/run_${ALGO}.sh")
-        [[ "${RECIPE_DRY_RUN:-0}" == 1 ]] && smoke+=(--dry-run)
+        [[ "$RECIPE_DRY_RUN" != 0 ]] && smoke+=(--dry-run)
         ((${#flags[@]})) && smoke+=(--print-only)
         [[ "$LAUNCH" == ray-job ]] && _recipe_ray_auth
         PYTHONPATH="$REPO_ROOT${PYTHONPATH:+:$PYTHONPATH}" exec "${smoke[@]}" -- "${trainer[@]:3}"
@@ -443,9 +500,27 @@ recipe_run() {
         submit=(ray job submit --address "$RAY_ADDRESS" --runtime-env "$RUNTIME_ENV" --working-dir "$WORKING_DIR"
             ${RAY_JOB_ARGS} -- bash -c 'mkdir -p "$(dirname "$0")" && exec "$@"' "$METRICS_FILE")
     fi
-    if [[ "${RECIPE_DRY_RUN:-0}" == 1 ]]; then
+    # the preflight (verl-ebpo preflight) on the same overrides, in WORKING_DIR (where the job reads relative paths)
+    local preflight=("$RECIPE_PYTHON" -m verl_ebpo.tools.preflight --gpu-memory-gb "$GPU_MEMORY_GB" --working-dir "$WORKING_DIR")
+    [[ -z "$FREE_DISK_GB" ]] || preflight+=(--free-disk-gb "$FREE_DISK_GB")
+    [[ -z "$SHARED_DIR" ]] || preflight+=(--shared-dir "$SHARED_DIR")
+    preflight+=("${trainer[@]:3}")
+    if [[ "$RECIPE_DRY_RUN" == 1 ]]; then
         printf '%s\n' "${submit[@]}" "${trainer[@]}"
         return 0
+    elif [[ "$RECIPE_DRY_RUN" == preflight ]]; then
+        printf '%s\n' "${preflight[@]}"
+        return 0
+    fi
+    if ((${#flags[@]} == 0)); then
+        # several nodes: the data, checkpoints and metrics must be on a folder every node mounts
+        if ((NNODES > 1)) && [[ -z "$SHARED_DIR" ]]; then
+            _recipe_die "NNODES=$NNODES: set SHARED_DIR to the folder every node mounts (DATA_DIR and CKPTS_ROOT default under it; the preflight checks every path is)"
+        fi
+        mkdir -p "$(dirname "$METRICS_FILE")"
+        if [[ "$SKIP_PREFLIGHT" != 1 ]]; then
+            (cd "$WORKING_DIR" && PYTHONPATH="$REPO_ROOT${PYTHONPATH:+:$PYTHONPATH}" "${preflight[@]}") || exit 2
+        fi
     fi
     echo "[recipes] $(basename "$MODEL_DIR")/run_${ALGO}.sh: protocol=$PROTOCOL model=$MODEL_PATH seed=$SEED G=$GROUP_SIZE" \
         "backend=$BACKEND rollout=$ROLLOUT order=$ORDER nodes=${NNODES}x${N_GPUS_PER_NODE} exp=$EXPERIMENT_NAME" \

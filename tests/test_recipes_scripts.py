@@ -54,7 +54,7 @@ RECIPE_VARS = (
     "ACTOR_MAX_TOKENS_PER_GPU INFER_MAX_TOKENS_PER_GPU PROTOCOL LAUNCH RAY_ADDRESS WORKING_DIR RUNTIME_ENV "
     "RAY_JOB_ARGS POSTTRAINED_MODEL_PATH BASE_MODEL_PATH SEED TRAIN_BATCH_SIZE PPO_MINI_BATCH_SIZE LR "
     "MAX_PROMPT_LENGTH MAX_RESPONSE_LENGTH ROLLOUT PRESET SMOKE SMOKE_STEPS METRICS_FILE RECIPE_PYTHON ALGO_KEYS "
-    "WEIGHT_DECAY KL_LOSS_COEF CLIP_RATIO"
+    "WEIGHT_DECAY KL_LOSS_COEF CLIP_RATIO SHARED_DIR GPU_MEMORY_GB FREE_DISK_GB SKIP_PREFLIGHT MEGATRON_CP CKPT_CONTENTS"
 ).split()
 
 
@@ -216,6 +216,9 @@ def algo_keys(protocol: str, model: str, algo: str) -> dict:
     keys = dict(table[base])
     if algo == "ebpo_topic":
         keys.update(TOPIC)
+    if protocol == "paper" and base == "dapo":  # DAPO's dropped groups logged by the replay buffer (issue 28)
+        keys.update({"trainer.v1.sampler.custom_sampler.path": "pkg://verl_ebpo.samplers.replay",
+                     "trainer.v1.sampler.custom_sampler.name": "TrackedReplayBuffer"})
     if algo.endswith("_diff"):  # the curriculum: the base model, ordered by its own pass rates, one epoch
         keys.update({
             "actor_rollout_ref.model.path": BASE_MODEL_PATHS[model],
@@ -249,7 +252,11 @@ def schedule(protocol: str, algo: str) -> dict:
     elif algo.endswith("_diff"):
         epochs, steps, save = 1, None, 10  # *_sorted_*_base_multi_nodes.sh: total_epochs=1, save_freq=10
     elif algo.startswith("ebpo"):
-        epochs, steps, save = 20, None, 10  # ebpo_..._naive / _bertopic: total_epochs=20, save_freq=10
+        # ebpo_..._naive / _bertopic: total_epochs=20, save_freq=10; every step's weights kept, not its optimizer
+        contents = ["model", "extra"]
+        return {"trainer.total_epochs": 20, "trainer.total_training_steps": None, "trainer.save_freq": 10,
+                "actor_rollout_ref.actor.checkpoint.save_contents": contents,
+                "actor_rollout_ref.actor.checkpoint.load_contents": contents}
     else:
         epochs, steps, save = 6, None, 50  # _gen_random_scripts.py: total_epochs=6, save_freq=50
     return {"trainer.total_epochs": epochs, "trainer.total_training_steps": steps, "trainer.save_freq": save}
@@ -554,7 +561,8 @@ def test_ray_job_submit_gets_every_argument_intact(tmp_path):
     env = {"PATH": f"{tmp_path}:{os.environ['PATH']}", "PYTHON": str(fake_python),
            "ARGS_OUT": str(tmp_path / "args.txt"), "DATA_DIR": "/data dir/with space",
            "LOGGER": "[console,wandb]", "PROTOCOL": "authors", "CKPTS_ROOT": str(tmp_path / "ck"),
-           "METRICS_FILE": str(tmp_path / "ck" / "m" / "attempt.jsonl")}
+           "METRICS_FILE": str(tmp_path / "ck" / "m" / "attempt.jsonl"), "SKIP_PREFLIGHT": "1",
+           "SHARED_DIR": str(tmp_path)}
     extra = ("trainer.experiment_name=it's $HOME", "+x.y=[a,b]")
     out = subprocess.run(["bash", str(script("qwen3_8b", "ebpo")), *extra], env=recipe_env(env),
                          capture_output=True, text=True, timeout=60, cwd=tmp_path)
@@ -610,10 +618,10 @@ def test_order_keys_equal_the_samplers_overrides():
     "env, message",
     [
         ({"BACKEND": "deepspeed"}, "BACKEND must be fsdp or megatron"),
-        ({"GROUP_SIZE": "1"}, "GROUP_SIZE must be an integer >= 2"),
-        ({"GROUP_SIZE": "four"}, "GROUP_SIZE must be an integer >= 2"),
+        ({"GROUP_SIZE": "1"}, "GROUP_SIZE must be a decimal integer in [2, 1024]"),
+        ({"GROUP_SIZE": "four"}, "GROUP_SIZE must be a decimal integer in [2, 1024]"),
         ({"ORDER": "sorted"}, "ORDER must be random, topic, diff or file"),
-        ({"NNODES": "0"}, "NNODES must be a positive integer"),
+        ({"NNODES": "0"}, "NNODES must be a decimal integer in [1, 1024]"),
         ({"EBPO_PRIOR_SCOPE": "global"}, "EBPO_PRIOR_SCOPE must be running or batch"),
         ({"LAUNCH": "slurm"}, "LAUNCH must be ray-job or local"),
         ({"ROLLOUT": "trtllm"}, "ROLLOUT must be vllm or sglang, got 'trtllm'"),
@@ -625,9 +633,23 @@ def test_order_keys_equal_the_samplers_overrides():
         ({"SMOKE": "gpu"}, "SMOKE must be cpu (or unset), got 'gpu'"),
         ({"SMOKE": "1"}, "SMOKE must be cpu (or unset)"),
         ({"PRESET": "big"}, "PRESET must be 1gpu or 1node"),
-        ({"MAX_RESPONSE_LENGTH": "8k"}, "MAX_RESPONSE_LENGTH must be an integer >= 2"),
-        ({"TRAIN_BATCH_SIZE": "0"}, "TRAIN_BATCH_SIZE must be an integer >= 1"),
-        ({"LR": "fast"}, "LR must be a positive number"),
+        ({"MAX_RESPONSE_LENGTH": "8k"}, "MAX_RESPONSE_LENGTH must be a decimal integer in [2, 1048576]"),
+        ({"TRAIN_BATCH_SIZE": "0"}, "TRAIN_BATCH_SIZE must be a decimal integer in [1, 1000000]"),
+        ({"LR": "fast"}, "LR must be a decimal number in (0, 1], got 'fast'"),
+        # issue 30.3: decimal numbers with ranges: no zero learning rate, no bash overflow, no octal
+        ({"LR": "0"}, "LR must be a decimal number in (0, 1], got '0'"),
+        ({"LR": "0.0"}, "LR must be a decimal number in (0, 1]"),
+        ({"LR": "."}, "LR must be a decimal number in (0, 1]"),
+        ({"LR": "1.2.3"}, "LR must be a decimal number in (0, 1]"),
+        ({"LR": "1e-400"}, "LR must be a decimal number in (0, 1]"),
+        ({"LR": "inf"}, "LR must be a decimal number in (0, 1]"),
+        ({"GROUP_SIZE": "99999999999999999999"}, "GROUP_SIZE must be a decimal integer in [2, 1024]"),
+        ({"TRAIN_BATCH_SIZE": "99999999999999999999"}, "TRAIN_BATCH_SIZE must be a decimal integer in [1, 1000000]"),
+        ({"MAX_RESPONSE_LENGTH": "0100"}, "MAX_RESPONSE_LENGTH must be a decimal integer in [2, 1048576] (digits only, no leading zero), got '0100'"),
+        ({"TRAIN_BATCH_SIZE": "08"}, "TRAIN_BATCH_SIZE must be a decimal integer in [1, 1000000]"),
+        ({"GPU_MEM_UTIL": "1.5"}, "GPU_MEM_UTIL must be a decimal number in (0, 1]"),
+        ({"SP_SIZE": "0"}, "SP_SIZE must be a decimal integer in [1, 64]"),
+        ({"SKIP_PREFLIGHT": "yes"}, "SKIP_PREFLIGHT must be 1 (skip the preflight) or 0"),
     ],
 )
 def test_bad_environment_fails_with_a_clear_message(env, message):
@@ -636,6 +658,23 @@ def test_bad_environment_fails_with_a_clear_message(env, message):
     assert out.returncode == 2
     assert message in out.stderr
     assert out.stdout == "" and out.stderr.count("\n") == 1  # one line, nothing launched or printed
+
+
+@pytest.mark.parametrize("value", ["true", "yes", "TRUE", "on", " 1", "2"])
+def test_an_undocumented_dry_run_value_is_refused_and_launches_nothing(tmp_path, value):
+    """Issue 30.3: RECIPE_DRY_RUN accepts 1, preflight and 0 only; anything else stops before anything runs (it
+    used to launch the real run). The trainer's interpreter is a stand-in that records a launch."""
+    marker = tmp_path / "launched"
+    fake = tmp_path / "python3"
+    fake.write_text(f"#!/bin/sh\ntouch {marker}\n")
+    fake.chmod(0o755)
+    env = recipe_env({"RECIPE_DRY_RUN": value, "LAUNCH": "local", "PYTHON": str(fake), "SKIP_PREFLIGHT": "1",
+                      "NNODES": "1", "CKPTS_ROOT": str(tmp_path / "ckpts")})
+    out = subprocess.run(["bash", str(script("qwen3_8b", "ebpo"))], env=env, capture_output=True, text=True, timeout=60)
+    assert out.returncode == 2 and out.stdout == "" and out.stderr.count("\n") == 1
+    assert f"RECIPE_DRY_RUN must be 1 (print the command), preflight (print the preflight's command) or 0 (launch), " \
+           f"got '{value}'" in out.stderr
+    assert not marker.exists() and not (tmp_path / "ckpts").exists()
 
 
 def test_literal_cfg_job_on_cpu():

@@ -13,13 +13,13 @@
 #       (recipes/eval/generate.py on GPU with vLLM, GPUS/TP processes in parallel, then verl-ebpo
 #       label-difficulty; roughly an hour on one 8 x H200 node for an 8B model, an estimate, not measured).
 #
-# Environment: DATA_DIR [$HOME/data/verl_ebpo], TRAIN_FILE [$DATA_DIR/dapo_math_17k.parquet],
+# Environment: DATA_DIR [${SHARED_DIR:-$HOME}/data/verl_ebpo], TRAIN_FILE [$DATA_DIR/dapo_math_17k.parquet],
 #   TOPIC_K [9], DIFFICULTY_SAMPLES [16], DIFFICULTY_MAX_TOKENS [8192, the training response budget], GPUS [8],
 #   TP [ROLLOUT_TP of model.env], ENGINE [vllm], PYTHON [python3].
 set -euo pipefail
 HERE="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)"
 RECIPES_DIR="$(dirname "$HERE")"
-: "${DATA_DIR:=$HOME/data/verl_ebpo}"
+: "${DATA_DIR:=${SHARED_DIR:-$HOME}/data/verl_ebpo}"
 : "${TRAIN_FILE:=$DATA_DIR/dapo_math_17k.parquet}"
 : "${PYTHON:=python3}"
 : "${ENGINE:=vllm}"

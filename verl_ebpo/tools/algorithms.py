@@ -42,20 +42,25 @@ def overlong_buffer(max_response_length: int) -> int:
 
 def overrides(algo: str, protocol: str = "paper", *, max_response_length: int = 8192,
               overlong_buffer_len: int | None = None, overlong_penalty: float = 1.0,
-              prior_scope: str | None = None, one_pass: bool = False) -> list[str]:
+              prior_scope: str | None = None, one_pass: bool = False, log_discarded: bool = False) -> list[str]:
     """The Hydra overrides that make `algo` under `protocol` (ranges: max_response_length >= 2,
     1 <= overlong_buffer_len < max_response_length, overlong_penalty >= 0). ValueError on bad input.
 
     one_pass: the run stays inside one pass over its data (the curriculum runs; needs trainer.total_epochs=1):
     the plugin's replay buffer (`verl_ebpo.samplers.replay_rules.buffer_overrides`), for every algorithm alike,
     so the -diff runs differ only in their algorithm's keys.
+
+    log_discarded: a run that drops groups (paper DAPO's dynamic sampling) gets the same replay buffer without
+    one_pass, which logs the answers it discards (`replay/discarded_*`, docs/ordering.md#one-pass), so the reward
+    of every generated answer can be compared with the other methods' (the recipes; nothing else changes).
     """
     keys = _algorithm_keys(algo, protocol, max_response_length, overlong_buffer_len, overlong_penalty, prior_scope)
-    if not one_pass:
+    drops_groups = "algorithm.filter_groups.enable=True" in keys
+    if not one_pass and not (log_discarded and drops_groups):
         return keys
     from verl_ebpo.samplers.replay_rules import buffer_overrides  # here: the samplers package loads numpy
 
-    return keys + buffer_overrides(one_pass=True)
+    return keys + buffer_overrides(one_pass=one_pass)
 
 
 def _algorithm_keys(algo, protocol, max_response_length, overlong_buffer_len, overlong_penalty, prior_scope):
@@ -120,11 +125,14 @@ def main(argv=None) -> int:
                         help="EBPO's prior (default: running under paper, batch under authors)")
     parser.add_argument("--one-pass", action="store_true",
                         help="keep the run inside one pass over its data (the curriculum runs; total_epochs=1)")
+    parser.add_argument("--log-discarded", action="store_true",
+                        help="a run that drops groups (paper DAPO) logs the answers it discards (the replay buffer)")
     args = parser.parse_args(argv)
     try:
         keys = overrides(args.algo, args.protocol, max_response_length=args.max_response_length,
                          overlong_buffer_len=args.overlong_buffer_len, overlong_penalty=args.overlong_penalty,
-                         prior_scope=args.prior_scope, one_pass=args.one_pass)
+                         prior_scope=args.prior_scope, one_pass=args.one_pass,
+                         log_discarded=args.log_discarded)
     except ValueError as exc:
         print(f"verl_ebpo.tools.algorithms: error: {exc}", file=sys.stderr)
         return 2

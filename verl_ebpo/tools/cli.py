@@ -21,6 +21,7 @@ SUBCOMMANDS = {
     "label-topics": ("verl_ebpo.tools.labeling.cli:TOPICS", "add a topic label to a verl RL parquet file"),
     "label-difficulty": ("verl_ebpo.tools.labeling.cli:DIFFICULTY", "add a pass-rate difficulty to a verl RL parquet file"),
     "simulate": ("verl_ebpo.tools.simulate", "seeded RLVR simulator: EBPO vs GRPO, DAPO, ... over seeds and G"),
+    "preflight": ("verl_ebpo.tools.preflight", "check a verl run before it starts: data, disk, GPU memory, nodes, reward"),
 }
 
 CPU_EXTRA = "pip install 'verl-ebpo[cpu]'"

@@ -1,0 +1,76 @@
+"""`verl-ebpo preflight [options] OVERRIDES...`: plan a verl run before it starts (docs/preflight.md).
+
+It composes the config exactly as `python -m verl.trainer.main_ppo OVERRIDES...` does (Hydra's compose API on
+verl's `ppo_trainer` config, the same overrides), runs verl's `validate_config`, then checks what the run will need
+before Ray starts: data files and columns, the checkpoint plan against the free disk, GPU memory per pass (an
+estimate), paths on several nodes, the reward function, backend caveats. It prints a table, one line per check; a
+blocking problem exits 2 with one line on stderr naming it.
+"""
+
+from __future__ import annotations
+
+import argparse
+import math
+import os
+import sys
+
+from verl_ebpo.tools.preflight.checks import Report, run_checks
+
+__all__ = ["Report", "add_arguments", "main", "preflight", "run", "run_checks"]
+
+
+def _positive(name: str, low: float, high: float):
+    def parse(text: str) -> float:
+        try:
+            value = float(text)
+        except ValueError:
+            raise argparse.ArgumentTypeError(f"{name} must be a number, got {text!r}") from None
+        if not (math.isfinite(value) and low < value <= high):
+            raise argparse.ArgumentTypeError(f"{name} must be in ({low:g}, {high:g}], got {text!r}")
+        return value
+
+    return parse
+
+
+def add_arguments(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("--gpu-memory-gb", type=_positive("--gpu-memory-gb", 0, 4096), default=80.0,
+                        help="memory of one GPU in GB (1e9 bytes), in (0, 4096] [80]")
+    parser.add_argument("--free-disk-gb", type=_positive("--free-disk-gb", -1, 1e9), default=None,
+                        help="free space of the checkpoint volume in GB, in [0, 1e9] (a cluster volume this machine "
+                             "does not mount) [the real free space at trainer.default_local_dir]")
+    parser.add_argument("--shared-dir", default=os.environ.get("SHARED_DIR") or None,
+                        help="the folder every node mounts at the same path (several nodes: checkpoints, data and "
+                             "metrics must be under it) [$SHARED_DIR]")
+    parser.add_argument("--working-dir", default=None,
+                        help="the folder relative paths (data, reward file) are read from [the current folder]")
+    parser.add_argument("overrides", nargs="*", metavar="OVERRIDE",
+                        help="verl's Hydra overrides, as given to python -m verl.trainer.main_ppo (after the options)")
+
+
+def preflight(overrides, *, gpu_memory_gb: float = 80.0, free_disk_gb=None, shared_dir=None,
+              working_dir=None) -> Report:
+    """The checks of `overrides` (no printing); `Report.blocking` is the first blocking problem or None."""
+    return run_checks(list(overrides), gpu_memory_gb=gpu_memory_gb, free_disk_gb=free_disk_gb,
+                      shared_dir=shared_dir, working_dir=working_dir)
+
+
+def run(args: argparse.Namespace) -> int:
+    from verl_ebpo.tools.cli import one_line
+
+    try:
+        report = preflight(args.overrides, gpu_memory_gb=args.gpu_memory_gb, free_disk_gb=args.free_disk_gb,
+                           shared_dir=args.shared_dir, working_dir=args.working_dir)
+    except Exception as exc:  # noqa: BLE001 - a config Hydra or verl refuses: one line, exit 2
+        print(f"verl-ebpo preflight: {one_line(exc)}", file=sys.stderr)
+        return 2
+    print(report.table())
+    if report.blocking:
+        print(f"verl-ebpo preflight: {one_line(report.blocking)}", file=sys.stderr)
+        return 2
+    return 0
+
+
+def main(argv=None) -> int:
+    parser = argparse.ArgumentParser(prog="verl-ebpo preflight", description=__doc__.splitlines()[0])
+    add_arguments(parser)
+    return run(parser.parse_args(argv))

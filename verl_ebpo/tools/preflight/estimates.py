@@ -1,0 +1,174 @@
+"""The preflight's figures as pure functions (no verl, no torch): parameters from a model's config.json,
+checkpoint bytes and plan, GPU memory per pass. Every formula here is an estimate; docs/preflight.md states them.
+
+Units: bytes (ints), GB = 1e9 bytes.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+from typing import Mapping
+
+GB = 1e9
+DTYPE_BYTES = {"bfloat16": 2, "bf16": 2, "float16": 2, "fp16": 2, "half": 2, "float32": 4, "fp32": 4, "float": 4}
+TIGHT = 0.9  # a pass above this share of the GPU's memory is "tight" (activations are not counted)
+
+
+class EstimateError(ValueError):
+    """An estimate that cannot be made (a config.json key missing or not a positive integer)."""
+
+
+def _pos_int(cfg: Mapping, key: str, default=None) -> int:
+    value = cfg.get(key, default)
+    if isinstance(value, bool) or not isinstance(value, int) or value < 1:
+        raise EstimateError(f"config.json: {key} must be a positive integer, got {value!r}")
+    return value
+
+
+def dtype_bytes(name, default: int = 2) -> int:
+    """Bytes of one element of dtype `name` ("bfloat16", "fp32", ...); `default` when `name` is None."""
+    if name is None:
+        return default
+    key = str(name).removeprefix("torch.").lower()
+    if key not in DTYPE_BYTES:
+        raise EstimateError(f"unknown dtype {name!r} (one of {', '.join(sorted(DTYPE_BYTES))})")
+    return DTYPE_BYTES[key]
+
+
+def param_count(cfg: Mapping) -> int:
+    """Parameters of a dense decoder (Llama / Qwen2 / Qwen3 layout) from its HF config.json.
+
+    Per layer: q and o projections H x (heads x head_dim) each, k and v H x (kv_heads x head_dim) each (+ their
+    biases when `attention_bias`), the gated MLP 3 x H x I, two RMSNorms 2H (+ Qwen3's q/k norms 2 x head_dim);
+    plus the embedding V x H, the output head V x H unless `tie_word_embeddings`, the final norm H.
+    Qwen3-8B (36, 4096, 12288, 151936, 32/8 heads, head_dim 128, untied): 8,190,735,360."""
+    h = _pos_int(cfg, "hidden_size")
+    layers = _pos_int(cfg, "num_hidden_layers")
+    inter = _pos_int(cfg, "intermediate_size")
+    vocab = _pos_int(cfg, "vocab_size")
+    heads = _pos_int(cfg, "num_attention_heads")
+    kv = _pos_int(cfg, "num_key_value_heads", heads)
+    head_dim = cfg.get("head_dim") or h // heads
+    head_dim = _pos_int({"head_dim": head_dim}, "head_dim")
+    if cfg.get("num_experts") or cfg.get("num_local_experts") or cfg.get("n_routed_experts"):
+        raise EstimateError("config.json: a mixture-of-experts model (this estimate covers dense models)")
+    attn = 2 * h * heads * head_dim + 2 * h * kv * head_dim
+    if cfg.get("attention_bias"):
+        attn += heads * head_dim + 2 * kv * head_dim
+    norms = 2 * h + (2 * head_dim if str(cfg.get("model_type", "")).startswith("qwen3") else 0)
+    per_layer = attn + 3 * h * inter + norms
+    embed = vocab * h * (1 if cfg.get("tie_word_embeddings", False) else 2)
+    return layers * per_layer + embed + h
+
+
+# ---- checkpoints ---------------------------------------------------------------------------------------------
+
+
+def checkpoint_bytes(params: int, backend: str, save_contents, model_bytes: int = 4, hf_bytes: int = 2) -> dict:
+    """Bytes of one saved checkpoint by content (`checkpoint.save_contents`), for the whole model (all ranks).
+
+    fsdp: `model` = the sharded parameters in the actor's `fsdp_config.model_dtype` (fp32 by default: 4 B a
+    parameter), `optimizer` = AdamW's two fp32 moments (8 B). megatron: `model` = bf16 weights (2 B), `optimizer` =
+    fp32 master weights and two moments (12 B). `hf_model` = a HuggingFace copy in the model's dtype (`hf_bytes`).
+    `extra` (RNG, scheduler, data loader) is counted as 0. An 8B model saved by FSDP with model+optimizer: ~98 GB."""
+    per = {"model": model_bytes if backend == "fsdp" else 2, "optimizer": 8 if backend == "fsdp" else 12,
+           "hf_model": hf_bytes, "extra": 0}
+    out = {}
+    for item in save_contents:
+        if item not in per:
+            raise EstimateError(f"checkpoint.save_contents: unknown item {item!r} (model, optimizer, extra, hf_model)")
+        out[item] = params * per[item]
+    return out
+
+
+@dataclass(frozen=True)
+class CheckpointPlan:
+    steps_per_epoch: int
+    total_steps: int
+    saves: int
+    kept: int
+
+    def total_bytes(self, per_checkpoint: int) -> int:
+        return self.kept * per_checkpoint
+
+
+def checkpoint_plan(rows: int, train_batch_size: int, total_epochs: int, total_training_steps,
+                    save_freq: int, keep) -> CheckpointPlan:
+    """verl 0.9.1's schedule: steps per epoch = rows // train_batch_size (the V1 trainer); total = that x epochs
+    unless `total_training_steps` is set (it then replaces it); a save every `save_freq` steps and at the last
+    step (none when save_freq <= 0); `max_actor_ckpt_to_keep` (None or <= 0: all) bounds how many stay.
+    Example: 17,398 rows, batch 512, 20 epochs, save every 10, keep all -> 33 steps/epoch, 660 steps, 66 kept."""
+    spe = rows // train_batch_size
+    total = spe * total_epochs if total_training_steps is None else int(total_training_steps)
+    if save_freq is None or save_freq <= 0 or total <= 0:
+        saves = 0
+    else:
+        saves = total // save_freq + (1 if total % save_freq else 0)
+    kept = saves if keep is None or keep <= 0 else min(saves, keep)
+    return CheckpointPlan(spe, total, saves, kept)
+
+
+# ---- GPU memory ------------------------------------------------------------------------------------------------
+
+
+def logits_bytes(tokens: int, vocab: int, tp: int = 1, nbytes: int = 2) -> int:
+    """The logits of one micro-batch on one GPU: tokens x vocabulary (divided over tensor parallelism) x bytes.
+    49,152 tokens x 151,936 x 2 B (bf16) = 14.9 GB."""
+    return tokens * math.ceil(vocab / tp) * nbytes
+
+
+def entropy_bytes(tokens: int, vocab: int, tp: int = 1, chunked: bool = False, chunk: int = 2048,
+                  nbytes: int = 2) -> int:
+    """Extra memory of verl's entropy over the logits. Not chunked (`entropy_from_logits`): the softmax and its
+    product with the logits, two more buffers the size of the logits. Chunked (`entropy_from_logits_with_chunking`):
+    three fp32 buffers of `chunk` rows (the float copy, softmax, product)."""
+    if chunked:
+        return 3 * min(chunk, tokens) * math.ceil(vocab / tp) * 4
+    return 2 * logits_bytes(tokens, vocab, tp, nbytes)
+
+
+@dataclass(frozen=True)
+class Shards:
+    """Resident bytes per GPU of the learner's parameters, gradients and optimizer state."""
+
+    params: int
+    grads: int
+    optimizer: int
+
+
+def learner_shards(params: int, backend: str, world: int, *, tp: int = 1, pp: int = 1, cp: int = 1,
+                   model_bytes: int = 4, param_offload: bool = False, optimizer_offload: bool = False) -> Shards:
+    """fsdp: parameters (model_bytes each), fp32 gradients and AdamW's two fp32 moments, all sharded over every GPU
+    of the run (16 B a parameter / world with fp32 parameters). megatron: bf16 parameters and fp32 gradients split
+    over tp x pp; fp32 master weights + two moments (12 B) also over the data-parallel ranks (distributed optimizer,
+    dp = world / (tp x pp x cp)). Offloaded parts count 0."""
+    if backend == "fsdp":
+        p = params * model_bytes // world
+        g = params * 4 // world
+        o = params * 8 // world
+    else:
+        mp = tp * pp
+        dp = max(1, world // (tp * pp * cp))
+        p, g, o = params * 2 // mp, params * 4 // mp, params * 12 // (mp * dp)
+    return Shards(0 if param_offload else p, g, 0 if optimizer_offload else o)
+
+
+@dataclass(frozen=True)
+class Pass:
+    name: str
+    tokens: int
+    logits: int
+    entropy: int
+    states: int
+
+    @property
+    def total(self) -> int:
+        return self.logits + self.entropy + self.states
+
+
+def verdict(total: int, gpu_bytes: float) -> str:
+    """"fail" over the GPU's memory, "tight" over TIGHT of it, else "ok"."""
+    if total > gpu_bytes:
+        return "fail"
+    return "tight" if total > TIGHT * gpu_bytes else "ok"
