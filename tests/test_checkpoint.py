@@ -303,10 +303,11 @@ def test_non_ebpo_estimator_is_inert_and_ebpo_resume_from_it_is_a_clear_error(wo
     [
         (lambda text: text[: len(text) // 2], ["corrupt"]),
         (lambda text: text.replace('"version": 1', '"version": 2'), ["version 2"]),
+        (lambda text: text.replace('"version": 1', '"version": true'), ["version True"]),  # true == 1 in Python
         (lambda text: text.replace('"global_step": 2', '"global_step": 1'), ["global step 1", "step 2"]),
         (lambda text: text.replace('"m2": ', '"m2": -'), ["reward.m2 is -", "never negative"]),
     ],
-    ids=["truncated", "wrong-version", "other-step", "negative-m2"],
+    ids=["truncated", "wrong-version", "bool-version", "other-step", "negative-m2"],
 )
 def test_corrupt_or_wrong_prior_file_is_an_error_naming_the_file(workdir, damage, words):
     folder = _checkpoint_at_step_2()

@@ -172,7 +172,8 @@ class EBPOPrior:
         unchanged."""
         if not isinstance(state, dict) or state.get("schema") != SCHEMA:
             raise ValueError(f"not an EBPO prior state (schema {SCHEMA!r} expected)")
-        if state.get("version") != SCHEMA_VERSION:
+        version = state.get("version")
+        if isinstance(version, bool) or not isinstance(version, int) or version != SCHEMA_VERSION:
             raise ValueError(
                 f"EBPO prior state version {state.get('version')!r:.40} is not supported (expected {SCHEMA_VERSION})"
             )
