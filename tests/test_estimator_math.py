@@ -98,6 +98,20 @@ def test_zero_variance_gives_full_shrinkage_and_zero_advantage():
     assert diag["ebpo/shrinkage_mean"] == 1.0 and diag["ebpo/zero_adv_frac"] == 1.0
 
 
+@pytest.mark.parametrize("groups, g", [(5, 2), (25, 8), (40, 4), (100, 8)])
+@pytest.mark.parametrize("mode", ["batch", "center"])
+def test_all_fail_batch_after_a_mixed_one_gives_zero_advantages(mode, groups, g):
+    """Every group of the batch fails while mu_glob > 0: raw = -S * mu_glob on every row, the batch is constant, so
+    every advantage is 0. Before: the float64 mean missed raw by ~1e-17 and `batch` divided that by ~0: +-1e6."""
+    prior = EBPOPrior()
+    rng = np.random.default_rng(0)
+    mixed = (rng.random((groups, g)) < 0.3).astype(float).tolist()
+    ebpo_advantage(*batch(mixed), prior, EBPOOptions(normalize=mode))
+    assert prior.mu_glob > 0
+    adv, _ = ebpo_advantage(*batch([[0.0] * g] * groups), prior, EBPOOptions(normalize=mode))
+    assert torch.count_nonzero(adv) == 0
+
+
 def test_prior_decay_known_answer():
     # lam = 1/2. Call 1: W_r over {1,1}: w=2, mean 1, m2 0; W_mu over {1}: w=1, mean 1, m2 0.
     # Call 2 scores {0,0}: W_r: w = 1 + 2 = 3, mean = 1 + (0-1)*2/3 = 1/3, m2 = 0 + 0 + 1*1*2/3 = 2/3.

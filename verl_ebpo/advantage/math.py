@@ -180,7 +180,8 @@ def normalize_advantage(raw: torch.Tensor, valid: torch.Tensor, mode: str, epsil
         mode: "batch" -> c / (std_unbiased + epsilon * max|c|) with c = raw - mean; "center" -> c;
               "none" -> raw. With fewer than two valid rows "batch" and "center" give 0. The epsilon is relative
               to the largest |c|, so `batch` is unit-free and shift-free like the rest (for 0/1 rewards
-              max|c| <= 1: at most verl's absolute 1e-6; c all 0 gives 0).
+              max|c| <= 1: at most verl's absolute 1e-6). A constant batch (every |c| within the mean's
+              rounding, k * eps * max|raw|) gives 0.
     Returns:
         (bs,) float64, 0 on invalid rows.
     """
@@ -195,11 +196,13 @@ def normalize_advantage(raw: torch.Tensor, valid: torch.Tensor, mode: str, epsil
     if k < 2:
         return torch.zeros_like(raw)
     centered = torch.where(valid, raw - picked.mean(), zero)
+    top = centered.abs().max()
+    # The float64 mean of k values is off by up to ~k * eps * max|raw|: a batch whose every |c| lies within that is
+    # constant (an all-fail batch with mu_glob != 0 has raw = -S * mu_glob on every row), so 0, never c / tiny.
+    if not top > k * torch.finfo(torch.float64).eps * picked.abs().max():
+        return torch.zeros_like(raw)
     if mode == "center":
         return centered
-    top = centered.abs().max()
-    if not top > 0:
-        return torch.zeros_like(raw)
     unit = centered / top  # = c / (std(c) + epsilon * max|c|), computed at |c| <= 1: no under/overflow in std
     return unit / (torch.std(unit[valid], unbiased=True) + epsilon)
 
