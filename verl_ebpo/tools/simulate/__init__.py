@@ -30,7 +30,8 @@ from __future__ import annotations
 import argparse
 import sys
 
-HELP = "simulate RLVR learning: EBPO vs GRPO/Dr.GRPO/RLOO/DAPO over seeds and G, at equal answer budget"
+HELP = ("simulate RLVR learning: EBPO vs GRPO/Dr.GRPO/RF++-baseline/RLOO/DAPO/James-Stein over seeds and G, at "
+        "equal answer budget, with each estimator's gradient noise against the exact gradient")
 
 
 # the bound past which a run is refused without --force (docs/simulator.md, "Cost")
@@ -86,6 +87,10 @@ def estimate_cost(options) -> tuple[float, float]:
                                                                                 if spec.dynamic_sampling else 1)
             per = 1e-8 * (gen + pd) + (8e-4 if spec.per_seed else 0.0)
             seconds += regimes * options.steps * rows * per
+            # the gradient measurement: (warmup + draws) batches x reporting seeds, every generation batch drawn
+            grad_gen = (options.answers_per_step // G) * G * options.max_gen_batches
+            seconds += regimes * (options.grad_draws + options.grad_warmup) * options.seeds * (
+                1e-7 * (grad_gen + pd) + (8e-4 if spec.per_seed else 0.0))
             stream = options.budget // G + gen // G
             peak = max(peak, 8.0 * rows * ((options.prompts + options.heldout) * (options.features + 6) + stream + gen))
     return seconds, 0.6 * 2**30 + peak
@@ -142,17 +147,28 @@ def run(args: argparse.Namespace) -> int:
     from verl_ebpo.tools.simulate.regimes import run_family
     from verl_ebpo.tools.simulate.report import cells_table, family_table, write_family_outputs
 
-    def progress(regime, result, lr):
-        if not args.quiet:
-            print(f"  {regime:>16} {result.estimator:>10} G={result.G:<3} lr {lr:<5g} final {result.final.mean():.3f}"
-                  f"  ({result.seconds:.1f} s)", flush=True)
+    from tqdm import tqdm
 
+    names = ["custom"] if options.regime == "custom" else list(options.regime_names)
+    cells = len(names) * len(options.estimators) * len(options.G)
     if not args.quiet:
-        names = ["custom"] if options.regime == "custom" else list(options.regime_names)
         print(f"simulating regimes {names} x {len(options.estimators)} estimators x G {list(options.G)} x lr grid "
               f"{list(options.lrs)}; {options.seeds} seeds (+{options.tune_seeds} for tuning), {options.budget} "
               f"answers each; {estimate} ...", flush=True)
-    family = run_family(options, progress=progress)
+    # progress on stderr: cells done of total, elapsed and time left (--quiet: none)
+    bar = tqdm(total=cells, desc="simulate", unit="cell", file=sys.stderr, disable=args.quiet, mininterval=0.5,
+               bar_format="{desc}: {n_fmt}/{total_fmt} cells [{elapsed}<{remaining}]")
+
+    def progress(regime, result, lr):
+        bar.update(1)
+        if not args.quiet:
+            bar.write(f"  {regime:>16} {result.estimator:>10} G={result.G:<3} lr {lr:<5g} final "
+                      f"{result.final.mean():.3f}  ({result.seconds:.1f} s)", file=sys.stdout)
+
+    try:
+        family = run_family(options, progress=progress)
+    finally:
+        bar.close()
     try:
         summary = write_family_outputs(family, args.out, figure=not args.no_figure)
     except (OutputPathError, OSError) as e:

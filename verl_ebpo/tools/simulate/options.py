@@ -8,7 +8,7 @@ from typing import Any
 
 from verl_ebpo.spec import Spec, option
 
-DEFAULT_ESTIMATORS = ("grpo", "dapo", "ebpo")
+DEFAULT_ESTIMATORS = ("grpo", "drgrpo", "rfpp_baseline", "rloo", "dapo", "js", "ebpo")
 # the learning-rate grid each estimator is tuned over, per optimizer (`lr_grid auto`)
 LR_GRIDS = {"adam": (0.3, 1.0, 3.0, 10.0), "sgd": (1.0, 3.0, 10.0, 30.0), "nsgd": (0.3, 1.0, 3.0, 10.0)}
 REGIME_NAMES = ("shared", "shared_clean", "per_prompt", "per_prompt_clean", "hard", "hard_clean")
@@ -139,6 +139,11 @@ class SimOptions(Spec):
     target_gap: float = option(0.5, number=(0.0, 1.0), lo_open=True, hi_open=True, doc="answers-to-target: answers "
                                "until success >= s0 + target_gap * (1 - s0), s0 the seed's initial success (a run that "
                                "never gets there counts the whole budget).")
+    grad_draws: int = option(32, number=(0, 100_000), integer=True, doc="the mechanism: one-step gradient estimates "
+                             "drawn per reporting seed, estimator and G at the initial policy, against the exact "
+                             "gradient (docs/simulator.md, \"Gradient\"); 0: not measured.")
+    grad_warmup: int = option(8, number=(0, 100_000), integer=True, doc="batches fed to each estimator before the "
+                              "measured draws (they fill EBPO's running prior).")
     gen_batch: int = option(0, number=(0, 1_000_000), integer=True, doc="DAPO: prompts per generation batch (verl's "
                             "`data.gen_batch_size`); 0: the training batch (answers_per_step / G).")
     seed: int = option(0, number=(0, 2**31 - 1), integer=True, doc="first seed.")

@@ -75,6 +75,7 @@ class Family:
     sweeps: dict = dataclasses.field(default_factory=dict)  # regime -> Sweep (reporting seeds, chosen lr)
     lrs: dict = dataclasses.field(default_factory=dict)  # regime -> {(label, G): lr}
     tune_auc: dict = dataclasses.field(default_factory=dict)  # regime -> {(label, G): [mean AUC per grid lr]}
+    gradients: dict = dataclasses.field(default_factory=dict)  # regime -> {(label, G): GradientResult}
     seconds: float = 0.0
 
 
@@ -93,7 +94,12 @@ def run_cell(task, spec, G: int, options: SimOptions) -> tuple[RunResult, float,
 
 
 def run_family(options: SimOptions, progress=None) -> Family:
-    """Every regime of `options.regime_names` (or `custom`) x estimator x G, best-vs-best."""
+    """Every regime of `options.regime_names` (or `custom`) x estimator x G, best-vs-best; with `grad_draws` > 0
+    also each cell's gradient statistics at the initial policy (`gradient.measure`, reporting seeds).
+    progress(regime, run, lr) is called after every cell."""
+    from verl_ebpo.tools.simulate.engine import build_task
+    from verl_ebpo.tools.simulate.gradient import measure
+
     t0 = time.perf_counter()
     family = Family(options)
     specs = [parse_estimator(e) for e in options.estimators]
@@ -103,9 +109,13 @@ def run_family(options: SimOptions, progress=None) -> Family:
             o = regime_options(options, name)
             task = build_task_rows(o)
             sweep = Sweep(o)
-            family.lrs[name], family.tune_auc[name] = {}, {}
+            family.lrs[name], family.tune_auc[name], family.gradients[name] = {}, {}, {}
+            report_task = build_task(o) if o.grad_draws else None
             for spec in specs:
                 for G in o.G:
+                    if report_task is not None:
+                        family.gradients[name][(spec.label, G)] = measure(report_task, spec, G, o, o.seed_list,
+                                                                          o.grad_draws, o.grad_warmup)
                     run, lr, scores = run_cell(task, spec, G, o)
                     sweep.runs[(spec.label, G)] = run
                     family.lrs[name][(spec.label, G)] = lr

@@ -35,11 +35,41 @@ def _ebpo_and_baselines(sweep: Sweep) -> tuple[list[str], list[str]]:
     return ebpo, [label for label in labels if label not in ebpo]
 
 
-def summarize(sweep: Sweep, negligible: float = 0.0, lrs: dict | None = None, where: str = "") -> dict:
+GRAD_DELTA = 0.05  # |log(noise ratio)| below it: a practically equal gradient noise (5%)
+
+
+def _grad_cell(g) -> dict:
+    """A gradient cell of summary.json from a `gradient.GradientResult` (per-seed values in, intervals out)."""
+    cos, noise, draw = mean_ci(g.cos_mean), mean_ci(np.log(g.noise)), mean_ci(g.cos_draw)
+    return {
+        "grad_cos_mean": _r(cos.mean), "grad_cos_mean_ci95": [_r(x) for x in cos.as_list()],
+        "grad_noise": _r(float(np.exp(noise.mean))),  # geometric mean over seeds
+        "grad_noise_ci95": [_r(float(np.exp(x))) if x is not None else None for x in noise.as_list()],
+        "grad_cos_draw": _r(draw.mean), "grad_draws": g.draws,
+        "grad_answers": _r(float(np.mean(g.answers))),
+        "grad_noise_budget": _r(float(np.exp(np.mean(np.log(g.noise_budget))))),
+        "grad_noise_per_seed": [_r(x) for x in g.noise],
+    }
+
+
+def _grad_comparison(e, b, ge, gb, G: int, where: str) -> tuple[dict, str]:
+    """EBPO's gradient noise over the baseline's, paired by seed, as a ratio with its interval (log scale)."""
+    diff = paired_diff_ci(np.log(ge.noise), np.log(gb.noise))
+    sentence = verdict(e, b, diff, f"log gradient noise at G={G}{where}", negligible=GRAD_DELTA)
+    ci = diff.as_list()
+    return {"noise_ratio": _r(float(np.exp(diff.mean))),
+            "noise_ratio_ci95": [_r(float(np.exp(x))) if x is not None else None for x in ci],
+            "noise_verdict": sentence}, sentence
+
+
+def summarize(sweep: Sweep, negligible: float = 0.0, lrs: dict | None = None, where: str = "",
+              grads: dict | None = None) -> dict:
     """The summary dict (summary.json): results per estimator and G, paired comparisons, verdicts.
 
     negligible: the practical threshold of `stats.verdict`; lrs: {(label, G): lr} chosen per cell (default: the
-    options' first grid lr); where: words added to each verdict's "what" (the regime)."""
+    options' first grid lr); where: words added to each verdict's "what" (the regime); grads: {(label, G):
+    GradientResult} (the gradient statistics, added to cells and comparisons)."""
+    grads = grads or {}
     from verl_ebpo.tools.simulate.regimes import answers_to_target, auc
 
     o = sweep.options
@@ -75,6 +105,7 @@ def summarize(sweep: Sweep, negligible: float = 0.0, lrs: dict | None = None, wh
             "ebpo_shrinkage_mean": _r(run.shrinkage_mean),
             "final_per_seed": [_r(x) for x in run.final],
             "seconds": _r(run.seconds, 2),
+            **(_grad_cell(grads[(label, G)]) if (label, G) in grads else {}),
         }
     comparisons: dict = {}
     verdicts: list[str] = []
@@ -99,6 +130,10 @@ def summarize(sweep: Sweep, negligible: float = 0.0, lrs: dict | None = None, wh
                 "auc_verdict": asentence,
             }
             verdicts += [sentence, asentence]
+            if (e, G) in grads and (b, G) in grads:
+                entry, gsentence = _grad_comparison(e, b, grads[(e, G)], grads[(b, G)], G, where)
+                comparisons[key][str(G)].update(entry)
+                verdicts.append(gsentence)
     return {
         "seeds": o.seeds,
         "G": list(o.G),
@@ -110,7 +145,8 @@ def summarize(sweep: Sweep, negligible: float = 0.0, lrs: dict | None = None, wh
         "budget_answers": o.budget,
         "order": o.resolved_order,
         "options": {k: list(v) if isinstance(v, tuple) else v for k, v in o.to_mapping().items()},
-        "verl_functions": {label: parse_estimator(label).verl_name for label in results},
+        "verl_functions": {label: parse_estimator(label).verl_name or "verl_ebpo james_stein_advantage"
+                           for label in results},
         "seconds": _r(sweep.seconds, 2),
     }
 
@@ -254,7 +290,7 @@ def write_outputs(sweep: Sweep, out_dir: str, figure: bool = True) -> dict:
 
 # ---- the family of regimes (the default report) ----
 
-PAIRS = ("ebpo-grpo", "ebpo-dapo")
+PAIRS = ("ebpo-drgrpo", "ebpo-js")  # the headline rows: EBPO's expectation-equivalent and its closest peer
 
 
 def summarize_family(family) -> dict:
@@ -263,7 +299,8 @@ def summarize_family(family) -> dict:
     from verl_ebpo.tools.simulate.regimes import LR_RULE, REGIMES
 
     o = family.options
-    per = {name: summarize(sweep, o.negligible, family.lrs[name], where=f" ({name})")
+    per = {name: summarize(sweep, o.negligible, family.lrs[name], where=f" ({name})",
+                           grads=family.gradients.get(name))
            for name, sweep in family.sweeps.items()}
     head = per.get("shared") or next(iter(per.values()))
     verdicts = [v for s in per.values() for v in s["verdicts"]]
@@ -281,6 +318,7 @@ def summarize_family(family) -> dict:
         "verdicts": verdicts,
         "n_comparisons": len(verdicts),
         "negligible": o.negligible,
+        "grad_delta": GRAD_DELTA,
         "seconds": _r(family.seconds, 2),
     }
 
@@ -293,17 +331,41 @@ def _ci(mean, ci) -> str:
     return f"{signed(mean)} [{signed(ci[0])}, {signed(ci[1])}]"
 
 
-def family_table(summary: dict) -> str:
-    """Markdown: per regime and G, EBPO minus each baseline, best-vs-best (final success and AUC)."""
-    pairs = [p for p in PAIRS if any(p in c for c in summary["regime_comparisons"].values())]
-    head = "| regime | G | " + " | ".join(f"{p} final | {p} AUC" for p in pairs) + " |"
-    rows = [head, "|---|---:|" + "---|---|" * len(pairs)]
+def _ratio(c) -> str:
+    if c.get("noise_ratio") is None:
+        return ""
+    lo, hi = c["noise_ratio_ci95"]
+    return f"{c['noise_ratio']:.3f}" + ("" if lo is None else f" [{lo:.3f}, {hi:.3f}]")
+
+
+def family_table(summary: dict, pairs=None) -> str:
+    """Markdown: per regime and G, EBPO against each headline baseline: its gradient noise ratio (paired by seed,
+    geometric mean [95% CI]) and the differences in final success and AUC, best-vs-best."""
+    pairs = [p for p in (pairs or PAIRS) if any(p in c for c in summary["regime_comparisons"].values())]
+    head = "| regime | G | " + " | ".join(f"{p} noise ratio | {p} final | {p} AUC" for p in pairs) + " |"
+    rows = [head, "|---|---:|" + "---|---|---|" * len(pairs)]
     for name, comps in summary["regime_comparisons"].items():
         for G in summary["G"]:
             cells = []
             for p in pairs:
                 c = comps.get(p, {}).get(str(G))
-                cells += ["", ""] if c is None else [_ci(c["diff"], c["ci95"]), _ci(c["auc_diff"], c["auc_ci95"])]
+                cells += ["", "", ""] if c is None else [_ratio(c), _ci(c["diff"], c["ci95"]),
+                                                         _ci(c["auc_diff"], c["auc_ci95"])]
+            rows.append(f"| {name} | {G} | " + " | ".join(cells) + " |")
+    return "\n".join(rows)
+
+
+def gradient_table(summary: dict) -> str:
+    """Markdown: every regime x G x estimator's gradient noise (tr Cov / |E g|^2, geometric mean over seeds) and
+    the cosine of one batch's step with the exact gradient."""
+    labels = list(dict.fromkeys(label for per in summary["regimes"].values() for label in per))
+    rows = ["| regime | G | " + " | ".join(labels) + " |", "|---|---:|" + "---:|" * len(labels)]
+    for name, per_est in summary["regimes"].items():
+        for G in summary["G"]:
+            cells = []
+            for label in labels:
+                c = per_est.get(label, {}).get(str(G), {})
+                cells.append("" if c.get("grad_noise") is None else f"{c['grad_noise']:.3g} ({c['grad_cos_draw']:.3f})")
             rows.append(f"| {name} | {G} | " + " | ".join(cells) + " |")
     return "\n".join(rows)
 
@@ -333,8 +395,10 @@ def family_markdown(summary: dict) -> str:
         f"per run, optimizer {o['optimizer']}, lr grid {summary['lr_grid']} (chosen per estimator, regime and G: "
         f"{summary['lr_rule']}); {summary['seconds']:.1f} s.\n\nAUC: mean success over the run (area under success "
         "vs answers generated / budget). Answers to target: until success closes "
-        f"{o['target_gap']:g} of the gap to 1.\n\n## EBPO minus each baseline, best-vs-best, paired by seed, 95% CI\n\n"
-        f"{family_table(summary)}\n\n## Cells\n\n{cells_table(summary)}\n\n## Verdicts ({summary['n_comparisons']} "
+        f"{o['target_gap']:g} of the gap to 1.\n\n## EBPO against Dr.GRPO and James-Stein: gradient noise ratio, "
+        "final success and AUC differences, paired by seed, 95% CI\n\n"
+        f"{family_table(summary)}\n\n## Gradient noise tr Cov(g) / |E g|^2 at the initial policy (cosine of one "
+        f"batch's step with the exact gradient)\n\n{gradient_table(summary)}\n\n## Cells\n\n{cells_table(summary)}\n\n## Verdicts ({summary['n_comparisons']} "
         f"comparisons, 95% intervals not corrected for multiplicity; |difference| < {summary['negligible']:g}: "
         f"negligible)\n\n{verdicts}\n"
     )
