@@ -128,6 +128,22 @@ def check_out_folder(out: str, figure: bool = True) -> None:
             check_output_path(os.path.join(out, name))
 
 
+def command_line(options) -> str:
+    """The canonical command that makes `options` (every option that differs from its default), for results files."""
+    import dataclasses
+
+    from verl_ebpo.tools.simulate.options import SimOptions
+
+    words = ["verl-ebpo", "simulate"]
+    defaults = SimOptions()
+    for f in dataclasses.fields(SimOptions):
+        value = getattr(options, f.name)
+        if value != getattr(defaults, f.name):
+            values = list(value) if isinstance(value, tuple) else [value]
+            words += ["--" + f.name.replace("_", "-"), *(f"{v:g}" if isinstance(v, float) else str(v) for v in values)]
+    return " ".join(words)
+
+
 def run(args: argparse.Namespace) -> int:
     import os
 
@@ -170,7 +186,7 @@ def run(args: argparse.Namespace) -> int:
     finally:
         bar.close()
     try:
-        summary = write_family_outputs(family, args.out, figure=not args.no_figure)
+        summary = write_family_outputs(family, args.out, figure=not args.no_figure, command=command_line(options))
     except (OutputPathError, OSError) as e:
         print(f"verl-ebpo simulate: error: cannot write to {args.out}: {e}", file=sys.stderr)
         return 1

@@ -12,7 +12,8 @@ verl's trainer passes to its GRPO function explicitly.
 | `drgrpo` | `grpo_vectorized` | `norm_adv_by_std_in_grpo=False` | Dr.GRPO: mean-centred, no std |
 | `dapo` | `grpo_vectorized` | `norm_adv_by_std_in_grpo=True` | + dynamic sampling (degenerate groups resampled) |
 | `rloo` | `rloo_vectorized` | `config` | verl's vectorised RLOO (the same numbers as `rloo`, tested) |
-| `rfpp_baseline` | `reinforce_plus_plus_baseline` | `config` | batch-whitened; verl's row loop, one call per seed (slow) |
+| `rfpp_baseline` | `reinforce_plus_plus_baseline` | (computed by `rfpp_vectorized`) | verl's formula for all seeds in one pass: equal to verl's function called per seed (tested) |
+| `rfpp_baseline_loop` | `reinforce_plus_plus_baseline` | `config` | verl's row loop itself, one call per seed (slow; for checks) |
 | `ebpo` | `ebpo` | `config.ebpo` = options | running prior, one prior per seed |
 | `ebpo_batch` | `ebpo` | `config.ebpo.prior_scope=batch` | the prior is the current batch (the authors' code) |
 | `js` | (none: `james_stein_advantage` here) | `config` | James-Stein baseline, arXiv 2511.03710 (not in verl 0.9.1) |
@@ -45,7 +46,8 @@ _TABLE = {
     "grpo_loop": ("grpo", False, True, False, {"norm_adv_by_std_in_grpo": True}),
     "rloo": ("rloo_vectorized", False, False, False, {}),
     "rloo_loop": ("rloo", False, False, False, {}),
-    "rfpp_baseline": ("reinforce_plus_plus_baseline", True, False, False, {}),
+    "rfpp_baseline": ("reinforce_plus_plus_baseline", False, False, False, {}),  # all seeds at once: rfpp_vectorized
+    "rfpp_baseline_loop": ("reinforce_plus_plus_baseline", True, False, False, {}),
     "ebpo": ("ebpo", True, False, False, {}),
     "ebpo_batch": ("ebpo", True, False, False, {"prior_scope": "batch"}),
     "js": (None, True, False, False, {}),
@@ -173,6 +175,8 @@ class AdvantageCaller:
         n_groups = scores.shape[0]
         rewards = scores.reshape(-1, 1).to(torch.float64)
         index = np.repeat(np.arange(n_groups, dtype=np.int64), group_size)
+        if self.spec.base == "rfpp_baseline":
+            return rfpp_vectorized(scores, group_seed, len(self.priors or []) or int(group_seed.max()) + 1)
         if not self.spec.per_seed:
             return self._call(rewards, index)
         counts = torch.bincount(group_seed, minlength=len(self.priors or [])).tolist()
@@ -200,6 +204,25 @@ class AdvantageCaller:
         if s is not None:
             self.shrinkage.append(s)
         return adv
+
+
+def rfpp_vectorized(scores: torch.Tensor, group_seed: torch.Tensor, n_seeds: int) -> torch.Tensor:
+    """verl 0.9.1's `reinforce_plus_plus_baseline` (outcome rewards, one token) for every seed at once, each seed's
+    rows whitened over that seed's batch -- the same arithmetic as verl's function called once per seed:
+    c = r - mean of the group (0 for a group of one), then `masked_whiten`: (c - m) / sqrt(v + 1e-8), with
+    m = sum c / (n + 1e-8) and v the Bessel-corrected variance sum (c - m)^2 / (n + 1e-8) * n / (n - 1).
+    scores (n_groups, G), group_seed (n_groups,) sorted; returns (n_groups * G,) float64."""
+    r = scores.to(torch.float64)
+    G = r.shape[1]
+    c = r - (r.mean(1, keepdim=True) if G > 1 else torch.zeros_like(r))
+    seed_rows = group_seed.repeat_interleave(G)  # (n,)
+    flat = c.reshape(-1)
+    n = torch.zeros(n_seeds, dtype=torch.float64).index_add_(0, seed_rows, torch.ones_like(flat))
+    m = torch.zeros(n_seeds, dtype=torch.float64).index_add_(0, seed_rows, flat) / (n + 1e-8)
+    d = flat - m[seed_rows]
+    v = torch.zeros(n_seeds, dtype=torch.float64).index_add_(0, seed_rows, d * d) / (n + 1e-8)
+    v = v * n / (n - 1).clamp_min(1.0)  # n = 1 is an error in verl; the simulator's batches hold >= 2 rows
+    return d * torch.rsqrt(v[seed_rows] + 1e-8)
 
 
 def james_stein_advantage(token_level_rewards: torch.Tensor, response_mask: torch.Tensor, index, config=None,

@@ -4,10 +4,10 @@ A regime fixes the model knobs that decide where all-fail groups matter (`REGIME
 
 | regime | beta (difficulty) | transfer (glob, topic, feat, own) | score noise |
 |---|---|---|---|
-| `shared` | 0.5 1.5 (mean 0.25) | 0.3 0.3 0.2 0.2: learning mostly global | 3 |
-| `per_prompt` | 0.5 1.5 | 0.05 0.05 0.1 0.8: per-prompt parameters dominate | 3 |
-| `hard` | 0.3 3 (mean 0.09) | 0.3 0.3 0.2 0.2 | 3 |
-| `*_clean` | as above | as above | 0 |
+| `shared` | 0.5 1.5 (mean 0.25) | 0.3 0.3 0.2 0.2: learning mostly global | 10 |
+| `per_prompt` | 0.5 1.5 | 0.05 0.05 0.1 0.8: per-prompt parameters dominate | 10 |
+| `hard` | 0.3 3 (mean 0.09) | 0.3 0.3 0.2 0.2 | 10 |
+| `*_clean` | as above | as above | 0 (not in `all`: no lr is best inside a grid) |
 
 Learning rate: for every (regime, estimator, G) all grid values run at once (rows of one batched run, seeds x
 lrs); the lr with the highest mean AUC on the *tuning* seeds (`SimOptions.tune_seed_list`, disjoint from the
@@ -26,7 +26,7 @@ from verl_ebpo.tools.simulate.engine import RunResult, Sweep, one_torch_thread, 
 from verl_ebpo.tools.simulate.estimators import parse_estimator
 from verl_ebpo.tools.simulate.options import SimOptions
 
-_BASE = {"beta": (0.5, 1.5), "transfer": (0.3, 0.3, 0.2, 0.2), "score_noise": 3.0}
+_BASE = {"beta": (0.5, 1.5), "transfer": (0.3, 0.3, 0.2, 0.2), "score_noise": 10.0}
 REGIMES: dict[str, dict] = {
     "shared": dict(_BASE),
     "shared_clean": {**_BASE, "score_noise": 0.0},
@@ -61,6 +61,17 @@ def answers_to_target(curve: np.ndarray, answers_per_step: int, gap: float) -> t
     reached = hit.any(axis=1)
     first = np.where(reached, hit.argmax(axis=1), curve.shape[1] - 1)
     return first * answers_per_step, reached
+
+
+def gain_shape(curve: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """How fast success rises: (S,) the share of the run's final gain made by the first step,
+    (curve[:, 1] - curve[:, 0]) / (curve[:, -1] - curve[:, 0]) (NaN when there is no gain), and (S,) the steps
+    until half the final gain (the first k with curve[:, k] - curve[:, 0] >= gain / 2). curve: (S, steps + 1)."""
+    gain = curve[:, -1] - curve[:, 0]
+    with np.errstate(invalid="ignore", divide="ignore"):
+        first = np.where(gain > 0, (curve[:, 1] - curve[:, 0]) / gain, np.nan) if curve.shape[1] > 1 else gain * np.nan
+    half = np.argmax(curve - curve[:, :1] >= gain[:, None] / 2, axis=1)
+    return first, half.astype(np.float64)
 
 
 def subset(run: RunResult, rows) -> RunResult:

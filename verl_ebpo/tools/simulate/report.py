@@ -17,7 +17,7 @@ import numpy as np
 from verl_ebpo.files import atomic_output, atomic_write_text
 from verl_ebpo.tools.simulate.engine import Sweep
 from verl_ebpo.tools.simulate.estimators import parse_estimator
-from verl_ebpo.tools.stats import mean_ci, mean_ci_rows, paired_diff_ci, signed, verdict
+from verl_ebpo.tools.stats import classify, mean_ci, mean_ci_rows, paired_diff_ci, signed, verdict
 
 FILES = ("summary.json", "results.md", "curves.csv", "simulate.png")
 
@@ -59,7 +59,7 @@ def _grad_comparison(e, b, ge, gb, G: int, where: str) -> tuple[dict, str]:
     ci = diff.as_list()
     return {"noise_ratio": _r(float(np.exp(diff.mean))),
             "noise_ratio_ci95": [_r(float(np.exp(x))) if x is not None else None for x in ci],
-            "noise_verdict": sentence}, sentence
+            "noise_verdict": sentence, "noise_class": classify(diff, GRAD_DELTA)}, sentence
 
 
 def summarize(sweep: Sweep, negligible: float = 0.0, lrs: dict | None = None, where: str = "",
@@ -70,13 +70,14 @@ def summarize(sweep: Sweep, negligible: float = 0.0, lrs: dict | None = None, wh
     options' first grid lr); where: words added to each verdict's "what" (the regime); grads: {(label, G):
     GradientResult} (the gradient statistics, added to cells and comparisons)."""
     grads = grads or {}
-    from verl_ebpo.tools.simulate.regimes import answers_to_target, auc
+    from verl_ebpo.tools.simulate.regimes import answers_to_target, auc, gain_shape
 
     o = sweep.options
     results: dict = {}
     for (label, G), run in sweep.runs.items():
         areas = mean_ci(auc(run.curve))
         to_target, reached = answers_to_target(run.curve, o.answers_per_step, o.target_gap)
+        first, half = gain_shape(run.curve)
         generated = np.maximum(run.generated, 1)
         final, held = mean_ci(run.final), mean_ci(run.heldout) if o.heldout else None
         zero = mean_ci(run.zero_adv_frac)
@@ -87,6 +88,8 @@ def summarize(sweep: Sweep, negligible: float = 0.0, lrs: dict | None = None, wh
             "auc_ci95": [_r(x) for x in areas.as_list()],
             "lr": (lrs or {}).get((label, G), o.lrs[0]),
             "answers_to_target_mean": _r(float(to_target.mean()), 1),
+            "first_step_gain_frac": _r(float(np.nanmean(first))) if np.isfinite(first).any() else None,
+            "steps_to_half_gain": _r(float(half.mean()), 2),
             "reached_target_frac": _r(float(reached.mean())),
             "degenerate_discard_frac": _r(float((run.degenerate / generated).mean())) if run.degenerate is not None
             else None,
@@ -128,6 +131,8 @@ def summarize(sweep: Sweep, negligible: float = 0.0, lrs: dict | None = None, wh
                 "auc_diff": _r(adiff.mean),
                 "auc_ci95": [_r(x) for x in adiff.as_list()],
                 "auc_verdict": asentence,
+                "class": classify(diff, negligible),
+                "auc_class": classify(adiff, negligible),
             }
             verdicts += [sentence, asentence]
             if (e, G) in grads and (b, G) in grads:
@@ -372,8 +377,8 @@ def gradient_table(summary: dict) -> str:
 
 def cells_table(summary: dict) -> str:
     """Markdown: every regime x estimator x G cell with its chosen lr and metrics."""
-    rows = ["| regime | estimator | G | lr | final success [95% CI] | AUC | answers to target (reached) "
-            "| discards: degenerate / surplus |", "|---|---|---:|---:|---|---:|---:|---|"]
+    rows = ["| regime | estimator | G | lr | final success [95% CI] | AUC | first step's share of the gain "
+            "| steps to half the gain | discards: degenerate / surplus |", "|---|---|---:|---:|---|---:|---:|---:|---|"]
     for name, per_est in summary["regimes"].items():
         for label, per_g in per_est.items():
             for G, r in per_g.items():
@@ -381,8 +386,9 @@ def cells_table(summary: dict) -> str:
                 ci = f"[{lo:.3f}, {hi:.3f}]" if lo is not None else "[n/a]"
                 disc = ("" if not r.get("degenerate_discard_frac") and not r.get("surplus_discard_frac") else
                         f"{r['degenerate_discard_frac']:.3f} / {r['surplus_discard_frac']:.3f}")
+                first = "n/a" if r.get("first_step_gain_frac") is None else f"{r['first_step_gain_frac']:.2f}"
                 rows.append(f"| {name} | {label} | {G} | {r['lr']:g} | {r['final_mean']:.3f} {ci} | {r['auc_mean']:.3f} "
-                            f"| {r['answers_to_target_mean']:,.0f} ({r['reached_target_frac']:.2f}) | {disc} |")
+                            f"| {first} | {r['steps_to_half_gain']:g} | {disc} |")
     return "\n".join(rows)
 
 
@@ -414,9 +420,125 @@ def family_curves_csv(family) -> str:
     return out.getvalue()
 
 
-def write_family_outputs(family, out_dir: str, figure: bool = True) -> dict:
-    """Write FILES into out_dir (created if missing) for a family run; the figure shows the first regime."""
+def write_family_outputs(family, out_dir: str, figure: bool = True, command: str | None = None) -> dict:
+    """Write FILES into out_dir (created if missing) for a family run; the figure shows the first regime.
+    command: the command line that made it (kept in summary.json, quoted by the docs)."""
     summary = summarize_family(family)
+    if command is not None:
+        summary["command"] = command
     first = family.sweeps["shared" if "shared" in family.sweeps else next(iter(family.sweeps))]
     return _write_files(out_dir, summary, family_markdown(summary), family_curves_csv(family),
                         (first, summarize(first)) if figure else None)
+
+
+# ---- numbers quoted by the docs: rendered from a committed summary.json (tests/test_docs_numbers.py) ----
+
+def verdict_counts(summary: dict) -> str:
+    """One sentence: how many comparisons of each kind (final, AUC, gradient noise) got each verdict."""
+    from collections import Counter
+
+    counts = {k: Counter() for k in ("final success", "AUC", "gradient noise")}
+    for comps in summary["regime_comparisons"].values():
+        for per_g in comps.values():
+            for c in per_g.values():
+                counts["final success"][c["class"]] += 1
+                counts["AUC"][c["auc_class"]] += 1
+                if "noise_class" in c:
+                    counts["gradient noise"][c["noise_class"]] += 1
+    parts = []
+    for what, counter in counts.items():
+        if counter:
+            words = ", ".join(f"{n} {k}" for k, n in sorted(counter.items(), key=lambda kv: (-kv[1], kv[0])))
+            parts.append(f"{what} ({sum(counter.values())}): {words}")
+    return ("Verdicts, 95% intervals not corrected for multiplicity (final success and AUC: delta "
+            f"{summary['negligible']:g}; gradient noise: delta {summary.get('grad_delta', GRAD_DELTA):g} in log "
+            "ratio) -- " + "; ".join(parts) + ".")
+
+
+def lr_edges(summary: dict) -> list[str]:
+    """The cells whose chosen lr is the smallest or largest of the grid ('regime/estimator/G')."""
+    grid = summary["lr_grid"]
+    return [f"{name}/{label}/{G}" for name, per in summary["regimes"].items() for label, per_g in per.items()
+            for G, c in per_g.items() if len(grid) > 1 and c["lr"] in (min(grid), max(grid))]
+
+
+def _noise_ratios(summary: dict, pair: str) -> list[tuple[str, str, dict]]:
+    return [(name, G, c) for name, comps in summary["regime_comparisons"].items()
+            for G, c in comps.get(pair, {}).items() if c.get("noise_ratio") is not None]
+
+
+def findings(summary: dict) -> str:
+    """Bullet points computed from the summary: EBPO's gradient noise against each baseline (range of the
+    paired ratios over regimes and G, and their verdicts), and its learning-curve differences' verdicts."""
+    from collections import Counter
+
+    ebpo = [e for e in next(iter(summary["regimes"].values())) if parse_estimator(e).is_ebpo]
+    if not ebpo:
+        return "- (no EBPO estimator in this run)"
+    lines = []
+    for key in (k for k in next(iter(summary["regime_comparisons"].values())) if k.startswith(ebpo[0] + "-")):
+        items = _noise_ratios(summary, key)
+        if not items:
+            continue
+        ratios = [c["noise_ratio"] for _, _, c in items]
+        lo_i, hi_i = min(range(len(items)), key=lambda i: ratios[i]), max(range(len(items)), key=lambda i: ratios[i])
+        kinds = Counter(c["noise_class"] for _, _, c in items)
+        auc = Counter(c["auc_class"] for comps in summary["regime_comparisons"].values()
+                      for c in comps.get(key, {}).values())
+        words = lambda cnt: ", ".join(f"{n} {k}" for k, n in sorted(cnt.items(), key=lambda kv: (-kv[1], kv[0])))  # noqa: E731
+        lines.append(
+            f"- `{key}`: gradient noise ratio {ratios[lo_i]:.3f} ({items[lo_i][0]}, G={items[lo_i][1]}) to "
+            f"{ratios[hi_i]:.3f} ({items[hi_i][0]}, G={items[hi_i][1]}); noise verdicts: {words(kinds)}; AUC "
+            f"verdicts: {words(auc)}.")
+    return "\n".join(lines)
+
+
+def doc_blocks(summary: dict) -> dict:
+    """The docs' generated blocks, each rendered from `summary` alone."""
+    cells = [c for per in summary["regimes"].values() for per_g in per.values() for c in per_g.values()]
+    firsts = [c["first_step_gain_frac"] for c in cells if c.get("first_step_gain_frac") is not None]
+    halves = [c["steps_to_half_gain"] for c in cells]
+    edges = lr_edges(summary)
+    run = (f"`{summary.get('command', 'verl-ebpo simulate')}`: {len(summary['regimes'])} regimes x "
+           f"{len(next(iter(summary['regimes'].values())))} estimators x G in {summary['G']}, lr grid "
+           f"{summary['lr_grid']}, {summary['seeds']} reporting + {len(summary['tune_seeds'])} tuning seeds, "
+           f"{summary['budget_answers']:,} answers per run, {summary['seconds']:.0f} s. At each cell's chosen lr "
+           f"the first step makes {min(firsts):.2f} to {max(firsts):.2f} of the run's final gain and half the gain "
+           f"takes {min(halves):g} to {max(halves):g} steps; "
+           + (f"chosen lr at an edge of the grid: {', '.join(edges)}." if edges else
+              "every chosen lr lies strictly inside the grid."))
+    return {
+        "run": run,
+        "findings": findings(summary),
+        "headline": family_table(summary),
+        "gradient": gradient_table(summary),
+        "cells": cells_table(summary),
+        "counts": verdict_counts(summary),
+    }
+
+
+def readme_block(summary: dict) -> str:
+    """The README's table: per regime and G, EBPO against Dr.GRPO and James-Stein (noise ratio; AUC diff)."""
+    rows = ["| regime | G | noise EBPO / Dr.GRPO | AUC EBPO - Dr.GRPO | noise EBPO / JS | AUC EBPO - JS |",
+            "|---|---:|---|---|---|---|"]
+    for name, comps in summary["regime_comparisons"].items():
+        for G in summary["G"]:
+            cells = []
+            for p in PAIRS:
+                c = comps.get(p, {}).get(str(G))
+                cells += ["", ""] if c is None else [_ratio(c), _ci(c["auc_diff"], c["auc_ci95"])]
+            rows.append(f"| {name} | {G} | " + " | ".join(cells) + " |")
+    return "\n".join(rows)
+
+
+def replace_blocks(text: str, blocks: dict, name: str) -> str:
+    """`text` with each `<!-- results:NAME:KEY -->...<!-- /results -->` span's body replaced by blocks[KEY]."""
+    import re
+
+    def sub(m):
+        key = m.group(1)
+        if key not in blocks:
+            raise KeyError(f"no block {key!r} for {name}")
+        return f"<!-- results:{name}:{key} -->\n{blocks[key]}\n<!-- /results -->"
+
+    return re.sub(rf"<!-- results:{re.escape(name)}:([\w-]+) -->\n.*?\n<!-- /results -->", sub, text, flags=re.S)
