@@ -132,7 +132,7 @@ class SimOptions(Spec):
                          "with `custom`.")
     seeds: int = option(5, number=(1, 10_000), integer=True, doc="reporting seeds per estimator and G (seeds "
                         "`seed`, `seed+1`, ...); one seed gives no interval.")
-    tune_seeds: int = option(3, number=(1, 1_000), integer=True, doc="tuning seeds (`seed+seeds`, ...; disjoint from "
+    tune_seeds: int = option(5, number=(1, 1_000), integer=True, doc="tuning seeds (`seed+seeds`, ...; disjoint from "
                              "the reporting seeds): each estimator's learning rate is the grid value with the highest "
                              "mean AUC on these, chosen before the reporting seeds are looked at.")
     lr_grid: Any = option("auto", check=_lr_grid, default_doc="`auto`",

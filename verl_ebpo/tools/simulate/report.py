@@ -541,4 +541,6 @@ def replace_blocks(text: str, blocks: dict, name: str) -> str:
             raise KeyError(f"no block {key!r} for {name}")
         return f"<!-- results:{name}:{key} -->\n{blocks[key]}\n<!-- /results -->"
 
-    return re.sub(rf"<!-- results:{re.escape(name)}:([\w-]+) -->\n.*?\n<!-- /results -->", sub, text, flags=re.S)
+    # a body never contains another block's start, and may be empty
+    body = r"(?:(?:(?!<!-- results:).)*?\n)?"
+    return re.sub(rf"<!-- results:{re.escape(name)}:([\w-]+) -->\n{body}<!-- /results -->", sub, text, flags=re.S)
