@@ -518,17 +518,26 @@ def doc_blocks(summary: dict) -> dict:
 
 
 def readme_block(summary: dict) -> str:
-    """The README's table: per regime and G, EBPO against Dr.GRPO and James-Stein (noise ratio; AUC diff)."""
-    rows = ["| regime | G | noise EBPO / Dr.GRPO | AUC EBPO - Dr.GRPO | noise EBPO / JS | AUC EBPO - JS |",
-            "|---|---:|---|---|---|---|"]
+    """The README's table: per regime, EBPO's gradient noise over Dr.GRPO's and over James-Stein's at each G
+    (paired by seed, geometric mean), and a sentence with the learning-curve verdicts of those pairs."""
+    from collections import Counter
+
+    Gs = [str(g) for g in summary["G"]]
+    head = ("| regime | " + " | ".join(f"EBPO / Dr.GRPO, G={g}" for g in Gs) + " | "
+            + " | ".join(f"EBPO / JS, G={g}" for g in Gs) + " |")
+    rows = [head, "|---|" + "---:|" * (2 * len(Gs))]
+    auc = Counter()
     for name, comps in summary["regime_comparisons"].items():
-        for G in summary["G"]:
-            cells = []
-            for p in PAIRS:
-                c = comps.get(p, {}).get(str(G))
-                cells += ["", ""] if c is None else [_ratio(c), _ci(c["auc_diff"], c["auc_ci95"])]
-            rows.append(f"| {name} | {G} | " + " | ".join(cells) + " |")
-    return "\n".join(rows)
+        cells = []
+        for p in PAIRS:
+            for g in Gs:
+                c = comps.get(p, {}).get(g)
+                cells.append("" if c is None or c.get("noise_ratio") is None else f"{c['noise_ratio']:.2f}")
+                if c is not None:
+                    auc[c["auc_class"]] += 1
+        rows.append(f"| {name} | " + " | ".join(cells) + " |")
+    words = ", ".join(f"{n} {k}" for k, n in sorted(auc.items(), key=lambda kv: (-kv[1], kv[0])))
+    return "\n".join(rows) + f"\n\nAUC (mean success over the run), EBPO against these two: {words}."
 
 
 def replace_blocks(text: str, blocks: dict, name: str) -> str:
