@@ -10,6 +10,8 @@ re-run and must reproduce its committed file.
   timings): a change to the simulator that moves a published cell fails it. (The default run takes minutes, too
   long for the suite; the small one runs every code path of the default: every regime knob, DAPO, EBPO, JS,
   the lr tuning and the gradient measurement.)
+- The topic study (`--study topics`): its blocks quote docs/results/simulate_topics, its section holds no other
+  number, the prose's qualitative claims hold in that file, and docs/results/simulate_topics_small is reproduced.
 """
 
 from __future__ import annotations
@@ -22,7 +24,7 @@ import shlex
 import pytest
 
 from verl_ebpo.tools import cli
-from verl_ebpo.tools.simulate import report
+from verl_ebpo.tools.simulate import report, topics
 
 ROOT = os.path.join(os.path.dirname(__file__), "..")
 RESULTS = os.path.join(ROOT, "docs", "results")
@@ -113,8 +115,9 @@ def _without_timings(x):
     return x
 
 
-def test_small_configuration_reproduces_its_committed_file(tmp_path):
-    committed = _summary("simulate_small")
+@pytest.mark.parametrize("name", ["simulate_small", "simulate_topics_small"])
+def test_small_configuration_reproduces_its_committed_file(tmp_path, name):
+    committed = _summary(name)
     argv = shlex.split(committed["command"])
     assert argv[:2] == ["verl-ebpo", "simulate"]
     assert cli.main([*argv[1:], "--out", str(tmp_path), "--no-figure", "--quiet"]) == 0
@@ -122,8 +125,48 @@ def test_small_configuration_reproduces_its_committed_file(tmp_path):
     assert _without_timings(fresh) == _without_timings(committed)
 
 
-@pytest.mark.parametrize("name", ["simulate_default", "simulate_small"])
+@pytest.mark.parametrize("name", ["simulate_default", "simulate_small", "simulate_topics", "simulate_topics_small"])
 def test_results_files_name_their_command(name):
     s = _summary(name)
     assert s["command"].startswith("verl-ebpo simulate")
     assert os.path.exists(os.path.join(RESULTS, name, "results.md"))
+
+
+def test_simulator_doc_quotes_the_committed_topic_study():
+    found = _blocks_in(_read("docs", "simulator.md"), "simulate_topics")
+    expected = topics.doc_blocks(_summary("simulate_topics"))
+    assert set(found) == set(expected), (set(found), set(expected))
+    for key, body in found.items():
+        assert body == expected[key], f"docs/simulator.md block {key} differs from docs/results/simulate_topics"
+    assert _summary("simulate_topics")["command"].startswith("verl-ebpo simulate --study topics")
+
+
+def test_topic_section_holds_no_number_outside_the_generated_blocks():
+    text = _read("docs", "simulator.md")
+    section = text[text.index("## Topics: batch order"):text.index("## Limits of the model")]
+    section = re.sub(r"<!-- results:[\w:-]+ -->\n(?:(?!<!-- results:).)*?<!-- /results -->", "", section, flags=re.S)
+    section = re.sub(r"`[^`]*`", "", section)
+    stray = re.findall(r"[-+]?\d+\.\d+", section)
+    assert not stray, f"numbers typed into docs/simulator.md's topic section: {stray[:10]}"
+
+
+def test_topic_study_prose_matches_its_results():
+    """docs/simulator.md's reading of the study, claim by claim, against the committed file."""
+    s = _summary("simulate_topics")
+    order, per_topic = s["comparisons"]["order"], s["comparisons"]["per_topic"]["eb_running"]
+    Gs = [str(g) for g in s["G"]]
+    # topic order lowers the prior error of the priors that track the topic, not of the running prior
+    assert all(order[lab][g]["prior_err"]["class"] == "lower" for lab in ("eb_decayed", "eb_batch") for g in Gs)
+    assert all(order["eb_running"][g]["prior_err"]["class"] in ("equivalent", "negligible") for g in Gs)
+    # every EBPO prior is noisier under topic order; Dr.GRPO is unchanged
+    for lab in ("eb_running", "eb_decayed", "eb_batch", "eb_topic"):
+        assert all(order[lab][g]["noise"]["ratio"] > 1 for g in Gs), lab
+    assert all(order["drgrpo"][g]["noise"]["class"] == "equivalent" for g in Gs)
+    # the per-topic prior on shuffled batches: prior error several-fold lower, noise a little lower, most at G=2
+    assert all(per_topic[g]["prior_err"]["ratio"] < 0.5 and per_topic[g]["prior_err"]["class"] == "lower" for g in Gs)
+    noise = [per_topic[g]["noise"]["ratio"] for g in Gs]
+    assert all(x < 1 for x in noise) and min(noise) == per_topic["2"]["noise"]["ratio"]
+    assert s["per_topic_worth_building"] is False
+    # the bug: verl's ebpo blows up on topic-ordered batches only; the study's priors never
+    assert all(s["cells"]["random"]["ebpo"][g]["blowups"] == 0 < s["cells"]["topic"]["ebpo"][g]["blowups"] for g in Gs)
+    assert all(s["cells"][o][lab][g]["blowups"] == 0 for o in topics.ORDERS for lab in topics.PRIORS for g in Gs)

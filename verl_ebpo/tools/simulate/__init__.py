@@ -51,20 +51,30 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         kwargs = {"nargs": "+"} if isinstance(f.default, tuple) or f.name == "lr_grid" else {}
         parser.add_argument("--" + f.name.replace("_", "-"), dest=f.name, default=None, metavar=f.name.upper(),
                             help=f"{f.metadata['doc']} (default {default})", **kwargs)
+    parser.add_argument("--study", choices=("topics",), default=None,
+                        help="run a study instead of the sweep: `topics` (topic order vs shuffled, EBPO's prior scopes "
+                        "and a per-topic prior; docs/simulator.md, \"Topics\")")
     parser.add_argument("--out", default="runs/simulate", help="output folder (default runs/simulate)")
     parser.add_argument("--force", action="store_true", help="run even past the cost bound (see the estimate)")
     parser.add_argument("--no-figure", action="store_true", help="skip the figure")
     parser.add_argument("--quiet", action="store_true", help="print only the tables and verdicts")
 
 
-def options_from_args(args: argparse.Namespace):
+def options_from_args_raw(args: argparse.Namespace) -> dict:
+    """The SimOptions fields given on the command line, as text (list values joined by spaces)."""
     import dataclasses
 
     from verl_ebpo.tools.simulate.options import SimOptions
 
     names = [f.name for f in dataclasses.fields(SimOptions)]
     given = {k: getattr(args, k) for k in names if getattr(args, k, None) is not None}
-    return SimOptions.from_mapping({k: (" ".join(v) if isinstance(v, list) else v) for k, v in given.items()})
+    return {k: (" ".join(v) if isinstance(v, list) else v) for k, v in given.items()}
+
+
+def options_from_args(args: argparse.Namespace):
+    from verl_ebpo.tools.simulate.options import SimOptions
+
+    return SimOptions.from_mapping(options_from_args_raw(args))
 
 
 def estimate_cost(options) -> tuple[float, float]:
@@ -149,6 +159,10 @@ def run(args: argparse.Namespace) -> int:
 
     from verl_ebpo.files import OutputPathError
 
+    if getattr(args, "study", None) == "topics":
+        from verl_ebpo.tools.simulate.topics import main as topics_main
+
+        return topics_main(args)
     try:
         options = options_from_args(args)
         estimate, ok = cost_line(options)
@@ -202,4 +216,4 @@ def run(args: argparse.Namespace) -> int:
 
 
 __all__ = ["HELP", "MAX_BYTES", "MAX_SECONDS", "add_arguments", "check_out_folder", "cost_line", "estimate_cost",
-           "options_from_args", "run"]
+           "options_from_args", "options_from_args_raw", "run"]

@@ -3,7 +3,8 @@
     python -m verl_ebpo.tools.simulate.docs [--root .]
 
 For each `<!-- results:NAME:KEY -->` ... `<!-- /results -->` block in docs/simulator.md and README.md, the body
-becomes `report.doc_blocks` (README: `report.readme_block`) of docs/results/NAME/summary.json. The blocks are
+becomes `report.doc_blocks` (README: `report.readme_block`) of docs/results/NAME/summary.json (a study's file,
+`"study": "topics"`: `topics.doc_blocks`). The blocks are
 the only place the docs quote the simulator's numbers (tests/test_docs_numbers.py checks them).
 """
 
@@ -31,7 +32,12 @@ def update(root: str) -> list[str]:
         for name in sorted(set(re.findall(r"<!-- results:([\w-]+):[\w-]+ -->", text))):
             with open(os.path.join(root, "docs", "results", name, "summary.json"), encoding="utf-8") as f:
                 summary = json.load(f)
-            new = report.replace_blocks(new, render(summary), name)
+            if summary.get("study") == "topics":  # a study's blocks (docs/simulator.md only)
+                from verl_ebpo.tools.simulate.topics import doc_blocks as render_study
+
+                new = report.replace_blocks(new, render_study(summary), name)
+            else:
+                new = report.replace_blocks(new, render(summary), name)
         if new != text:
             atomic_write_text(path, new)
             changed.append(rel)
