@@ -153,6 +153,7 @@ def test_measure_refuses_topic_order_for_dapo_and_unknown_order():
     (["--estimators", "grpo"], "--estimators is set by --study topics"),
     (["--order", "topic"], "--order is set by --study topics"),
     (["--topics", "0"], "topics"),
+    (["--grad-draws", "1"], "grad_draws=1"),
 ])
 def test_study_refusals_are_one_line(tmp_path, capsys, flags, message):
     assert cli.main(["simulate", "--study", "topics", *flags, "--out", str(tmp_path / "o"), "--quiet"]) == 2

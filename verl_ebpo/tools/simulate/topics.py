@@ -248,14 +248,19 @@ def prior_mean_of(caller, group_seed: torch.Tensor):
 # ---- the study ----
 
 def study_options(given: dict):
-    """SimOptions of the study: TOPIC_DEFAULTS under the options given. ValueError for an option it sets itself."""
+    """SimOptions of the study: TOPIC_DEFAULTS under the options given. ValueError for an option it sets itself or
+    `grad_draws` < 2 (no variance to measure)."""
     from verl_ebpo.tools.simulate.options import SimOptions
 
     for name in REFUSED:
         if name in given:
             raise ValueError(f"--{name} is set by --study topics (estimators {' '.join(ESTIMATORS)}, orders "
                              f"{' and '.join(ORDERS)}); drop it")
-    return SimOptions.from_mapping(given, **TOPIC_DEFAULTS)
+    options = SimOptions.from_mapping(given, **TOPIC_DEFAULTS)
+    if options.grad_draws < 2:
+        raise ValueError(f"simulate.grad_draws={options.grad_draws}: the topic study measures the gradient noise "
+                         "over the draws; give at least 2")
+    return options
 
 
 def command_of(options) -> str:
