@@ -50,9 +50,10 @@ def test_simulate_estimate_grows_with_the_work_and_the_default_is_within_the_bou
     seconds, nbytes = sim_cli.estimate_cost(SimOptions())
     assert 10 < seconds < 600 and nbytes < 2 * 2**30
     assert sim_cli.cost_line(SimOptions())[1]
-    more = sim_cli.estimate_cost(SimOptions(steps=200))[0]
-    assert more == pytest.approx(2 * seconds)
-    assert sim_cli.estimate_cost(SimOptions(regime="shared"))[0] == pytest.approx(seconds / 6)
+    training = sim_cli.estimate_cost(SimOptions(grad_draws=0, grad_warmup=0))[0]  # the gradient part: no steps
+    more = sim_cli.estimate_cost(SimOptions(steps=200, grad_draws=0, grad_warmup=0))[0]
+    assert more == pytest.approx(2 * training) and seconds > training
+    assert sim_cli.estimate_cost(SimOptions(regime="shared"))[0] == pytest.approx(seconds / 3)  # `all`: 3 regimes
     assert not sim_cli.cost_line(SimOptions(prompts=1_000_000, features=10_000))[1]
 
 

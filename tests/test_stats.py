@@ -100,23 +100,76 @@ def test_mean_ci_rows_equals_mean_ci_on_every_row(points, seeds, seed):
 
 
 def test_verdict_words_on_intervals_built_by_hand():
-    """Each verdict from an interval written down by hand: the word, the half-width on 'not resolved', the
-    practical threshold on 'negligible'."""
+    """Each verdict from an interval written down by hand: the word, the 80%-power difference on 'not resolved',
+    the practical threshold on 'negligible' and 'equivalent' -- all decided by the interval, not the mean."""
     from verl_ebpo.tools.stats import classify
 
     covers = Interval(0.01, -0.04, 0.06, 5)  # half-width 0.05
     assert classify(covers) == "not resolved"
     text = verdict("ebpo", "grpo", covers, "reward")
-    assert "not resolved" in text and "±0.05" in text and "not excluded" in text
+    assert "not resolved" in text and f"±{covers.detectable():.3g} with 80% power" in text and "not excluded" in text
     small = Interval(0.002, 0.001, 0.003, 10)
     assert classify(small) == "higher" and classify(small, negligible=0.01) == "negligible"
-    assert "negligible" in verdict("a", "b", small, "x", negligible=0.01) and "0.01" in verdict("a", "b", small, "x", negligible=0.01)
+    assert "negligible" in verdict("a", "b", small, "x", negligible=0.01) and "±0.01" in verdict("a", "b", small, "x", negligible=0.01)
     big = Interval(-0.2, -0.3, -0.1, 4)
     assert classify(big, negligible=0.01) == "lower"
     assert classify(Interval(0.5, math.nan, math.nan, 1)) == "one seed"
     assert covers.half == pytest.approx(0.05)
     with pytest.raises(ValueError, match="negligible"):
         classify(small, negligible=-1)
+
+
+def test_negligible_is_decided_by_the_interval_not_the_point_estimate():
+    """The issue's case: 0.0049 [0.001, 0.009] with threshold 0.005 was called negligible from its mean; the
+    interval reaches 0.009 > 0.005, so it is 'higher'."""
+    from verl_ebpo.tools.stats import classify
+
+    d = Interval(0.0049, 0.001, 0.009, 5)
+    assert classify(d, negligible=0.005) == "higher"
+    assert classify(d, negligible=0.01) == "negligible"
+    assert classify(Interval(-0.0049, -0.009, -0.001, 5), negligible=0.005) == "lower"
+
+
+def test_equivalent_when_the_interval_covers_0_inside_the_threshold():
+    from verl_ebpo.tools.stats import classify
+
+    eq = Interval(0.001, -0.003, 0.004, 6)
+    assert classify(eq, negligible=0.005) == "equivalent"
+    assert classify(eq) == "not resolved"  # no threshold: never "equivalent"
+    assert classify(Interval(0.001, -0.003, 0.006, 6), negligible=0.005) == "not resolved"  # reaches past +0.005
+    text = verdict("ebpo", "drgrpo", eq, "AUC", negligible=0.005)
+    assert "equivalent within ±0.005" in text and "[-0.003, +0.004]" in text
+
+
+def test_zero_width_intervals_are_reported_as_such():
+    from verl_ebpo.tools.stats import classify
+
+    exact = mean_ci([0.25, 0.25, 0.25])
+    assert exact.zero_width and classify(exact) == "zero width" and classify(exact, negligible=0.1) == "zero width"
+    zero = mean_ci([0.0, 0.0, 0.0])
+    assert classify(zero) == "zero width"
+    text = verdict("a", "b", zero, "x")
+    assert "every one of the 3 seeds gives no difference" in text and "zero-width" in text and "resolve" not in text
+    assert "the same difference, +0.250" in verdict("a", "b", exact, "x")
+    assert not Interval(0.5, math.nan, math.nan, 1).zero_width and not mean_ci([0.1, 0.2]).zero_width
+
+
+@pytest.mark.parametrize("n", [3, 5, 10, 30])
+def test_detectable_difference_is_the_80_percent_power_formula(n):
+    """detectable = (t_{0.975,n-1} + t_{0.80,n-1}) sd / sqrt(n); its exact power (noncentral t) is ~0.8."""
+    from scipy.stats import nct, t
+
+    rng = np.random.default_rng(n)
+    x = rng.normal(0.0, 0.3, n)
+    ci = mean_ci(x)
+    sd = float(np.std(x, ddof=1))
+    expected = (t.ppf(0.975, n - 1) + t.ppf(0.80, n - 1)) * sd / math.sqrt(n)
+    assert ci.detectable() == pytest.approx(expected, rel=1e-9)
+    assert ci.detectable() > abs(ci.half)  # the half-width is only ~50% power
+    tc, delta = t.ppf(0.975, n - 1), expected / (sd / math.sqrt(n))
+    power = 1 - nct.cdf(tc, n - 1, delta) + nct.cdf(-tc, n - 1, delta)
+    assert 0.76 < power < 0.81
+    assert math.isnan(Interval(0.1, math.nan, math.nan, 1).detectable())
 
 
 def test_simulator_verdicts_use_the_practical_threshold_and_the_half_width():
@@ -141,10 +194,10 @@ def test_simulator_verdicts_use_the_practical_threshold_and_the_half_width():
     sweep = Sweep(o, {("ebpo", 2): run("ebpo", base), **{(k, 2): run(k, v) for k, v in cases.items()}})
     s = summarize(sweep, negligible=0.005)
     v = {k: s["comparisons"][f"ebpo-{k}"]["2"]["verdict"] for k in cases}
-    assert "resolved but negligible" in v["grpo"] and "threshold 0.005" in v["grpo"]
+    assert "resolved but negligible" in v["grpo"] and "threshold ±0.005" in v["grpo"]
     assert v["dapo"].startswith("ebpo is higher than dapo on final success at G=2")
-    half = abs(paired_diff_ci(base, cases["drgrpo"]).half)
-    assert "not resolved" in v["drgrpo"] and f"±{half:.3g}" in v["drgrpo"] and "not excluded" in v["drgrpo"]
+    power80 = paired_diff_ci(base, cases["drgrpo"]).detectable()
+    assert "not resolved" in v["drgrpo"] and f"±{power80:.3g} with 80% power" in v["drgrpo"] and "not excluded" in v["drgrpo"]
     assert s["n_comparisons"] == len(s["verdicts"]) == 6 and s["negligible"] == 0.005  # final and AUC per pair
     # the same differences without a threshold: the tiny one is "higher", never "no difference"
     assert "ebpo is higher than grpo" in summarize(sweep)["comparisons"]["ebpo-grpo"]["2"]["verdict"]

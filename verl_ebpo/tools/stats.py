@@ -8,11 +8,17 @@ Shared by `verl-ebpo demo` and `verl-ebpo simulate`, so both state results the s
   initial model), with its t interval; pairing removes the seed-to-seed variation both runs share.
 - `crossed_mean_ci(x)`: the grand mean of a (seeds, problems) table (every seed scored on the same problems, e.g.
   Pass@1 per problem) with an interval for both samplings: seeds and problems are two crossed random factors.
-- `classify(diff, negligible)`: the verdict as a word, computed from the interval alone: "higher" / "lower"
-  (the interval excludes 0), "negligible" (it excludes 0 but |mean| is below the practical threshold
-  `negligible`), "not resolved" (it covers 0), "one seed" (no interval).
-- `verdict(...)`: the same as a sentence. "Not resolved" always carries the interval's half-width: the smallest
-  difference these seeds could have resolved, so that it is never read as "no effect".
+- `classify(diff, negligible)`: the verdict as a word, computed from the interval alone (never from the point
+  estimate), with delta = `negligible`, the practical threshold (0: none):
+  "higher" / "lower" (the interval excludes 0 and is not inside ±delta), "negligible" (it excludes 0 and lies
+  inside ±delta: resolved but practically zero), "equivalent" (it covers 0 and lies inside ±delta: any difference
+  is practically zero, at the 95% level -- stricter than the 90% interval of a TOST test), "not resolved" (it
+  covers 0 and reaches beyond ±delta), "zero width" (n >= 2 seeds all give the same difference: no spread to
+  test against, so no interval), "one seed" (no interval).
+- `verdict(...)`: the same as a sentence. "Not resolved" carries the difference these seeds would resolve with
+  80% power (`Interval.detectable`): (t_{0.975,n-1} + t_{0.80,n-1}) sd / sqrt(n) -- a true difference that
+  large excludes 0 from the 95% interval in 80% of repetitions; the half-width t_{0.975,n-1} sd / sqrt(n) is only
+  the observed difference that would have been just significant (about 50% power).
 
 With one seed there is no interval: the bounds are NaN and the verdict says so. Callers print how many
 comparisons they made beside their verdicts (the intervals are not corrected for multiplicity).
@@ -28,7 +34,7 @@ import numpy as np
 
 __all__ = ["Interval", "classify", "crossed_mean_ci", "mean_ci", "mean_ci_rows", "paired_diff_ci", "signed", "verdict", "VERDICTS"]
 
-VERDICTS = ("higher", "lower", "negligible", "not resolved", "one seed")
+VERDICTS = ("higher", "lower", "negligible", "equivalent", "not resolved", "zero width", "one seed")
 
 
 @dataclass(frozen=True)
@@ -45,8 +51,25 @@ class Interval:
 
     @property
     def half(self) -> float:
-        """Half the interval's width: about the smallest difference this design resolves (NaN with one seed)."""
+        """Half the interval's width: the observed difference that would be just significant (NaN with one seed)."""
         return (self.hi - self.lo) / 2.0
+
+    @property
+    def zero_width(self) -> bool:
+        """True when n >= 2 values gave an interval of zero width (every seed the same difference)."""
+        return self.n >= 2 and math.isfinite(self.lo) and self.hi == self.lo
+
+    def detectable(self, power: float = 0.8, level: float = 0.95) -> float:
+        """The true difference this design resolves with probability `power`: (t_{(1+level)/2,n-1} + t_{power,n-1})
+        sd / sqrt(n), with sd / sqrt(n) = half / t_{(1+level)/2,n-1} (the interval is a `mean_ci` at `level`).
+        NaN with one seed."""
+        if self.n < 2 or not math.isfinite(self.half):
+            return math.nan
+        if not 0.5 <= power < 1:
+            raise ValueError(f"power must be in [0.5, 1), got {power!r}")
+        t_level = _t_quantile(level, self.n - 1)
+        t_power = _t_quantile(2.0 * power - 1.0, self.n - 1)  # one-sided quantile at `power`
+        return abs(self.half) * (1.0 + t_power / t_level)
 
     def as_list(self) -> list[float | None]:
         return [_json_float(self.lo), _json_float(self.hi)]
@@ -179,29 +202,43 @@ def signed(x: float) -> str:
 
 
 def classify(diff: Interval, negligible: float = 0.0) -> str:
-    """One of `VERDICTS` for the difference `diff`, from its interval alone (see the module docstring)."""
+    """One of `VERDICTS` for the difference `diff`, from its interval alone (see the module docstring);
+    `negligible` is delta, the practical threshold (0: no threshold, so never "negligible" or "equivalent")."""
     if not negligible >= 0 or not math.isfinite(negligible):
         raise ValueError(f"negligible must be a finite number >= 0, got {negligible!r}")
     if diff.n < 2 or not (math.isfinite(diff.lo) and math.isfinite(diff.hi)):
         return "one seed"
+    if diff.zero_width:
+        return "zero width"
+    inside = -negligible < diff.lo and diff.hi < negligible
     if not diff.resolved:
-        return "not resolved"
-    if abs(diff.mean) < negligible:
+        return "equivalent" if inside else "not resolved"
+    if inside:
         return "negligible"
     return "higher" if diff.lo > 0 else "lower"
 
 
-def verdict(a: str, b: str, diff: Interval, what: str, level: float = 0.95, negligible: float = 0.0) -> str:
-    """One sentence on `a - b` of `what`, decided by the interval alone (`classify`)."""
+def verdict(a: str, b: str, diff: Interval, what: str, level: float = 0.95, negligible: float = 0.0, *,
+            power: float = 0.8) -> str:
+    """One sentence on `a - b` of `what`, decided by the interval alone (`classify`); `power` is the power at which
+    a "not resolved" sentence states the difference these seeds would resolve (`Interval.detectable`)."""
     pct = f"{level * 100:g}%"
     kind = classify(diff, negligible)
     if kind == "one seed":
         return f"{a} vs {b} ({what}): one seed, no interval; run more seeds to compare."
+    if kind == "zero width":
+        same = "no difference" if diff.mean == 0 else f"the same difference, {signed(diff.mean)}"
+        return (f"{a} vs {b} on {what}: every one of the {diff.n} seeds gives {same}; zero-width interval "
+                "(no seed-to-seed spread to test against).")
     span = f"{signed(diff.mean)}, {pct} CI [{signed(diff.lo)}, {signed(diff.hi)}], {diff.n} seeds"
     if kind == "not resolved":
-        return (f"{a} vs {b} on {what}: not resolved ({span}); these seeds could resolve a difference of about "
-                f"±{abs(diff.half):.3g}, so a smaller effect is not excluded.")
+        return (f"{a} vs {b} on {what}: not resolved ({span}); these seeds would resolve a true difference of "
+                f"±{diff.detectable(power, level):.3g} with {power * 100:g}% power, so a smaller effect is not "
+                "excluded.")
+    if kind == "equivalent":
+        return (f"{a} vs {b} on {what}: equivalent within ±{negligible:g} ({span}; the whole interval lies inside "
+                f"±{negligible:g}).")
     if kind == "negligible":
-        return (f"{a} vs {b} on {what}: resolved but negligible ({span}; |difference| below the practical "
-                f"threshold {negligible:g}).")
+        return (f"{a} vs {b} on {what}: resolved but negligible ({span}; the whole interval lies inside the "
+                f"practical threshold ±{negligible:g}).")
     return f"{a} is {kind} than {b} on {what} ({span})."

@@ -30,7 +30,8 @@ from __future__ import annotations
 import argparse
 import sys
 
-HELP = "simulate RLVR learning: EBPO vs GRPO/Dr.GRPO/RLOO/DAPO over seeds and G, at equal answer budget"
+HELP = ("simulate RLVR learning: EBPO vs GRPO/Dr.GRPO/RF++-baseline/RLOO/DAPO/James-Stein over seeds and G, at "
+        "equal answer budget, with each estimator's gradient noise against the exact gradient")
 
 
 # the bound past which a run is refused without --force (docs/simulator.md, "Cost")
@@ -50,20 +51,30 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         kwargs = {"nargs": "+"} if isinstance(f.default, tuple) or f.name == "lr_grid" else {}
         parser.add_argument("--" + f.name.replace("_", "-"), dest=f.name, default=None, metavar=f.name.upper(),
                             help=f"{f.metadata['doc']} (default {default})", **kwargs)
+    parser.add_argument("--study", choices=("topics",), default=None,
+                        help="run a study instead of the sweep: `topics` (topic order vs shuffled, EBPO's prior scopes "
+                        "and a per-topic prior; docs/simulator.md, \"Topics\")")
     parser.add_argument("--out", default="runs/simulate", help="output folder (default runs/simulate)")
     parser.add_argument("--force", action="store_true", help="run even past the cost bound (see the estimate)")
     parser.add_argument("--no-figure", action="store_true", help="skip the figure")
     parser.add_argument("--quiet", action="store_true", help="print only the tables and verdicts")
 
 
-def options_from_args(args: argparse.Namespace):
+def options_from_args_raw(args: argparse.Namespace) -> dict:
+    """The SimOptions fields given on the command line, as text (list values joined by spaces)."""
     import dataclasses
 
     from verl_ebpo.tools.simulate.options import SimOptions
 
     names = [f.name for f in dataclasses.fields(SimOptions)]
     given = {k: getattr(args, k) for k in names if getattr(args, k, None) is not None}
-    return SimOptions.from_mapping({k: (" ".join(v) if isinstance(v, list) else v) for k, v in given.items()})
+    return {k: (" ".join(v) if isinstance(v, list) else v) for k, v in given.items()}
+
+
+def options_from_args(args: argparse.Namespace):
+    from verl_ebpo.tools.simulate.options import SimOptions
+
+    return SimOptions.from_mapping(options_from_args_raw(args))
 
 
 def estimate_cost(options) -> tuple[float, float]:
@@ -86,6 +97,10 @@ def estimate_cost(options) -> tuple[float, float]:
                                                                                 if spec.dynamic_sampling else 1)
             per = 1e-8 * (gen + pd) + (8e-4 if spec.per_seed else 0.0)
             seconds += regimes * options.steps * rows * per
+            # the gradient measurement: (warmup + draws) batches x reporting seeds, every generation batch drawn
+            grad_gen = (options.answers_per_step // G) * G * options.max_gen_batches
+            seconds += regimes * (options.grad_draws + options.grad_warmup) * options.seeds * (
+                1e-7 * (grad_gen + pd) + (8e-4 if spec.per_seed else 0.0))
             stream = options.budget // G + gen // G
             peak = max(peak, 8.0 * rows * ((options.prompts + options.heldout) * (options.features + 6) + stream + gen))
     return seconds, 0.6 * 2**30 + peak
@@ -123,11 +138,31 @@ def check_out_folder(out: str, figure: bool = True) -> None:
             check_output_path(os.path.join(out, name))
 
 
+def command_line(options) -> str:
+    """The canonical command that makes `options` (every option that differs from its default), for results files."""
+    import dataclasses
+
+    from verl_ebpo.tools.simulate.options import SimOptions
+
+    words = ["verl-ebpo", "simulate"]
+    defaults = SimOptions()
+    for f in dataclasses.fields(SimOptions):
+        value = getattr(options, f.name)
+        if value != getattr(defaults, f.name):
+            values = list(value) if isinstance(value, tuple) else [value]
+            words += ["--" + f.name.replace("_", "-"), *(f"{v:g}" if isinstance(v, float) else str(v) for v in values)]
+    return " ".join(words)
+
+
 def run(args: argparse.Namespace) -> int:
     import os
 
     from verl_ebpo.files import OutputPathError
 
+    if getattr(args, "study", None) == "topics":
+        from verl_ebpo.tools.simulate.topics import main as topics_main
+
+        return topics_main(args)
     try:
         options = options_from_args(args)
         estimate, ok = cost_line(options)
@@ -142,19 +177,30 @@ def run(args: argparse.Namespace) -> int:
     from verl_ebpo.tools.simulate.regimes import run_family
     from verl_ebpo.tools.simulate.report import cells_table, family_table, write_family_outputs
 
-    def progress(regime, result, lr):
-        if not args.quiet:
-            print(f"  {regime:>16} {result.estimator:>10} G={result.G:<3} lr {lr:<5g} final {result.final.mean():.3f}"
-                  f"  ({result.seconds:.1f} s)", flush=True)
+    from tqdm import tqdm
 
+    names = ["custom"] if options.regime == "custom" else list(options.regime_names)
+    cells = len(names) * len(options.estimators) * len(options.G)
     if not args.quiet:
-        names = ["custom"] if options.regime == "custom" else list(options.regime_names)
         print(f"simulating regimes {names} x {len(options.estimators)} estimators x G {list(options.G)} x lr grid "
               f"{list(options.lrs)}; {options.seeds} seeds (+{options.tune_seeds} for tuning), {options.budget} "
               f"answers each; {estimate} ...", flush=True)
-    family = run_family(options, progress=progress)
+    # progress on stderr: cells done of total, elapsed and time left (--quiet: none)
+    bar = tqdm(total=cells, desc="simulate", unit="cell", file=sys.stderr, disable=args.quiet, mininterval=0.5,
+               bar_format="{desc}: {n_fmt}/{total_fmt} cells [{elapsed}<{remaining}]")
+
+    def progress(regime, result, lr):
+        bar.update(1)
+        if not args.quiet:
+            bar.write(f"  {regime:>16} {result.estimator:>10} G={result.G:<3} lr {lr:<5g} final "
+                      f"{result.final.mean():.3f}  ({result.seconds:.1f} s)", file=sys.stdout)
+
     try:
-        summary = write_family_outputs(family, args.out, figure=not args.no_figure)
+        family = run_family(options, progress=progress)
+    finally:
+        bar.close()
+    try:
+        summary = write_family_outputs(family, args.out, figure=not args.no_figure, command=command_line(options))
     except (OutputPathError, OSError) as e:
         print(f"verl-ebpo simulate: error: cannot write to {args.out}: {e}", file=sys.stderr)
         return 1
@@ -170,4 +216,4 @@ def run(args: argparse.Namespace) -> int:
 
 
 __all__ = ["HELP", "MAX_BYTES", "MAX_SECONDS", "add_arguments", "check_out_folder", "cost_line", "estimate_cost",
-           "options_from_args", "run"]
+           "options_from_args", "options_from_args_raw", "run"]

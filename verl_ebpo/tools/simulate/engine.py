@@ -138,6 +138,7 @@ def run_one(task: Task, spec: EstimatorSpec, G: int, options: SimOptions, seeds=
     theta = torch.zeros(S, task.n_params, dtype=F64)
     lr = torch.as_tensor(np.full(S, options.lrs[0]) if lrs is None else np.asarray(lrs, dtype=np.float64))
     opt = Optimizer(options.optimizer, lr.to(F64).reshape(S, 1), theta.shape)
+    warm = options.lr_warmup * budget  # answers over which the lr rises linearly (verl's lr_warmup_steps_ratio)
     caller = AdvantageCaller(spec, S)
     cursor = np.zeros(S, dtype=np.int64)
     generated = np.zeros(S, dtype=np.int64)
@@ -192,7 +193,8 @@ def run_one(task: Task, spec: EstimatorSpec, G: int, options: SimOptions, seeds=
                 if options.score_noise > 0:
                     grad = grad + options.score_noise * _score_noise(noise_rngs, adv, group_seed, pid[keep], per_seed,
                                                                       S, P, n_shared)
-                theta = opt.step(theta, grad, step)
+                ramp = np.minimum(1.0, generated / warm) if warm > 0 else None  # generated: this step's included
+                theta = opt.step(theta, grad, step, ramp)
                 updates += step.numpy()
             success = expected_success(task, theta).numpy()
             moved = used > 0

@@ -12,9 +12,11 @@ verl's trainer passes to its GRPO function explicitly.
 | `drgrpo` | `grpo_vectorized` | `norm_adv_by_std_in_grpo=False` | Dr.GRPO: mean-centred, no std |
 | `dapo` | `grpo_vectorized` | `norm_adv_by_std_in_grpo=True` | + dynamic sampling (degenerate groups resampled) |
 | `rloo` | `rloo_vectorized` | `config` | verl's vectorised RLOO (the same numbers as `rloo`, tested) |
-| `rfpp_baseline` | `reinforce_plus_plus_baseline` | `config` | batch-whitened; verl's row loop, one call per seed (slow) |
+| `rfpp_baseline` | `reinforce_plus_plus_baseline` | (computed by `rfpp_vectorized`) | verl's formula for all seeds in one pass: equal to verl's function called per seed (tested) |
+| `rfpp_baseline_loop` | `reinforce_plus_plus_baseline` | `config` | verl's row loop itself, one call per seed (slow; for checks) |
 | `ebpo` | `ebpo` | `config.ebpo` = options | running prior, one prior per seed |
 | `ebpo_batch` | `ebpo` | `config.ebpo.prior_scope=batch` | the prior is the current batch (the authors' code) |
+| `js` | (none: `james_stein_advantage` here) | `config` | James-Stein baseline, arXiv 2511.03710 (not in verl 0.9.1) |
 | `grpo_loop`, `rloo_loop` | `grpo`, `rloo` | as above | verl's reference row-loop versions (slow; for checks) |
 
 `NAME:key=value,...` sets options: for the `ebpo` family any key of `EBPOOptions` (prior_scope, prior_decay,
@@ -44,11 +46,13 @@ _TABLE = {
     "grpo_loop": ("grpo", False, True, False, {"norm_adv_by_std_in_grpo": True}),
     "rloo": ("rloo_vectorized", False, False, False, {}),
     "rloo_loop": ("rloo", False, False, False, {}),
-    "rfpp_baseline": ("reinforce_plus_plus_baseline", True, False, False, {}),
+    "rfpp_baseline": ("reinforce_plus_plus_baseline", False, False, False, {}),  # all seeds at once: rfpp_vectorized
+    "rfpp_baseline_loop": ("reinforce_plus_plus_baseline", True, False, False, {}),
     "ebpo": ("ebpo", True, False, False, {}),
     "ebpo_batch": ("ebpo", True, False, False, {"prior_scope": "batch"}),
+    "js": (None, True, False, False, {}),
 }
-_ALIASES = {"reinforce_plus_plus_baseline": "rfpp_baseline", "dr_grpo": "drgrpo"}
+_ALIASES = {"reinforce_plus_plus_baseline": "rfpp_baseline", "dr_grpo": "drgrpo", "james_stein": "js", "jspo": "js"}
 ESTIMATOR_NAMES = tuple(_TABLE)
 
 
@@ -68,7 +72,7 @@ class EstimatorSpec:
 
     label: str  # as the user wrote it (the key in summary.json)
     base: str  # a key of the table
-    verl_name: str  # the registry name passed to get_adv_estimator_fn
+    verl_name: str | None  # the registry name passed to get_adv_estimator_fn (None: `james_stein_advantage`)
     per_seed: bool
     grpo_call: bool
     dynamic_sampling: bool
@@ -142,7 +146,7 @@ class AdvantageCaller:
 
             register()
         self.spec = spec
-        self.fn = get_adv_estimator_fn(spec.verl_name)
+        self.fn = james_stein_advantage if spec.verl_name is None else get_adv_estimator_fn(spec.verl_name)
         self.config = spec.algorithm_config()
         self.kwargs = (
             {"norm_adv_by_std_in_grpo": bool(spec.options["norm_adv_by_std_in_grpo"])} if spec.grpo_call else {}
@@ -171,6 +175,8 @@ class AdvantageCaller:
         n_groups = scores.shape[0]
         rewards = scores.reshape(-1, 1).to(torch.float64)
         index = np.repeat(np.arange(n_groups, dtype=np.int64), group_size)
+        if self.spec.base == "rfpp_baseline":
+            return rfpp_vectorized(scores, group_seed, len(self.priors or []) or int(group_seed.max()) + 1)
         if not self.spec.per_seed:
             return self._call(rewards, index)
         counts = torch.bincount(group_seed, minlength=len(self.priors or [])).tolist()
@@ -198,6 +204,72 @@ class AdvantageCaller:
         if s is not None:
             self.shrinkage.append(s)
         return adv
+
+
+def rfpp_vectorized(scores: torch.Tensor, group_seed: torch.Tensor, n_seeds: int) -> torch.Tensor:
+    """verl 0.9.1's `reinforce_plus_plus_baseline` (outcome rewards, one token) for every seed at once, each seed's
+    rows whitened over that seed's batch -- the same arithmetic as verl's function called once per seed:
+    c = r - mean of the group (0 for a group of one), then `masked_whiten`: (c - m) / sqrt(v + 1e-8), with
+    m = sum c / (n + 1e-8) and v the Bessel-corrected variance sum (c - m)^2 / (n + 1e-8) * n / (n - 1).
+    scores (n_groups, G), group_seed (n_groups,) sorted; returns (n_groups * G,) float64."""
+    r = scores.to(torch.float64)
+    G = r.shape[1]
+    c = r - (r.mean(1, keepdim=True) if G > 1 else torch.zeros_like(r))
+    seed_rows = group_seed.repeat_interleave(G)  # (n,)
+    flat = c.reshape(-1)
+    n = torch.zeros(n_seeds, dtype=torch.float64).index_add_(0, seed_rows, torch.ones_like(flat))
+    m = torch.zeros(n_seeds, dtype=torch.float64).index_add_(0, seed_rows, flat) / (n + 1e-8)
+    d = flat - m[seed_rows]
+    v = torch.zeros(n_seeds, dtype=torch.float64).index_add_(0, seed_rows, d * d) / (n + 1e-8)
+    v = v * n / (n - 1).clamp_min(1.0)  # n = 1 is an error in verl; the simulator's batches hold >= 2 rows
+    return d * torch.rsqrt(v[seed_rows] + 1e-8)
+
+
+def james_stein_advantage(token_level_rewards: torch.Tensor, response_mask: torch.Tensor, index, config=None,
+                          epsilon: float = 1e-6, **_) -> tuple[torch.Tensor, torch.Tensor]:
+    """The James-Stein baseline of Zeng, Zhou, Arora, Zanette, "Shrinking the Variance: Shrinkage Baselines for
+    Reinforcement Learning with Verifiable Rewards" (arXiv 2511.03710), as in the authors' code
+    (github.com/guanning03/JSPO-Official, `compute_jspo_outcome_advantage`), vectorised, with verl's estimator
+    signature. Outcome rewards, n prompts x m answers (equal group sizes, m >= 2), r_ij the score of answer i of
+    prompt j, mu_j its group mean; every statistic of prompt j leaves prompt j out (so the baseline of r_ij does
+    not depend on r_ij and the gradient stays unbiased):
+
+        mbar_-j = mean_{k != j} mu_k                                   (the batch mean without prompt j)
+        v2_-j   = mean_{k != j} var_k / m,  var_k the unbiased variance of prompt k's rewards
+        s2_-j   = mean_{k != j} (mu_k - mbar_-j)^2
+        lam_j   = v2_-j / (v2_-j + s2_-j + epsilon)
+        b_ij    = (1 - lam_j) (m mu_j - r_ij) / (m - 1) + lam_j mbar_-j     (RLOO's mean shrunk to the batch)
+        A_ij    = r_ij - b_ij
+
+    With one prompt (n = 1) there is nothing to shrink toward: lam = 0 (RLOO). Shapes: token_level_rewards and
+    response_mask (n m, T); index (n m,) labels, each group's rows contiguous (as the simulator calls it)."""
+    scores = (token_level_rewards * response_mask).sum(-1).to(torch.float64)  # (n m,)
+    labels = np.asarray(index)
+    starts = np.flatnonzero(np.r_[True, labels[1:] != labels[:-1]])
+    n, total = len(starts), scores.numel()
+    m = total // max(n, 1)
+    if n == 0:
+        return scores.new_zeros(token_level_rewards.shape), scores.new_zeros(token_level_rewards.shape)
+    if m < 2 or n * m != total or len(np.unique(labels)) != n:
+        raise ValueError(f"james_stein_advantage needs equal groups of >= 2 answers in contiguous rows, got {total} "
+                         f"rows in {n} runs of labels")
+    r = scores.reshape(n, m)
+    mu = r.mean(1)  # (n,)
+    var = r.var(1, unbiased=True) / m  # (n,)
+    if n == 1:
+        lam = torch.zeros(1, dtype=torch.float64)
+        mbar = mu.clone()
+    else:
+        k = n - 1
+        mbar = (mu.sum() - mu) / k
+        v2 = (var.sum() - var) / k
+        s2 = ((mu * mu).sum() - mu * mu) / k - mbar * mbar
+        s2 = s2.clamp_min(0.0)  # cancellation can leave -1e-17
+        lam = v2 / (v2 + s2 + epsilon)
+    rloo = (r.sum(1, keepdim=True) - r) / (m - 1)  # (n, m)
+    adv = r - ((1 - lam)[:, None] * rloo + (lam * mbar)[:, None])
+    out = adv.reshape(-1, 1).to(token_level_rewards.dtype) * response_mask
+    return out, out
 
 
 @contextlib.contextmanager

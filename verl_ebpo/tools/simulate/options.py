@@ -8,10 +8,14 @@ from typing import Any
 
 from verl_ebpo.spec import Spec, option
 
-DEFAULT_ESTIMATORS = ("grpo", "dapo", "ebpo")
+DEFAULT_ESTIMATORS = ("grpo", "drgrpo", "rfpp_baseline", "rloo", "dapo", "js", "ebpo")
 # the learning-rate grid each estimator is tuned over, per optimizer (`lr_grid auto`)
-LR_GRIDS = {"adam": (0.3, 1.0, 3.0, 10.0), "sgd": (1.0, 3.0, 10.0, 30.0), "nsgd": (0.3, 1.0, 3.0, 10.0)}
+LR_GRIDS = {"adam": (0.1, 0.3, 1.0, 3.0, 10.0, 30.0), "sgd": (1.0, 3.0, 10.0, 30.0, 100.0, 300.0),
+            "nsgd": (0.1, 0.3, 1.0, 3.0, 10.0, 30.0)}
 REGIME_NAMES = ("shared", "shared_clean", "per_prompt", "per_prompt_clean", "hard", "hard_clean")
+# `regime all`: the regimes with gradient noise. Without it (`*_clean`) a larger step is always better in this
+# model (success can only rise), so no learning rate is best inside any grid: those run only by name.
+ALL_REGIMES = ("shared", "per_prompt", "hard")
 # what a named regime fixes (see regimes.py); with a named regime (or `all`) these must stay at their defaults
 REGIME_KNOBS = ("beta", "transfer", "score_noise")
 
@@ -122,23 +126,28 @@ class SimOptions(Spec):
         default_doc="`2 8 16`",
         doc="group sizes to sweep (answers per prompt); each must divide `answers_per_step`.",
     )
-    regime: str = option("all", check=_regime, doc="`all`: every named regime (docs/simulator.md); a name (`shared`, "
+    regime: str = option("all", check=_regime, doc="`all`: `shared`, `per_prompt`, `hard` (docs/simulator.md); a name (`shared`, "
                          "`shared_clean`, `per_prompt`, `per_prompt_clean`, `hard`, `hard_clean`): that one; `custom`: the "
                          "model knobs as given. A named regime fixes `beta`, `transfer`, `score_noise`: set those only "
                          "with `custom`.")
     seeds: int = option(5, number=(1, 10_000), integer=True, doc="reporting seeds per estimator and G (seeds "
                         "`seed`, `seed+1`, ...); one seed gives no interval.")
-    tune_seeds: int = option(2, number=(1, 1_000), integer=True, doc="tuning seeds (`seed+seeds`, ...; disjoint from "
+    tune_seeds: int = option(5, number=(1, 1_000), integer=True, doc="tuning seeds (`seed+seeds`, ...; disjoint from "
                              "the reporting seeds): each estimator's learning rate is the grid value with the highest "
                              "mean AUC on these, chosen before the reporting seeds are looked at.")
     lr_grid: Any = option("auto", check=_lr_grid, default_doc="`auto`",
-                          doc="learning rates each estimator is tuned over; `auto`: adam/nsgd `0.3 1 3 10`, "
-                          "sgd `1 3 10 30`. One value: no tuning.")
+                          doc="learning rates each estimator is tuned over; `auto`: adam/nsgd `0.1 0.3 1 3 10 30`, "
+                          "sgd `1 3 10 30 100 300`. One value: no tuning.")
     negligible: float = option(0.005, number=(0.0, 1.0), doc="practical threshold: a resolved difference in final "
                                "success smaller than this is reported as negligible (0.005 = half a point of success).")
     target_gap: float = option(0.5, number=(0.0, 1.0), lo_open=True, hi_open=True, doc="answers-to-target: answers "
                                "until success >= s0 + target_gap * (1 - s0), s0 the seed's initial success (a run that "
                                "never gets there counts the whole budget).")
+    grad_draws: int = option(32, number=(0, 100_000), integer=True, doc="the mechanism: one-step gradient estimates "
+                             "drawn per reporting seed, estimator and G at the initial policy, against the exact "
+                             "gradient (docs/simulator.md, \"Gradient\"); 0: not measured.")
+    grad_warmup: int = option(8, number=(0, 100_000), integer=True, doc="batches fed to each estimator before the "
+                              "measured draws (they fill EBPO's running prior).")
     gen_batch: int = option(0, number=(0, 1_000_000), integer=True, doc="DAPO: prompts per generation batch (verl's "
                             "`data.gen_batch_size`); 0: the training batch (answers_per_step / G).")
     seed: int = option(0, number=(0, 2**31 - 1), integer=True, doc="first seed.")
@@ -181,6 +190,11 @@ class SimOptions(Spec):
     optimizer: str = option("adam", choices=("adam", "sgd", "nsgd"), doc="`adam`: Adam, betas 0.9/0.999 (verl's "
                             "actor uses AdamW; no weight decay here). `sgd`: plain gradient ascent (an advantage's "
                             "scale is then a learning-rate factor). `nsgd`: a step of length `lr` along the gradient.")
+    lr_warmup: float = option(0.1, number=(0.0, 1.0), doc="share of the answer budget over which the lr rises "
+                              "linearly to its value: a step's lr is lr x min(1, answers generated so far / "
+                              "(lr_warmup x budget)) (verl's `actor.optim.lr_warmup_steps_ratio`, counted in answers "
+                              "so that DAPO, which takes fewer steps, warms up over the same answers); 0: none. "
+                              "Without it Adam's first step moves every parameter by the full lr.")
     score_noise: float = option(3.0, number=(0.0, math.inf), hi_open=True, doc="sigma_n: each answer's "
                                 "log-probability gradient also carries sigma_n * zeta_i, zeta_i ~ N(0, I), unrelated to "
                                 "success (the rest of its tokens); the update adds sum_i A_i zeta_i / N.")
@@ -232,4 +246,4 @@ class SimOptions(Spec):
 
     @property
     def regime_names(self) -> tuple:
-        return REGIME_NAMES if self.regime == "all" else (self.regime,)
+        return ALL_REGIMES if self.regime == "all" else (self.regime,)

@@ -4,10 +4,10 @@ A regime fixes the model knobs that decide where all-fail groups matter (`REGIME
 
 | regime | beta (difficulty) | transfer (glob, topic, feat, own) | score noise |
 |---|---|---|---|
-| `shared` | 0.5 1.5 (mean 0.25) | 0.3 0.3 0.2 0.2: learning mostly global | 3 |
-| `per_prompt` | 0.5 1.5 | 0.05 0.05 0.1 0.8: per-prompt parameters dominate | 3 |
-| `hard` | 0.3 3 (mean 0.09) | 0.3 0.3 0.2 0.2 | 3 |
-| `*_clean` | as above | as above | 0 |
+| `shared` | 0.5 1.5 (mean 0.25) | 0.3 0.3 0.2 0.2: learning mostly global | 10 |
+| `per_prompt` | 0.5 1.5 | 0.05 0.05 0.1 0.8: per-prompt parameters dominate | 10 |
+| `hard` | 0.3 3 (mean 0.09) | 0.3 0.3 0.2 0.2 | 10 |
+| `*_clean` | as above | as above | 0 (not in `all`: no lr is best inside a grid) |
 
 Learning rate: for every (regime, estimator, G) all grid values run at once (rows of one batched run, seeds x
 lrs); the lr with the highest mean AUC on the *tuning* seeds (`SimOptions.tune_seed_list`, disjoint from the
@@ -26,7 +26,7 @@ from verl_ebpo.tools.simulate.engine import RunResult, Sweep, one_torch_thread, 
 from verl_ebpo.tools.simulate.estimators import parse_estimator
 from verl_ebpo.tools.simulate.options import SimOptions
 
-_BASE = {"beta": (0.5, 1.5), "transfer": (0.3, 0.3, 0.2, 0.2), "score_noise": 3.0}
+_BASE = {"beta": (0.5, 1.5), "transfer": (0.3, 0.3, 0.2, 0.2), "score_noise": 10.0}
 REGIMES: dict[str, dict] = {
     "shared": dict(_BASE),
     "shared_clean": {**_BASE, "score_noise": 0.0},
@@ -63,6 +63,17 @@ def answers_to_target(curve: np.ndarray, answers_per_step: int, gap: float) -> t
     return first * answers_per_step, reached
 
 
+def gain_shape(curve: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """How fast success rises: (S,) the share of the run's final gain made by the first step,
+    (curve[:, 1] - curve[:, 0]) / (curve[:, -1] - curve[:, 0]) (NaN when there is no gain), and (S,) the steps
+    until half the final gain (the first k with curve[:, k] - curve[:, 0] >= gain / 2). curve: (S, steps + 1)."""
+    gain = curve[:, -1] - curve[:, 0]
+    with np.errstate(invalid="ignore", divide="ignore"):
+        first = np.where(gain > 0, (curve[:, 1] - curve[:, 0]) / gain, np.nan) if curve.shape[1] > 1 else gain * np.nan
+    half = np.argmax(curve - curve[:, :1] >= gain[:, None] / 2, axis=1)
+    return first, half.astype(np.float64)
+
+
 def subset(run: RunResult, rows) -> RunResult:
     """The rows `rows` of a batched run (every per-seed array indexed; scalars kept)."""
     fields = {f.name: getattr(run, f.name) for f in dataclasses.fields(run)}
@@ -75,6 +86,7 @@ class Family:
     sweeps: dict = dataclasses.field(default_factory=dict)  # regime -> Sweep (reporting seeds, chosen lr)
     lrs: dict = dataclasses.field(default_factory=dict)  # regime -> {(label, G): lr}
     tune_auc: dict = dataclasses.field(default_factory=dict)  # regime -> {(label, G): [mean AUC per grid lr]}
+    gradients: dict = dataclasses.field(default_factory=dict)  # regime -> {(label, G): GradientResult}
     seconds: float = 0.0
 
 
@@ -93,7 +105,12 @@ def run_cell(task, spec, G: int, options: SimOptions) -> tuple[RunResult, float,
 
 
 def run_family(options: SimOptions, progress=None) -> Family:
-    """Every regime of `options.regime_names` (or `custom`) x estimator x G, best-vs-best."""
+    """Every regime of `options.regime_names` (or `custom`) x estimator x G, best-vs-best; with `grad_draws` > 0
+    also each cell's gradient statistics at the initial policy (`gradient.measure`, reporting seeds).
+    progress(regime, run, lr) is called after every cell."""
+    from verl_ebpo.tools.simulate.engine import build_task
+    from verl_ebpo.tools.simulate.gradient import measure
+
     t0 = time.perf_counter()
     family = Family(options)
     specs = [parse_estimator(e) for e in options.estimators]
@@ -103,9 +120,13 @@ def run_family(options: SimOptions, progress=None) -> Family:
             o = regime_options(options, name)
             task = build_task_rows(o)
             sweep = Sweep(o)
-            family.lrs[name], family.tune_auc[name] = {}, {}
+            family.lrs[name], family.tune_auc[name], family.gradients[name] = {}, {}, {}
+            report_task = build_task(o) if o.grad_draws else None
             for spec in specs:
                 for G in o.G:
+                    if report_task is not None:
+                        family.gradients[name][(spec.label, G)] = measure(report_task, spec, G, o, o.seed_list,
+                                                                          o.grad_draws, o.grad_warmup)
                     run, lr, scores = run_cell(task, spec, G, o)
                     sweep.runs[(spec.label, G)] = run
                     family.lrs[name][(spec.label, G)] = lr

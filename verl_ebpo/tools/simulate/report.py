@@ -17,7 +17,7 @@ import numpy as np
 from verl_ebpo.files import atomic_output, atomic_write_text
 from verl_ebpo.tools.simulate.engine import Sweep
 from verl_ebpo.tools.simulate.estimators import parse_estimator
-from verl_ebpo.tools.stats import mean_ci, mean_ci_rows, paired_diff_ci, signed, verdict
+from verl_ebpo.tools.stats import classify, mean_ci, mean_ci_rows, paired_diff_ci, signed, verdict
 
 FILES = ("summary.json", "results.md", "curves.csv", "simulate.png")
 
@@ -35,18 +35,49 @@ def _ebpo_and_baselines(sweep: Sweep) -> tuple[list[str], list[str]]:
     return ebpo, [label for label in labels if label not in ebpo]
 
 
-def summarize(sweep: Sweep, negligible: float = 0.0, lrs: dict | None = None, where: str = "") -> dict:
+GRAD_DELTA = 0.05  # |log(noise ratio)| below it: a practically equal gradient noise (5%)
+
+
+def _grad_cell(g) -> dict:
+    """A gradient cell of summary.json from a `gradient.GradientResult` (per-seed values in, intervals out)."""
+    cos, noise, draw = mean_ci(g.cos_mean), mean_ci(np.log(g.noise)), mean_ci(g.cos_draw)
+    return {
+        "grad_cos_mean": _r(cos.mean), "grad_cos_mean_ci95": [_r(x) for x in cos.as_list()],
+        "grad_noise": _r(float(np.exp(noise.mean))),  # geometric mean over seeds
+        "grad_noise_ci95": [_r(float(np.exp(x))) if x is not None else None for x in noise.as_list()],
+        "grad_cos_draw": _r(draw.mean), "grad_draws": g.draws,
+        "grad_answers": _r(float(np.mean(g.answers))),
+        "grad_noise_budget": _r(float(np.exp(np.mean(np.log(g.noise_budget))))),
+        "grad_noise_per_seed": [_r(x) for x in g.noise],
+    }
+
+
+def _grad_comparison(e, b, ge, gb, G: int, where: str) -> tuple[dict, str]:
+    """EBPO's gradient noise over the baseline's, paired by seed, as a ratio with its interval (log scale)."""
+    diff = paired_diff_ci(np.log(ge.noise), np.log(gb.noise))
+    sentence = verdict(e, b, diff, f"log gradient noise at G={G}{where}", negligible=GRAD_DELTA)
+    ci = diff.as_list()
+    return {"noise_ratio": _r(float(np.exp(diff.mean))),
+            "noise_ratio_ci95": [_r(float(np.exp(x))) if x is not None else None for x in ci],
+            "noise_verdict": sentence, "noise_class": classify(diff, GRAD_DELTA)}, sentence
+
+
+def summarize(sweep: Sweep, negligible: float = 0.0, lrs: dict | None = None, where: str = "",
+              grads: dict | None = None) -> dict:
     """The summary dict (summary.json): results per estimator and G, paired comparisons, verdicts.
 
     negligible: the practical threshold of `stats.verdict`; lrs: {(label, G): lr} chosen per cell (default: the
-    options' first grid lr); where: words added to each verdict's "what" (the regime)."""
-    from verl_ebpo.tools.simulate.regimes import answers_to_target, auc
+    options' first grid lr); where: words added to each verdict's "what" (the regime); grads: {(label, G):
+    GradientResult} (the gradient statistics, added to cells and comparisons)."""
+    grads = grads or {}
+    from verl_ebpo.tools.simulate.regimes import answers_to_target, auc, gain_shape
 
     o = sweep.options
     results: dict = {}
     for (label, G), run in sweep.runs.items():
         areas = mean_ci(auc(run.curve))
         to_target, reached = answers_to_target(run.curve, o.answers_per_step, o.target_gap)
+        first, half = gain_shape(run.curve)
         generated = np.maximum(run.generated, 1)
         final, held = mean_ci(run.final), mean_ci(run.heldout) if o.heldout else None
         zero = mean_ci(run.zero_adv_frac)
@@ -57,6 +88,8 @@ def summarize(sweep: Sweep, negligible: float = 0.0, lrs: dict | None = None, wh
             "auc_ci95": [_r(x) for x in areas.as_list()],
             "lr": (lrs or {}).get((label, G), o.lrs[0]),
             "answers_to_target_mean": _r(float(to_target.mean()), 1),
+            "first_step_gain_frac": _r(float(np.nanmean(first))) if np.isfinite(first).any() else None,
+            "steps_to_half_gain": _r(float(half.mean()), 2),
             "reached_target_frac": _r(float(reached.mean())),
             "degenerate_discard_frac": _r(float((run.degenerate / generated).mean())) if run.degenerate is not None
             else None,
@@ -75,6 +108,7 @@ def summarize(sweep: Sweep, negligible: float = 0.0, lrs: dict | None = None, wh
             "ebpo_shrinkage_mean": _r(run.shrinkage_mean),
             "final_per_seed": [_r(x) for x in run.final],
             "seconds": _r(run.seconds, 2),
+            **(_grad_cell(grads[(label, G)]) if (label, G) in grads else {}),
         }
     comparisons: dict = {}
     verdicts: list[str] = []
@@ -97,8 +131,14 @@ def summarize(sweep: Sweep, negligible: float = 0.0, lrs: dict | None = None, wh
                 "auc_diff": _r(adiff.mean),
                 "auc_ci95": [_r(x) for x in adiff.as_list()],
                 "auc_verdict": asentence,
+                "class": classify(diff, negligible),
+                "auc_class": classify(adiff, negligible),
             }
             verdicts += [sentence, asentence]
+            if (e, G) in grads and (b, G) in grads:
+                entry, gsentence = _grad_comparison(e, b, grads[(e, G)], grads[(b, G)], G, where)
+                comparisons[key][str(G)].update(entry)
+                verdicts.append(gsentence)
     return {
         "seeds": o.seeds,
         "G": list(o.G),
@@ -110,7 +150,8 @@ def summarize(sweep: Sweep, negligible: float = 0.0, lrs: dict | None = None, wh
         "budget_answers": o.budget,
         "order": o.resolved_order,
         "options": {k: list(v) if isinstance(v, tuple) else v for k, v in o.to_mapping().items()},
-        "verl_functions": {label: parse_estimator(label).verl_name for label in results},
+        "verl_functions": {label: parse_estimator(label).verl_name or "verl_ebpo james_stein_advantage"
+                           for label in results},
         "seconds": _r(sweep.seconds, 2),
     }
 
@@ -254,7 +295,7 @@ def write_outputs(sweep: Sweep, out_dir: str, figure: bool = True) -> dict:
 
 # ---- the family of regimes (the default report) ----
 
-PAIRS = ("ebpo-grpo", "ebpo-dapo")
+PAIRS = ("ebpo-drgrpo", "ebpo-js")  # the headline rows: EBPO's expectation-equivalent and its closest peer
 
 
 def summarize_family(family) -> dict:
@@ -263,7 +304,8 @@ def summarize_family(family) -> dict:
     from verl_ebpo.tools.simulate.regimes import LR_RULE, REGIMES
 
     o = family.options
-    per = {name: summarize(sweep, o.negligible, family.lrs[name], where=f" ({name})")
+    per = {name: summarize(sweep, o.negligible, family.lrs[name], where=f" ({name})",
+                           grads=family.gradients.get(name))
            for name, sweep in family.sweeps.items()}
     head = per.get("shared") or next(iter(per.values()))
     verdicts = [v for s in per.values() for v in s["verdicts"]]
@@ -281,6 +323,7 @@ def summarize_family(family) -> dict:
         "verdicts": verdicts,
         "n_comparisons": len(verdicts),
         "negligible": o.negligible,
+        "grad_delta": GRAD_DELTA,
         "seconds": _r(family.seconds, 2),
     }
 
@@ -293,25 +336,49 @@ def _ci(mean, ci) -> str:
     return f"{signed(mean)} [{signed(ci[0])}, {signed(ci[1])}]"
 
 
-def family_table(summary: dict) -> str:
-    """Markdown: per regime and G, EBPO minus each baseline, best-vs-best (final success and AUC)."""
-    pairs = [p for p in PAIRS if any(p in c for c in summary["regime_comparisons"].values())]
-    head = "| regime | G | " + " | ".join(f"{p} final | {p} AUC" for p in pairs) + " |"
-    rows = [head, "|---|---:|" + "---|---|" * len(pairs)]
+def _ratio(c) -> str:
+    if c.get("noise_ratio") is None:
+        return ""
+    lo, hi = c["noise_ratio_ci95"]
+    return f"{c['noise_ratio']:.3f}" + ("" if lo is None else f" [{lo:.3f}, {hi:.3f}]")
+
+
+def family_table(summary: dict, pairs=None) -> str:
+    """Markdown: per regime and G, EBPO against each headline baseline: its gradient noise ratio (paired by seed,
+    geometric mean [95% CI]) and the differences in final success and AUC, best-vs-best."""
+    pairs = [p for p in (pairs or PAIRS) if any(p in c for c in summary["regime_comparisons"].values())]
+    head = "| regime | G | " + " | ".join(f"{p} noise ratio | {p} final | {p} AUC" for p in pairs) + " |"
+    rows = [head, "|---|---:|" + "---|---|---|" * len(pairs)]
     for name, comps in summary["regime_comparisons"].items():
         for G in summary["G"]:
             cells = []
             for p in pairs:
                 c = comps.get(p, {}).get(str(G))
-                cells += ["", ""] if c is None else [_ci(c["diff"], c["ci95"]), _ci(c["auc_diff"], c["auc_ci95"])]
+                cells += ["", "", ""] if c is None else [_ratio(c), _ci(c["diff"], c["ci95"]),
+                                                         _ci(c["auc_diff"], c["auc_ci95"])]
+            rows.append(f"| {name} | {G} | " + " | ".join(cells) + " |")
+    return "\n".join(rows)
+
+
+def gradient_table(summary: dict) -> str:
+    """Markdown: every regime x G x estimator's gradient noise (tr Cov / |E g|^2, geometric mean over seeds) and
+    the cosine of one batch's step with the exact gradient."""
+    labels = list(dict.fromkeys(label for per in summary["regimes"].values() for label in per))
+    rows = ["| regime | G | " + " | ".join(labels) + " |", "|---|---:|" + "---:|" * len(labels)]
+    for name, per_est in summary["regimes"].items():
+        for G in summary["G"]:
+            cells = []
+            for label in labels:
+                c = per_est.get(label, {}).get(str(G), {})
+                cells.append("" if c.get("grad_noise") is None else f"{c['grad_noise']:.3g} ({c['grad_cos_draw']:.3f})")
             rows.append(f"| {name} | {G} | " + " | ".join(cells) + " |")
     return "\n".join(rows)
 
 
 def cells_table(summary: dict) -> str:
     """Markdown: every regime x estimator x G cell with its chosen lr and metrics."""
-    rows = ["| regime | estimator | G | lr | final success [95% CI] | AUC | answers to target (reached) "
-            "| discards: degenerate / surplus |", "|---|---|---:|---:|---|---:|---:|---|"]
+    rows = ["| regime | estimator | G | lr | final success [95% CI] | AUC | first step's share of the gain "
+            "| steps to half the gain | discards: degenerate / surplus |", "|---|---|---:|---:|---|---:|---:|---:|---|"]
     for name, per_est in summary["regimes"].items():
         for label, per_g in per_est.items():
             for G, r in per_g.items():
@@ -319,8 +386,9 @@ def cells_table(summary: dict) -> str:
                 ci = f"[{lo:.3f}, {hi:.3f}]" if lo is not None else "[n/a]"
                 disc = ("" if not r.get("degenerate_discard_frac") and not r.get("surplus_discard_frac") else
                         f"{r['degenerate_discard_frac']:.3f} / {r['surplus_discard_frac']:.3f}")
+                first = "n/a" if r.get("first_step_gain_frac") is None else f"{r['first_step_gain_frac']:.2f}"
                 rows.append(f"| {name} | {label} | {G} | {r['lr']:g} | {r['final_mean']:.3f} {ci} | {r['auc_mean']:.3f} "
-                            f"| {r['answers_to_target_mean']:,.0f} ({r['reached_target_frac']:.2f}) | {disc} |")
+                            f"| {first} | {r['steps_to_half_gain']:g} | {disc} |")
     return "\n".join(rows)
 
 
@@ -333,8 +401,10 @@ def family_markdown(summary: dict) -> str:
         f"per run, optimizer {o['optimizer']}, lr grid {summary['lr_grid']} (chosen per estimator, regime and G: "
         f"{summary['lr_rule']}); {summary['seconds']:.1f} s.\n\nAUC: mean success over the run (area under success "
         "vs answers generated / budget). Answers to target: until success closes "
-        f"{o['target_gap']:g} of the gap to 1.\n\n## EBPO minus each baseline, best-vs-best, paired by seed, 95% CI\n\n"
-        f"{family_table(summary)}\n\n## Cells\n\n{cells_table(summary)}\n\n## Verdicts ({summary['n_comparisons']} "
+        f"{o['target_gap']:g} of the gap to 1.\n\n## EBPO against Dr.GRPO and James-Stein: gradient noise ratio, "
+        "final success and AUC differences, paired by seed, 95% CI\n\n"
+        f"{family_table(summary)}\n\n## Gradient noise tr Cov(g) / |E g|^2 at the initial policy (cosine of one "
+        f"batch's step with the exact gradient)\n\n{gradient_table(summary)}\n\n## Cells\n\n{cells_table(summary)}\n\n## Verdicts ({summary['n_comparisons']} "
         f"comparisons, 95% intervals not corrected for multiplicity; |difference| < {summary['negligible']:g}: "
         f"negligible)\n\n{verdicts}\n"
     )
@@ -350,9 +420,136 @@ def family_curves_csv(family) -> str:
     return out.getvalue()
 
 
-def write_family_outputs(family, out_dir: str, figure: bool = True) -> dict:
-    """Write FILES into out_dir (created if missing) for a family run; the figure shows the first regime."""
+def write_family_outputs(family, out_dir: str, figure: bool = True, command: str | None = None) -> dict:
+    """Write FILES into out_dir (created if missing) for a family run; the figure shows the first regime.
+    command: the command line that made it (kept in summary.json, quoted by the docs)."""
     summary = summarize_family(family)
+    if command is not None:
+        summary["command"] = command
     first = family.sweeps["shared" if "shared" in family.sweeps else next(iter(family.sweeps))]
     return _write_files(out_dir, summary, family_markdown(summary), family_curves_csv(family),
                         (first, summarize(first)) if figure else None)
+
+
+# ---- numbers quoted by the docs: rendered from a committed summary.json (tests/test_docs_numbers.py) ----
+
+def verdict_counts(summary: dict) -> str:
+    """One sentence: how many comparisons of each kind (final, AUC, gradient noise) got each verdict."""
+    from collections import Counter
+
+    counts = {k: Counter() for k in ("final success", "AUC", "gradient noise")}
+    for comps in summary["regime_comparisons"].values():
+        for per_g in comps.values():
+            for c in per_g.values():
+                counts["final success"][c["class"]] += 1
+                counts["AUC"][c["auc_class"]] += 1
+                if "noise_class" in c:
+                    counts["gradient noise"][c["noise_class"]] += 1
+    parts = []
+    for what, counter in counts.items():
+        if counter:
+            words = ", ".join(f"{n} {k}" for k, n in sorted(counter.items(), key=lambda kv: (-kv[1], kv[0])))
+            parts.append(f"{what} ({sum(counter.values())}): {words}")
+    return ("Verdicts, 95% intervals not corrected for multiplicity (final success and AUC: delta "
+            f"{summary['negligible']:g}; gradient noise: delta {summary.get('grad_delta', GRAD_DELTA):g} in log "
+            "ratio) -- " + "; ".join(parts) + ".")
+
+
+def lr_edges(summary: dict) -> list[str]:
+    """The cells whose chosen lr is the smallest or largest of the grid ('regime/estimator/G')."""
+    grid = summary["lr_grid"]
+    return [f"{name}/{label}/{G}" for name, per in summary["regimes"].items() for label, per_g in per.items()
+            for G, c in per_g.items() if len(grid) > 1 and c["lr"] in (min(grid), max(grid))]
+
+
+def _noise_ratios(summary: dict, pair: str) -> list[tuple[str, str, dict]]:
+    return [(name, G, c) for name, comps in summary["regime_comparisons"].items()
+            for G, c in comps.get(pair, {}).items() if c.get("noise_ratio") is not None]
+
+
+def findings(summary: dict) -> str:
+    """Bullet points computed from the summary: EBPO's gradient noise against each baseline (range of the
+    paired ratios over regimes and G, and their verdicts), and its learning-curve differences' verdicts."""
+    from collections import Counter
+
+    ebpo = [e for e in next(iter(summary["regimes"].values())) if parse_estimator(e).is_ebpo]
+    if not ebpo:
+        return "- (no EBPO estimator in this run)"
+    lines = []
+    for key in (k for k in next(iter(summary["regime_comparisons"].values())) if k.startswith(ebpo[0] + "-")):
+        items = _noise_ratios(summary, key)
+        if not items:
+            continue
+        ratios = [c["noise_ratio"] for _, _, c in items]
+        lo_i, hi_i = min(range(len(items)), key=lambda i: ratios[i]), max(range(len(items)), key=lambda i: ratios[i])
+        kinds = Counter(c["noise_class"] for _, _, c in items)
+        auc = Counter(c["auc_class"] for comps in summary["regime_comparisons"].values()
+                      for c in comps.get(key, {}).values())
+        words = lambda cnt: ", ".join(f"{n} {k}" for k, n in sorted(cnt.items(), key=lambda kv: (-kv[1], kv[0])))  # noqa: E731
+        lines.append(
+            f"- `{key}`: gradient noise ratio {ratios[lo_i]:.3f} ({items[lo_i][0]}, G={items[lo_i][1]}) to "
+            f"{ratios[hi_i]:.3f} ({items[hi_i][0]}, G={items[hi_i][1]}); noise verdicts: {words(kinds)}; AUC "
+            f"verdicts: {words(auc)}.")
+    return "\n".join(lines)
+
+
+def doc_blocks(summary: dict) -> dict:
+    """The docs' generated blocks, each rendered from `summary` alone."""
+    cells = [c for per in summary["regimes"].values() for per_g in per.values() for c in per_g.values()]
+    firsts = [c["first_step_gain_frac"] for c in cells if c.get("first_step_gain_frac") is not None]
+    halves = [c["steps_to_half_gain"] for c in cells]
+    edges = lr_edges(summary)
+    run = (f"`{summary.get('command', 'verl-ebpo simulate')}`: {len(summary['regimes'])} regimes x "
+           f"{len(next(iter(summary['regimes'].values())))} estimators x G in {summary['G']}, lr grid "
+           f"{summary['lr_grid']}, {summary['seeds']} reporting + {len(summary['tune_seeds'])} tuning seeds, "
+           f"{summary['budget_answers']:,} answers per run, {summary['seconds']:.0f} s. At each cell's chosen lr "
+           f"the first step makes {min(firsts):.2f} to {max(firsts):.2f} of the run's final gain and half the gain "
+           f"takes {min(halves):g} to {max(halves):g} steps; "
+           + (f"chosen lr at an edge of the grid: {', '.join(edges)}." if edges else
+              "every chosen lr lies strictly inside the grid."))
+    return {
+        "run": run,
+        "findings": findings(summary),
+        "headline": family_table(summary),
+        "gradient": gradient_table(summary),
+        "cells": cells_table(summary),
+        "counts": verdict_counts(summary),
+    }
+
+
+def readme_block(summary: dict) -> str:
+    """The README's table: per regime, EBPO's gradient noise over Dr.GRPO's and over James-Stein's at each G
+    (paired by seed, geometric mean), and a sentence with the learning-curve verdicts of those pairs."""
+    from collections import Counter
+
+    Gs = [str(g) for g in summary["G"]]
+    head = ("| regime | " + " | ".join(f"EBPO / Dr.GRPO, G={g}" for g in Gs) + " | "
+            + " | ".join(f"EBPO / JS, G={g}" for g in Gs) + " |")
+    rows = [head, "|---|" + "---:|" * (2 * len(Gs))]
+    auc = Counter()
+    for name, comps in summary["regime_comparisons"].items():
+        cells = []
+        for p in PAIRS:
+            for g in Gs:
+                c = comps.get(p, {}).get(g)
+                cells.append("" if c is None or c.get("noise_ratio") is None else f"{c['noise_ratio']:.2f}")
+                if c is not None:
+                    auc[c["auc_class"]] += 1
+        rows.append(f"| {name} | " + " | ".join(cells) + " |")
+    words = ", ".join(f"{n} {k}" for k, n in sorted(auc.items(), key=lambda kv: (-kv[1], kv[0])))
+    return "\n".join(rows) + f"\n\nAUC (mean success over the run), EBPO against these two: {words}."
+
+
+def replace_blocks(text: str, blocks: dict, name: str) -> str:
+    """`text` with each `<!-- results:NAME:KEY -->...<!-- /results -->` span's body replaced by blocks[KEY]."""
+    import re
+
+    def sub(m):
+        key = m.group(1)
+        if key not in blocks:
+            raise KeyError(f"no block {key!r} for {name}")
+        return f"<!-- results:{name}:{key} -->\n{blocks[key]}\n<!-- /results -->"
+
+    # a body never contains another block's start, and may be empty
+    body = r"(?:(?:(?!<!-- results:).)*?\n)?"
+    return re.sub(rf"<!-- results:{re.escape(name)}:([\w-]+) -->\n{body}<!-- /results -->", sub, text, flags=re.S)

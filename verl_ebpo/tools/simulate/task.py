@@ -152,21 +152,24 @@ class Optimizer:
     def __init__(self, kind: str, lr: float, shape, betas=(0.9, 0.999), eps: float = 1e-8):
         if kind not in ("adam", "sgd", "nsgd"):
             raise ValueError(f"optimizer must be 'adam', 'sgd' or 'nsgd', got {kind!r}")
-        self.kind, self.lr, self.betas, self.eps = kind, lr, betas, eps
+        self.kind, self.base_lr, self.betas, self.eps = kind, lr, betas, eps
+        self.lr = lr
         self.m = torch.zeros(shape, dtype=F64)
         self.v = torch.zeros(shape, dtype=F64)
         self.t = torch.zeros(shape[0], dtype=F64)
 
-    def step(self, theta: torch.Tensor, grad: torch.Tensor, active: torch.Tensor) -> torch.Tensor:
-        """New theta (S, n): rows where `active` (S,) bool is False are left exactly as they were."""
+    def step(self, theta: torch.Tensor, grad: torch.Tensor, active: torch.Tensor, scale=None) -> torch.Tensor:
+        """New theta (S, n): rows where `active` (S,) bool is False are left exactly as they were. scale: (S,)
+        factors on each row's lr this step (a warmup), default 1."""
         a = active.unsqueeze(1)
+        self.t = self.t + active.to(F64)
+        self.lr = self.base_lr if scale is None else self.base_lr * torch.as_tensor(scale, dtype=F64).reshape(-1, 1)
         if self.kind == "sgd":
             return torch.where(a, theta + self.lr * grad, theta)
         if self.kind == "nsgd":
             norm = grad.norm(dim=1, keepdim=True)
             return torch.where(a & (norm > 0), theta + self.lr * grad / norm.clamp_min(1e-300), theta)
         b1, b2 = self.betas
-        self.t = self.t + active.to(F64)
         self.m = torch.where(a, b1 * self.m + (1 - b1) * grad, self.m)
         self.v = torch.where(a, b2 * self.v + (1 - b2) * grad * grad, self.v)
         t = self.t.clamp_min(1.0).unsqueeze(1)

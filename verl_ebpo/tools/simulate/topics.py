@@ -1,0 +1,517 @@
+"""The topic study: does ordering batches by topic, or a per-topic prior, lower EBPO's prior error and gradient noise?
+
+    verl-ebpo simulate --study topics [--seeds N --G 2 8 --grad-draws D ...]
+
+The paper's proposition: ordering batches by topic lowers the prior's error (the prior mean is closer to a prompt's
+true success rate). Here prompts come in K topics with different mean success rates (`task.make_task`: topic k has
+m_k ~ Beta(A, B), its prompts p0 ~ Beta(c m_k, c (1 - m_k))). At the initial policy, for both presentation orders
+
+    random  every batch B distinct prompts drawn uniformly (verl's `data.shuffle=True`; `gradient.measure`)
+    topic   consecutive batches of the topic-sorted stream (`task.stream(order="topic")`: one topic after another)
+
+each estimator's one-step gradient noise tr Cov(g) / |E g|^2 (`gradient.measure`, paired by seed across estimators)
+and its prior error, the mean over groups of (mu_prior - p_q)^2, with mu_prior the prior mean that group's baseline
+was shrunk toward and p_q the prompt's true success probability, are measured for
+
+    drgrpo       verl's Dr.GRPO: no prior (the reference: what batch composition alone does)
+    ebpo         verl's registered `ebpo` (prior_scope=running), as verl runs it; `blowups` counts its batches with
+                 max|A| > sqrt(rows) (an all-fail batch under a non-zero prior mean: `normalize_per_seed`)
+    eb_running   EBPO's prior (running, prior_decay=1: the mean of everything seen), `topic_prior_advantage` with
+                 one pooled topic -- verl's `ebpo` up to that rounding rule (tested)
+    eb_decayed   a decayed running prior, prior_decay=DECAY (horizon about 1 / (1 - DECAY) batches: it can follow
+                 the topic)
+    eb_batch     prior_scope=batch (decay 0: the prior is the current batch; under topic order, the topic)
+    eb_topic     a per-topic prior (`topic_prior_advantage`): hierarchical empirical Bayes, each topic's running
+                 moments shrunk toward the global ones; it needs each prompt's topic id, which verl's estimators
+                 do not get (they see only `uid`), so it exists only here.
+
+Under `normalize=batch` (EBPO's default) a prior mean shared by the whole batch cancels in the centring; a
+per-topic prior mean differs between the groups of a shuffled batch, so it does not cancel. The verdicts say
+whether that lowers the noise enough to be worth building into verl (`WORTH`).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+import math
+import os
+import sys
+import time
+
+import numpy as np
+import torch
+
+from verl_ebpo.advantage.math import shrinkage
+
+F64 = torch.float64
+TOPIC_DEFAULTS = {  # the study's model: clustered topics, the default regimes' `shared` knobs otherwise
+    "regime": "custom", "topics": "4", "concentration": "20", "beta": "0.5 1.5", "transfer": "0.3 0.3 0.2 0.2",
+    "score_noise": "10", "heldout": "0", "seeds": "10", "G": "2 8 16", "grad_draws": "64", "grad_warmup": "16",
+}
+DECAY = 0.5  # the decayed prior's lambda: a horizon of about 2 batches (a topic is 1, 4, 8 batches at G = 2, 8, 16)
+# label -> (topics pooled into one prior?, decay): the pure priors of this module; `drgrpo`, `ebpo` are verl's
+PRIORS = {"eb_running": (True, 1.0), "eb_decayed": (True, DECAY), "eb_batch": (True, 0.0), "eb_topic": (False, 1.0)}
+ESTIMATORS = ("drgrpo", "ebpo", *PRIORS)
+ORDERS = ("random", "topic")
+WORTH = 0.9  # the per-topic prior is worth building when its noise over EBPO's is resolved below this at every G
+NOISE_DELTA = 0.05  # |log ratio| below it: practically equal (as report.GRAD_DELTA)
+REFUSED = ("estimators", "order")  # the study sets these itself
+
+
+# ---- the per-topic prior: pure tensor functions ----
+
+@dataclasses.dataclass(frozen=True)
+class TopicMoments:
+    """Per (seed, topic) cell c = seed * K + topic: weighted Welford moments of the rewards (w, mean, m2) and of
+    the group means (gw, gmean, gm2), each (C,) float64, C = S * K. All zero at the start."""
+
+    w: torch.Tensor
+    mean: torch.Tensor
+    m2: torch.Tensor
+    gw: torch.Tensor
+    gmean: torch.Tensor
+    gm2: torch.Tensor
+
+    @classmethod
+    def empty(cls, cells: int) -> "TopicMoments":
+        z = torch.zeros(cells, dtype=F64)
+        return cls(z, z, z, z, z, z)
+
+
+def _merge(w, mean, m2, bw, bmean, bm2, decay):
+    """Chan's merge of batch moments (bw, bmean, bm2) into (w, mean, m2) after scaling w, m2 by `decay` (C,) --
+    `verl_ebpo.advantage.math.merge_moments` for every cell at once (a cell without data is only decayed)."""
+    w_old, m2_old = w * decay, m2 * decay
+    w_new = w_old + bw
+    frac = torch.where(w_new > 0, bw / w_new.clamp_min(1e-300), torch.zeros_like(w_new))
+    delta = bmean - mean
+    return w_new, mean + delta * frac, m2_old + bm2 + delta * delta * w_old * frac
+
+
+def _cell_moments(values: torch.Tensor, cell: torch.Tensor, cells: int):
+    """(count, mean, m2) of `values` (n,) per cell id `cell` (n,), each (cells,), two-pass."""
+    n = torch.zeros(cells, dtype=F64).index_add_(0, cell, torch.ones_like(values))
+    mean = torch.zeros(cells, dtype=F64).index_add_(0, cell, values) / n.clamp_min(1.0)
+    d = values - mean[cell]
+    return n, mean, torch.zeros(cells, dtype=F64).index_add_(0, cell, d * d)
+
+
+def merge_topic_moments(state: TopicMoments, scores: torch.Tensor, cell: torch.Tensor, n_seeds: int,
+                        decay: float) -> TopicMoments:
+    """`state` with a batch merged in. scores (n, G) 0/1 rewards of n groups, cell (n,) long seed * K + topic.
+    Every cell of a seed with rows in the batch is decayed (as EBPO decays its whole prior once per call), so the
+    cells of a seed always combine to EBPO's global accumulators."""
+    C = state.w.numel()
+    K = C // n_seeds
+    G = scores.shape[1]
+    rows = cell.repeat_interleave(G)
+    bw, bmean, bm2 = _cell_moments(scores.reshape(-1).to(F64), rows, C)
+    gw, gmean, gm2 = _cell_moments(scores.to(F64).mean(1), cell, C)
+    seen = torch.zeros(n_seeds, dtype=torch.bool).index_fill_(0, torch.div(cell, K, rounding_mode="floor"), True)
+    d = torch.where(seen.repeat_interleave(K), torch.tensor(float(decay), dtype=F64), torch.ones((), dtype=F64))
+    return TopicMoments(*_merge(state.w, state.mean, state.m2, bw, bmean, bm2, d),
+                        *_merge(state.gw, state.gmean, state.gm2, gw, gmean, gm2, d))
+
+
+def _combine(w, mean, m2, S: int):
+    """Per seed (S,) moments of the union of its K cells (Chan): weight, mean, m2. Inputs (S * K,)."""
+    w, mean, m2 = (x.reshape(S, -1) for x in (w, mean, m2))
+    W = w.sum(1)
+    mu = (w * mean).sum(1) / W.clamp_min(1e-300)
+    return W, mu, (m2 + w * (mean - mu[:, None]) ** 2).sum(1)
+
+
+def topic_prior(state: TopicMoments, n_seeds: int) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor, torch.Tensor]:
+    """The per-topic prior of every cell, (C,) each: (mu_k, sigma2_k, tau2_k, lam_k).
+
+    Per seed the global moments are the cells' union (EBPO's prior: mu, sigma2 = reward variance, tau2 = variance
+    of group means). Topic k's own: mu_k, sigma2_k, tau2_k from its cell. Hierarchical empirical Bayes shrinks the
+    topic's statistics toward the global ones by the weight a topic mean gets against the spread of topic means:
+
+        tau2_w = pooled within-topic variance of group means (sum_k gm2_k / sum_k gw_k)
+        omega2 = between-topic variance of the topics' mean group means (weighted by gw_k)
+        lam_k  = (tau2_w / gw_k) / (tau2_w / gw_k + omega2)      (1 for an unseen topic or omega2 = tau2_w = 0)
+        x~_k   = (1 - lam_k) x_k + lam_k x_global                 for x in (mu, sigma2, tau2)
+
+    With one topic (omega2 = 0) every lam is 1: EBPO's prior exactly."""
+    S = n_seeds
+    W, mu, M2 = _combine(state.w, state.mean, state.m2, S)
+    GW, gmu, GM2 = _combine(state.gw, state.gmean, state.gm2, S)
+    sigma2, tau2 = M2 / W.clamp_min(1e-300), GM2 / GW.clamp_min(1e-300)
+    gw = state.gw.reshape(S, -1)
+    tau2_w = state.gm2.reshape(S, -1).sum(1) / GW.clamp_min(1e-300)
+    omega2 = (gw * (state.gmean.reshape(S, -1) - gmu[:, None]) ** 2).sum(1) / GW.clamp_min(1e-300)
+    se2 = tau2_w[:, None] / gw.clamp_min(1e-300)
+    denom = se2 + omega2[:, None]
+    ok = (gw > 0) & (denom > 0)
+    lam = torch.where(ok, se2 / torch.where(ok, denom, torch.ones_like(denom)), torch.ones_like(denom)).reshape(-1)
+    sk = torch.where(state.w > 0, state.m2 / state.w.clamp_min(1e-300), torch.zeros_like(state.w))
+    tk = torch.where(state.gw > 0, state.gm2 / state.gw.clamp_min(1e-300), torch.zeros_like(state.gw))
+
+    def toward(x_k, x_glob):
+        return (1 - lam) * x_k + lam * x_glob.repeat_interleave(state.w.numel() // S)
+
+    return toward(state.mean, mu), toward(sk, sigma2), toward(tk, tau2), lam
+
+
+ROUNDING = 1e-12  # centred values below this share of the largest |raw| are rounding, not signal
+
+
+def normalize_per_seed(raw: torch.Tensor, seed: torch.Tensor, n_seeds: int, epsilon: float) -> torch.Tensor:
+    """EBPO's `normalize=batch` (`advantage.math.normalize_advantage`) over each seed's rows at once: c = raw - the
+    seed's mean, then (c / max|c|) / (std_unbiased(c / max|c|) + epsilon); 0 for a seed with one row or with
+    max|c| <= ROUNDING x max|raw|. The last rule is the one difference from verl_ebpo's function: when every raw
+    advantage of a batch is equal but not exactly representable (an all-fail batch, raw = -S mu for every row),
+    the mean's rounding leaves |c| ~ 1e-17 on every row, which verl_ebpo's function scales to +-1/epsilon (1e6;
+    docs/simulator.md, "Topics"). raw (n,) float64, seed (n,) long -> (n,)."""
+    n = torch.zeros(n_seeds, dtype=F64).index_add_(0, seed, torch.ones_like(raw))
+    c = raw - (torch.zeros(n_seeds, dtype=F64).index_add_(0, seed, raw) / n.clamp_min(1.0))[seed]
+    top = torch.zeros(n_seeds, dtype=F64).scatter_reduce_(0, seed, c.abs(), "amax", include_self=True)
+    scale = torch.zeros(n_seeds, dtype=F64).scatter_reduce_(0, seed, raw.abs(), "amax", include_self=True)
+    ok = (top > ROUNDING * scale) & (top > 0) & (n >= 2)
+    unit = c / torch.where(ok, top, torch.ones_like(top))[seed]
+    um = torch.zeros(n_seeds, dtype=F64).index_add_(0, seed, unit) / n.clamp_min(1.0)
+    var = torch.zeros(n_seeds, dtype=F64).index_add_(0, seed, (unit - um[seed]) ** 2) / (n - 1).clamp_min(1.0)
+    return torch.where(ok[seed], unit / (var.sqrt() + epsilon)[seed], torch.zeros_like(unit))
+
+
+def topic_prior_advantage(scores: torch.Tensor, seed: torch.Tensor, topic: torch.Tensor, state: TopicMoments,
+                          n_seeds: int, decay: float = 1.0, epsilon: float = 1e-6):
+    """EBPO with a per-topic prior, for n groups of G answers of S seeds at once.
+
+    scores (n, G) 0/1, seed (n,) long, topic (n,) long in [0, K), state over C = S * K cells. The prior is updated
+    first (as EBPO's), then per group S_q = shrinkage(G, sigma2~_k, tau2~_k), V_q = (1 - S_q) m_q + S_q mu~_k,
+    A = normalize_per_seed(r - V_q). Returns (advantages (n * G,), new state, mu~ per group (n,), S per group (n,))."""
+    K = state.w.numel() // n_seeds
+    cell = seed * K + topic
+    new = merge_topic_moments(state, scores, cell, n_seeds, decay)
+    mu_k, s2_k, t2_k, _ = topic_prior(new, n_seeds)
+    G = scores.shape[1]
+    r = scores.to(F64)
+    s = shrinkage(torch.full((r.shape[0],), float(G), dtype=F64), s2_k[cell], t2_k[cell], epsilon)
+    v = (1 - s) * r.mean(1) + s * mu_k[cell]
+    raw = (r - v[:, None]).reshape(-1)
+    return normalize_per_seed(raw, seed.repeat_interleave(G), n_seeds, epsilon), new, mu_k[cell], s
+
+
+class TopicPriorCaller:
+    """`gradient.measure`'s caller for the study's `eb_*` estimators: one prior per seed (fresh per run), per topic
+    with `n_topics` > 1, one pooled prior (EBPO's) with `n_topics` = 1; decay 0 is `prior_scope=batch`."""
+
+    wants_topic = True
+
+    def __init__(self, n_seeds: int, n_topics: int, decay: float = 1.0, epsilon: float = 1e-6):
+        self.n_seeds, self.n_topics, self.decay, self.epsilon = n_seeds, n_topics, decay, epsilon
+        self.state = TopicMoments.empty(n_seeds * n_topics)
+        self.last_prior_mean = None
+        self.blowups = np.zeros(n_seeds)  # never counted here (the rounding rule), kept for the study's tables
+
+    def __call__(self, scores: torch.Tensor, group_seed: torch.Tensor, group_size: int, topic=None) -> torch.Tensor:
+        topic = torch.zeros_like(group_seed) if self.n_topics == 1 or topic is None else topic
+        adv, self.state, self.last_prior_mean, _ = topic_prior_advantage(
+            scores, group_seed, topic, self.state, self.n_seeds, self.decay, self.epsilon)
+        return adv
+
+
+class CountingCaller:
+    """verl's `ebpo` through `AdvantageCaller`, counting per seed the batches with max|A| > sqrt(rows): impossible
+    for a correct `normalize=batch` (unit std), the mark of the rounding blow-up (`normalize_per_seed`)."""
+
+    def __init__(self, spec, n_seeds: int):
+        from verl_ebpo.tools.simulate.estimators import AdvantageCaller
+
+        self.inner = AdvantageCaller(spec, n_seeds)
+        self.priors = self.inner.priors
+        self.blowups = np.zeros(n_seeds)
+
+    def __call__(self, scores: torch.Tensor, group_seed: torch.Tensor, group_size: int) -> torch.Tensor:
+        adv = self.inner(scores, group_seed, group_size)
+        seed_rows = group_seed.repeat_interleave(group_size)
+        n = torch.bincount(seed_rows, minlength=len(self.blowups)).to(F64)
+        top = torch.zeros(len(self.blowups), dtype=F64).scatter_reduce_(0, seed_rows, adv.abs(), "amax",
+                                                                        include_self=True)
+        self.blowups += (top > n.sqrt()).numpy()
+        return adv
+
+
+def prior_mean_of(caller, group_seed: torch.Tensor):
+    """(n,) the prior mean each group's baseline was shrunk toward in the caller's last call; None without a
+    prior (not EBPO). EBPO's prior is one per seed (after the call it holds the merged statistics it used)."""
+    if getattr(caller, "last_prior_mean", None) is not None:
+        return caller.last_prior_mean
+    if getattr(caller, "priors", None) is None:
+        return None
+    return torch.tensor([p.mu_glob for p in caller.priors], dtype=F64)[group_seed]
+
+
+# ---- the study ----
+
+def study_options(given: dict):
+    """SimOptions of the study: TOPIC_DEFAULTS under the options given. ValueError for an option it sets itself or
+    `grad_draws` < 2 (no variance to measure)."""
+    from verl_ebpo.tools.simulate.options import SimOptions
+
+    for name in REFUSED:
+        if name in given:
+            raise ValueError(f"--{name} is set by --study topics (estimators {' '.join(ESTIMATORS)}, orders "
+                             f"{' and '.join(ORDERS)}); drop it")
+    options = SimOptions.from_mapping(given, **TOPIC_DEFAULTS)
+    if options.grad_draws < 2:
+        raise ValueError(f"simulate.grad_draws={options.grad_draws}: the topic study measures the gradient noise "
+                         "over the draws; give at least 2")
+    return options
+
+
+def command_of(options) -> str:
+    from verl_ebpo.tools.simulate import command_line
+
+    return command_line(options).replace("verl-ebpo simulate", "verl-ebpo simulate --study topics", 1)
+
+
+def estimate_seconds(options) -> float:
+    """The study's time on one core: per (order, estimator, G) (warmup + draws) x seeds calls, about 2 ms each
+    for EBPO's per-seed calls (the rest is small), calibrated on the development machine."""
+    per_call = 2e-3 + 1e-7 * options.prompts * (options.features + 2)
+    return len(ORDERS) * len(ESTIMATORS) * len(options.G) * (options.grad_warmup + options.grad_draws) * (
+        options.seeds * per_call)
+
+
+def run_study(options, progress=None) -> dict:
+    """Every order x estimator x G; returns {order: {label: {G: GradientResult}}} (reporting seeds) and
+    {(order, label, G): (S,) batches with max|A| > sqrt(rows), warm-up included (None without a prior)}."""
+    from verl_ebpo.tools.simulate.engine import build_task, one_torch_thread
+    from verl_ebpo.tools.simulate.estimators import parse_estimator
+    from verl_ebpo.tools.simulate.gradient import measure
+
+    out: dict = {}
+    blowups: dict = {}
+    with one_torch_thread():
+        task = build_task(options)
+        for order in ORDERS:
+            out[order] = {}
+            for label in ESTIMATORS:
+                out[order][label] = {}
+                for G in options.G:
+                    if label in PRIORS:
+                        pooled, decay = PRIORS[label]
+                        spec = parse_estimator("ebpo")
+                        caller = TopicPriorCaller(options.seeds, 1 if pooled else options.topics, decay)
+                    else:
+                        spec = parse_estimator(label)
+                        caller = CountingCaller(spec, options.seeds) if spec.is_ebpo else None
+                    res = measure(task, spec, G, options, options.seed_list, options.grad_draws,
+                                  options.grad_warmup, order=order, caller=caller, prior_error=True)
+                    out[order][label][G] = dataclasses.replace(res, estimator=label)
+                    blowups[order, label, G] = None if caller is None else caller.blowups.copy()
+                    if progress is not None:
+                        progress(order, label, G)
+    return out, blowups
+
+
+def _r(x):
+    return None if x is None or not math.isfinite(x) else float(x)
+
+
+def _ratio(a: np.ndarray, b: np.ndarray, what: str, name_a: str, name_b: str) -> dict:
+    """a / b paired by seed on the log scale: geometric-mean ratio, its 95% interval, class and sentence."""
+    from verl_ebpo.tools.stats import classify, paired_diff_ci, verdict
+
+    diff = paired_diff_ci(np.log(a), np.log(b))
+    lo, hi = diff.as_list()
+    return {"ratio": _r(float(np.exp(diff.mean))),
+            "ci95": [None if lo is None else float(np.exp(lo)), None if hi is None else float(np.exp(hi))],
+            "class": classify(diff, NOISE_DELTA), "verdict": verdict(name_a, name_b, diff, what,
+                                                                      negligible=NOISE_DELTA)}
+
+
+def summarize(results: dict, blowups: dict, options, seconds: float, command: str) -> dict:
+    """summary.json of the study (`run_study`'s two results)."""
+    from verl_ebpo.tools.stats import mean_ci
+
+    cells: dict = {}
+    for order, per in results.items():
+        for label, per_g in per.items():
+            for G, g in per_g.items():
+                noise = mean_ci(np.log(g.noise))
+                c = {"grad_noise": _r(float(np.exp(noise.mean))),
+                     "grad_noise_ci95": [None if x is None else float(np.exp(x)) for x in noise.as_list()],
+                     "grad_cos_mean": _r(float(np.mean(g.cos_mean))),
+                     "grad_noise_per_seed": [float(x) for x in g.noise]}
+                if blowups.get((order, label, G)) is not None:
+                    c["blowups"] = int(blowups[order, label, G].sum())
+                if g.prior_err is not None:  # geometric mean over seeds, as the noise (seeds differ by their task)
+                    pe = mean_ci(np.log(g.prior_err))
+                    c.update(prior_err=_r(float(np.exp(pe.mean))),
+                             prior_err_ci95=[None if x is None else float(np.exp(x)) for x in pe.as_list()],
+                             prior_err_per_seed=[float(x) for x in g.prior_err])
+                cells.setdefault(order, {}).setdefault(label, {})[str(G)] = c
+    comps: dict = {"order": {}, "per_topic": {}}
+    for label in ESTIMATORS:  # topic order over shuffled, per estimator and G
+        for G in options.G:
+            a, b = results["topic"][label][G], results["random"][label][G]
+            entry = {"noise": _ratio(a.noise, b.noise, f"gradient noise at G={G}", f"{label} (topic order)",
+                                     f"{label} (shuffled)")}
+            if a.prior_err is not None:
+                entry["prior_err"] = _ratio(a.prior_err, b.prior_err, f"prior error at G={G}",
+                                            f"{label} (topic order)", f"{label} (shuffled)")
+            comps["order"].setdefault(label, {})[str(G)] = entry
+    for base in ("eb_running", "eb_batch"):  # the per-topic prior on shuffled batches against the global priors
+        for G in options.G:
+            a, b = results["random"]["eb_topic"][G], results["random"][base][G]
+            comps["per_topic"].setdefault(base, {})[str(G)] = {
+                "noise": _ratio(a.noise, b.noise, f"gradient noise at G={G}, shuffled", "eb_topic", base),
+                "prior_err": _ratio(a.prior_err, b.prior_err, f"prior error at G={G}, shuffled", "eb_topic", base)}
+    per_topic = comps["per_topic"]["eb_running"]
+    worth = all(c["noise"]["ci95"][1] is not None and c["noise"]["ci95"][1] < WORTH for c in per_topic.values())
+    return {
+        "study": "topics", "command": command, "seconds": round(seconds, 1),
+        "model": {k: (list(v) if isinstance(v, tuple) else v) for k, v in (
+            ("topics", options.topics), ("concentration", options.concentration), ("beta", options.beta),
+            ("transfer", options.transfer), ("score_noise", options.score_noise), ("prompts", options.prompts),
+            ("answers_per_step", options.answers_per_step))},
+        "G": list(options.G), "seeds": options.seeds, "draws": options.grad_draws, "warmup": options.grad_warmup,
+        "estimators": list(ESTIMATORS), "orders": list(ORDERS), "decay": DECAY, "worth_threshold": WORTH,
+        "noise_delta": NOISE_DELTA, "cells": cells, "comparisons": comps, "per_topic_worth_building": worth,
+    }
+
+
+def _ci(x, ci, fmt="{:.3f}") -> str:
+    if x is None:
+        return "n/a"
+    return fmt.format(x) + ("" if ci is None or ci[0] is None else f" [{fmt.format(ci[0])}, {fmt.format(ci[1])}]")
+
+
+def cells_table(summary: dict) -> str:
+    """Per estimator and G: gradient noise and prior error, shuffled and topic-ordered (geometric / plain means
+    over seeds with 95% intervals)."""
+    rows = ["| estimator | G | noise, shuffled | noise, topic order | prior error, shuffled | prior error, topic order "
+            "| blow-ups, shuffled / topic order |", "|---|---:|---:|---:|---:|---:|---:|"]
+    for label in summary["estimators"]:
+        for G in summary["G"]:
+            r, t = (summary["cells"][o][label][str(G)] for o in ORDERS)
+            blow = "n/a" if "blowups" not in r else f"{r['blowups']} / {t['blowups']}"
+            rows.append(f"| {label} | {G} | {_ci(r['grad_noise'], r['grad_noise_ci95'])} | "
+                        f"{_ci(t['grad_noise'], t['grad_noise_ci95'])} | "
+                        f"{_ci(r.get('prior_err'), r.get('prior_err_ci95'), '{:.4f}')} | "
+                        f"{_ci(t.get('prior_err'), t.get('prior_err_ci95'), '{:.4f}')} | {blow} |")
+    return "\n".join(rows)
+
+
+def comparisons_table(summary: dict) -> str:
+    """Ratios paired by seed: topic order over shuffled per estimator, and the per-topic prior over EBPO's."""
+    rows = ["| comparison | G | noise ratio | verdict | prior-error ratio | verdict |", "|---|---:|---:|---|---:|---|"]
+    for label, per_g in summary["comparisons"]["order"].items():
+        for G, c in per_g.items():
+            pe = c.get("prior_err")
+            rows.append(f"| {label}: topic order / shuffled | {G} | {_ci(c['noise']['ratio'], c['noise']['ci95'])} "
+                        f"| {c['noise']['class']} | "
+                        + ("n/a | n/a |" if pe is None else f"{_ci(pe['ratio'], pe['ci95'])} | {pe['class']} |"))
+    for base, per_g in summary["comparisons"]["per_topic"].items():
+        for G, c in per_g.items():
+            rows.append(f"| eb_topic / {base}, shuffled | {G} | {_ci(c['noise']['ratio'], c['noise']['ci95'])} | "
+                        f"{c['noise']['class']} | {_ci(c['prior_err']['ratio'], c['prior_err']['ci95'])} | "
+                        f"{c['prior_err']['class']} |")
+    return "\n".join(rows)
+
+
+def _span(items) -> str:
+    vals = [(v, G) for G, v in items if v is not None]
+    lo, hi = min(vals), max(vals)
+    return f"{lo[0]:.3f} (G={lo[1]}) to {hi[0]:.3f} (G={hi[1]})" if lo != hi else f"{lo[0]:.3f} (G={lo[1]})"
+
+
+def findings(summary: dict) -> str:
+    """The verdicts in words, generated from the summary: topic order per prior scope, and the per-topic prior."""
+    from collections import Counter
+
+    lines = []
+    for label, per_g in summary["comparisons"]["order"].items():
+        noise = Counter(c["noise"]["class"] for c in per_g.values())
+        text = (f"- `{label}`, topic order / shuffled: gradient noise x{_span([(G, c['noise']['ratio']) for G, c in per_g.items()])}"
+                f" ({', '.join(f'{n} {k}' for k, n in sorted(noise.items()))})")
+        if all("prior_err" in c for c in per_g.values()):
+            pe = Counter(c["prior_err"]["class"] for c in per_g.values())
+            text += (f"; prior error x{_span([(G, c['prior_err']['ratio']) for G, c in per_g.items()])}"
+                     f" ({', '.join(f'{n} {k}' for k, n in sorted(pe.items()))})")
+        lines.append(text + ".")
+    for base, per_g in summary["comparisons"]["per_topic"].items():
+        noise = Counter(c["noise"]["class"] for c in per_g.values())
+        pe = Counter(c["prior_err"]["class"] for c in per_g.values())
+        lines.append(f"- `eb_topic` / `{base}` on shuffled batches: gradient noise "
+                     f"x{_span([(G, c['noise']['ratio']) for G, c in per_g.items()])} "
+                     f"({', '.join(f'{n} {k}' for k, n in sorted(noise.items()))}); prior error "
+                     f"x{_span([(G, c['prior_err']['ratio']) for G, c in per_g.items()])} "
+                     f"({', '.join(f'{n} {k}' for k, n in sorted(pe.items()))}).")
+    w = summary["worth_threshold"]
+    lines.append(f"- Worth building into verl (noise over EBPO's resolved below {w:g} at every G): "
+                 + ("yes." if summary["per_topic_worth_building"] else "no."))
+    return "\n".join(lines)
+
+
+def doc_blocks(summary: dict) -> dict:
+    """docs/simulator.md's generated blocks of the study."""
+    m = summary["model"]
+    run = (f"`{summary['command']}`: {m['topics']} topics (concentration {m['concentration']:g}, topic means "
+           f"~ Beta{tuple(m['beta'])}), {m['prompts']} prompts, {m['answers_per_step']} answers per batch, score "
+           f"noise {m['score_noise']:g}; {summary['seeds']} seeds x {summary['draws']} measured batches after "
+           f"{summary['warmup']} warm-up batches, per order x estimator x G in {summary['G']}; decayed prior "
+           f"lambda = {summary['decay']:g}; {summary['seconds']:.0f} s.")
+    return {"run": run, "cells": cells_table(summary), "comparisons": comparisons_table(summary),
+            "findings": findings(summary)}
+
+
+def results_markdown(summary: dict) -> str:
+    b = doc_blocks(summary)
+    return (f"# Topic study\n\n{b['run']}\n\n## Gradient noise and prior error\n\n{b['cells']}\n\n## Paired ratios"
+            f"\n\n{b['comparisons']}\n\n## Findings\n\n{b['findings']}\n")
+
+
+FILES = ("summary.json", "results.md")
+
+
+def main(args) -> int:
+    """`verl-ebpo simulate --study topics`: exit 0, or 2 with one line for bad options or an unusable --out."""
+    from tqdm import tqdm
+
+    from verl_ebpo.files import OutputPathError, atomic_write_text, check_output_path
+    from verl_ebpo.tools.simulate import MAX_SECONDS, options_from_args_raw
+
+    try:
+        options = study_options(options_from_args_raw(args))
+        seconds = estimate_seconds(options)
+        if seconds > MAX_SECONDS and not args.force:
+            raise ValueError(f"estimated {seconds:,.0f} s on one core (bound {MAX_SECONDS:,.0f} s): too large; use "
+                             "fewer seeds, draws or G, or --force")
+        if os.path.exists(args.out) and not os.path.isdir(args.out):
+            raise ValueError(f"--out {args.out} exists and is not a folder; give a folder path")
+        for name in FILES:
+            check_output_path(os.path.join(args.out, name))
+    except ValueError as e:  # OutputPathError included
+        print(f"verl-ebpo simulate: error: {e}", file=sys.stderr)
+        return 2
+    total = len(ORDERS) * len(ESTIMATORS) * len(options.G)
+    if not args.quiet:
+        print(f"topic study: {len(ORDERS)} orders x {len(ESTIMATORS)} estimators x G {list(options.G)}, "
+              f"{options.seeds} seeds; estimated {seconds:,.0f} s on one core ...", flush=True)
+    bar = tqdm(total=total, desc="topics", unit="cell", file=sys.stderr, disable=args.quiet, mininterval=0.5)
+    t0 = time.perf_counter()
+    try:
+        results, blowups = run_study(options, progress=lambda *_: bar.update(1))
+    finally:
+        bar.close()
+    summary = summarize(results, blowups, options, time.perf_counter() - t0, command_of(options))
+    try:
+        os.makedirs(args.out, exist_ok=True)
+        atomic_write_text(os.path.join(args.out, "summary.json"), json.dumps(summary, indent=2) + "\n")
+        atomic_write_text(os.path.join(args.out, "results.md"), results_markdown(summary))
+    except (OutputPathError, OSError) as e:
+        print(f"verl-ebpo simulate: error: cannot write to {args.out}: {e}", file=sys.stderr)
+        return 1
+    print(cells_table(summary))
+    print()
+    print(comparisons_table(summary))
+    print()
+    print(findings(summary))
+    print(f"\n{summary['seconds']:.1f} s; wrote {os.path.join(args.out, 'summary.json')} and results.md")
+    return 0
