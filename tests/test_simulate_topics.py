@@ -85,9 +85,6 @@ def test_all_fail_batch_gets_zero_advantages():
     assert torch.equal(adv, torch.zeros(256, dtype=F64))
 
 
-@pytest.mark.xfail(strict=True, reason="verl_ebpo.advantage.math.normalize_advantage scales the mean's rounding "
-                   "(|c| ~ 1e-17 on every row) to +-1/epsilon on an all-equal batch with a non-zero prior mean; "
-                   "reported to the lead (docs/simulator.md, Topics). Strict: passes once it is fixed.")
 def test_verls_ebpo_gives_an_all_fail_batch_zero_advantages():
     with process_prior_preserved():
         caller = AdvantageCaller(parse_estimator("ebpo"), 1)
