@@ -310,7 +310,8 @@ def demo(tmp_path_factory):
     proc = subprocess.run([sys.executable, "-m", "verl_ebpo.tools.cli", "demo", *DEMO_ARGS, "--out", str(out)],
                           cwd=REPO, capture_output=True, text=True, timeout=1500)
     assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
-    return {"out": out, "stdout": proc.stdout, "summary": json.loads((out / "summary.json").read_text())}
+    return {"out": out, "stdout": proc.stdout, "stderr": proc.stderr,
+            "summary": json.loads((out / "summary.json").read_text())}
 
 
 def test_demo_runs_verls_trainer_on_one_cluster_and_writes_the_summary(demo):
@@ -329,6 +330,10 @@ def test_demo_runs_verls_trainer_on_one_cluster_and_writes_the_summary(demo):
     assert "one seed, no interval" in c["verdict"] and c["verdict"] in demo["stdout"]
     assert c["verdict"] in (out / "report.md").read_text()
     assert summary["seconds"] > 0 and summary["timings"]["peak_pss_gib"] > 0.5
+    # the two runs ran at once, a Ray cluster each; progress on stderr: runs done of total, with the time left
+    assert "2 at once" in demo["stdout"] and demo["stdout"].count("Ray cluster") >= 2
+    assert "verl-ebpo demo runs: 0/2" in demo["stderr"] and "verl-ebpo demo runs: 2/2" in demo["stderr"]
+    assert re.search(r"runs: [0-2]/2 .* about \d+\.\d min left", demo["stderr"])
     assert (out / "reward_curves.png").read_bytes()[:4] == b"\x89PNG"
 
 
