@@ -445,6 +445,7 @@ def test_time_left_weighs_finished_and_running_runs_by_their_estimates(tmp_path)
     jobs = [Job("grpo", 0, tmp_path / "g"), Job("ebpo", 0, tmp_path / "e")]
     # nothing logged yet: the demo's own estimate minus the time spent
     assert time_left(o, jobs, 10.0, {}) == pytest.approx(2 * 68.8 - 10.0)
+    assert time_left(o, jobs, 200.0, {}) is None  # past the estimate with nothing logged: not known
     # GRPO done: half the work (two equal runs) took 100 s, so 100 s are left
     jobs[0].wall_s = 100.0
     assert time_left(o, jobs, 100.0, {}) == pytest.approx(100.0)

@@ -146,10 +146,11 @@ def steps_done(job: Job) -> int:
     return max((s for s in metrics if s >= 1 and verl_logs.SCORE in metrics[s]), default=0)
 
 
-def time_left(options: DemoOptions, jobs: list[Job], elapsed: float, steps: dict) -> float:
+def time_left(options: DemoOptions, jobs: list[Job], elapsed: float, steps: dict) -> float | None:
     """Seconds left: the elapsed time x (work left / work done), the work of each run weighted by its estimate
     (`DemoOptions.run_seconds`: a finished run counts whole, a running one its start-up and the steps it logged,
-    `steps[(algo, seed)]`); before any run has logged a step, the demo's estimate minus the elapsed time."""
+    `steps[(algo, seed)]`); before any run has logged a step, the demo's estimate minus the elapsed time (None once
+    that is past: not known yet)."""
     total = done = 0.0
     for job in jobs:
         startup, step = options.run_seconds(job.algo)
@@ -160,7 +161,8 @@ def time_left(options: DemoOptions, jobs: list[Job], elapsed: float, steps: dict
         elif steps.get((job.algo, job.seed), 0) > 0:
             done += startup + steps[(job.algo, job.seed)] * step
     if done <= 0:
-        return max(0.0, options.cost_estimate()[0] - elapsed)
+        left = options.cost_estimate()[0] - elapsed
+        return left if left > 0 else None
     return elapsed * (total - done) / done
 
 
@@ -182,13 +184,21 @@ class _Progress(threading.Thread):
         self.bar = tqdm(total=len(jobs), desc="verl-ebpo demo runs", unit="run", file=sys.stderr,
                         disable=options.quiet, mininterval=0, dynamic_ncols=True,
                         bar_format="{desc}: {n_fmt}/{total_fmt} |{bar}| {elapsed}{postfix}")
+        self.tty = sys.stderr.isatty()
+        self.drawn = 0.0
         self.refresh()
 
-    def refresh(self) -> None:
+    def refresh(self, force: bool = True) -> None:
+        """Redraw the bar; without `force`, only when the count changed or, on a non-terminal, every 30 s."""
+        done = sum(job.wall_s is not None for job in self.jobs)
+        if not force and done == self.bar.n and not self.tty and time.time() - self.drawn < 30:
+            return
+        self.drawn = time.time()
         left = time_left(self.options, self.jobs, time.time() - self.started, self.steps)
         with self.lock:
-            self.bar.n = sum(job.wall_s is not None for job in self.jobs)
-            self.bar.set_postfix_str(f"about {left / 60:.1f} min left", refresh=False)
+            self.bar.n = done
+            self.bar.set_postfix_str("time left not known yet" if left is None else f"about {left / 60:.1f} min left",
+                                     refresh=False)
             self.bar.refresh()
 
     def job_done(self, job: Job) -> None:
@@ -221,7 +231,7 @@ class _Progress(threading.Thread):
                         continue
                     _say(self.options, f"  [{job.algo} seed {job.seed}] step {step:3d}/{self.options.steps}  "
                          f"trained-on reward {reward:.3f}  ({time.time() - self.started:4.0f} s)")
-            self.refresh()
+            self.refresh(force=False)
 
 
 def _run_lanes(options: DemoOptions, jobs: list[Job], assets_by_seed: dict, progress: _Progress, started: float) -> None:
