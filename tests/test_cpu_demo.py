@@ -458,3 +458,57 @@ def test_time_left_weighs_finished_and_running_runs_by_their_estimates(tmp_path)
     (jobs[1].run_dir / "metrics.jsonl").write_text(
         "".join(json.dumps({"step": s, "data": {verl_logs.SCORE: 0.5}}) + "\n" for s in (1, 2, 3)))
     assert steps_done(jobs[1]) == 3
+
+
+def test_lanes_run_every_job_once_a_cluster_each_and_a_failure_stops_the_rest(tmp_path, monkeypatch):
+    """`_run_lanes` with verl replaced by stand-ins: each lane starts one cluster and runs jobs one at a time;
+    a failed run stops the other lane's run and its error (not the stop) reaches the caller."""
+    import contextlib
+    import threading
+    import time as _time
+
+    from verl_ebpo.tools.cpu import launch
+    from verl_ebpo.tools.demo import runner
+
+    clusters, ran, running, peak = [], [], [0], [0]
+    lock = threading.Lock()
+
+    @contextlib.contextmanager
+    def fake_cluster():
+        clusters.append(threading.current_thread().name)
+        yield f"127.0.0.1:{len(clusters)}", {"RAY_AUTH_TOKEN": str(len(clusters))}
+
+    def fake_run(run, timeout_s, stop):
+        with lock:
+            running[0] += 1
+            peak[0] = max(peak[0], running[0])
+        try:
+            if "fail" in run.out_dir:
+                raise launch.TrainerFailed("verl trainer exited with 1")
+            for _ in range(100):
+                if stop.is_set():
+                    raise launch.TrainerStopped("stopped")
+                _time.sleep(0.002 if "slow" not in run.out_dir else 0.05)
+            ran.append((run.out_dir, run.ray_address, run.ray_env["RAY_AUTH_TOKEN"]))
+            return 1.0
+        finally:
+            with lock:
+                running[0] -= 1
+
+    monkeypatch.setattr(launch, "ray_cluster", fake_cluster)
+    monkeypatch.setattr(launch, "run_main_ppo", fake_run)
+    o = DemoOptions(steps=2, parallel=2, quiet=True)
+    assets_ = {0: {"model": "m", "train": "t", "val": "v"}}
+    jobs = [runner.Job("grpo", 0, tmp_path / f"job{i}") for i in range(5)]
+    progress = runner._Progress(o, jobs, _time.time())
+    runner._run_lanes(o, jobs, assets_, progress, _time.time())
+    assert len(clusters) == 2 and peak[0] == 2
+    assert sorted(r[0] for r in ran) == sorted(str(j.run_dir) for j in jobs)  # each job once
+    assert all(j.wall_s == 1.0 for j in jobs)
+    assert all((addr[-1] == token) for _, addr, token in ran)  # a run joins its lane's cluster with its token
+    ran.clear()
+    jobs = [runner.Job("grpo", 0, tmp_path / "slow0"), runner.Job("grpo", 0, tmp_path / "fail1"),
+            runner.Job("grpo", 0, tmp_path / "slow2")]
+    with pytest.raises(launch.TrainerFailed, match="exited with 1"):
+        runner._run_lanes(o, jobs, assets_, runner._Progress(o, jobs, _time.time()), _time.time())
+    assert not ran and jobs[2].wall_s is None  # the slow run was stopped, the third never started
