@@ -15,7 +15,7 @@ DEFAULT_ALGOS = ("grpo", "dapo", "ebpo")
 # refused without --force past these (docs/demo.md, "Cost")
 MAX_SECONDS = 12 * 3600.0
 MAX_BYTES = 16 * 2**30
-PARALLEL_SLOWDOWN = 0.6  # a run's slowdown per other run at once (2 cores; measured, docs/demo.md "Speed")
+PARALLEL_SLOWDOWN = 0.4  # a run's slowdown per other run at once (2 cores; measured, docs/demo.md "Speed")
 TRAIN_ROWS_CAP = 100_000  # beyond it verl starts another epoch over the same rows (total_training_steps is set)
 
 
