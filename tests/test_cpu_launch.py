@@ -34,6 +34,7 @@ def test_cpu_env_adds_the_backend_once_and_keeps_other_modules():
     assert env["VERL_PLATFORM"] == "cpu" and env["VERL_ENGINE_DEVICE"] == "cuda"
     assert env["VERL_FILE_LOGGER_PATH"] == "/x/m.jsonl" and env["PATH"] == "/bin"
     assert cpu_env(env)["VERL_USE_EXTERNAL_MODULES"] == "my.plugin,verl_ebpo.tools.cpu.backend"
+    assert env["RAY_enable_worker_prestart"] == "0"  # no idle Ray workers prestarted on 2 cores
 
 
 def test_overrides_compose_into_verls_real_config(tmp_path):

@@ -11,7 +11,7 @@ import time
 from contextlib import contextmanager
 from typing import Iterator
 
-from verl_ebpo.tools.cpu.overrides import cpu_env
+from verl_ebpo.tools.cpu.overrides import NO_PRESTART, cpu_env
 
 SHARED_RAY_PREFIX = "verl_ebpo_ray_"  # temp dir of a `shared_ray_cluster`
 
@@ -36,9 +36,6 @@ def _kill_group(proc: subprocess.Popen) -> None:
         pass
 
 
-# The raylet prestarts one idle Python worker per logical CPU (16 here, for verl's placement; 20-30% CPU each while a
-# run starts on a 2-core machine); verl's actors each start their own worker anyway.
-NO_PRESTART = {"RAY_enable_worker_prestart": "0", "RAY_prestart_worker_first_driver": "0"}
 
 
 @contextmanager

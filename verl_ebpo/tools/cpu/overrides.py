@@ -43,6 +43,12 @@ SEEDED_AGENT_LOOP = "hf_seeded"
 FAST_POLL_S = 0.05  # seconds between the replay buffer's checks for finished rollouts on CPU (verl's: 2)
 
 
+# Ray's raylet prestarts idle Python workers (up to one per logical CPU: 16 here) when a driver joins; verl's actors
+# carry the run's environment and start their own, so on 2 cores the prestarted ones only take CPU. Read by the
+# raylet a CPU run starts (verl's `ray.init`) or that `shared_ray_cluster` / `ray_cluster` start.
+NO_PRESTART = {"RAY_enable_worker_prestart": "0", "RAY_prestart_worker_first_driver": "0"}
+
+
 def cpu_env(base: Optional[dict] = None, metrics_file: Optional[os.PathLike] = None) -> dict:
     """Environment for a CPU run of verl (a copy of `base`, default `os.environ`, plus our variables)."""
     env = dict(os.environ if base is None else base)
@@ -57,6 +63,8 @@ def cpu_env(base: Optional[dict] = None, metrics_file: Optional[os.PathLike] = N
     env.setdefault("RAY_DEDUP_LOGS", "0")
     env.setdefault("RAY_USAGE_STATS_ENABLED", "0")
     env.setdefault("PYTHONUNBUFFERED", "1")
+    for key, value in NO_PRESTART.items():
+        env.setdefault(key, value)
     if metrics_file is not None:
         env["VERL_FILE_LOGGER_PATH"] = str(metrics_file)
     return env
