@@ -237,7 +237,8 @@ class _Progress(threading.Thread):
 def _run_lanes(options: DemoOptions, jobs: list[Job], assets_by_seed: dict, progress: _Progress, started: float) -> None:
     """Run the jobs on `options.parallel` lanes, each with its own Ray cluster (verl's TransferQueue controller is
     one named actor per cluster, so runs at once need a cluster each); a lane takes the next job when its run ends.
-    A failure stops the other lanes' runs (KeyboardInterrupt inside them) and is raised here."""
+    A failure (or an interrupt of this thread) sets `stop`, which kills the other lanes' runs (`TrainerStopped`),
+    and the first real error is raised here."""
     import queue
 
     from verl_ebpo.tools.cpu.launch import TrainerStopped, ray_cluster, run_main_ppo
