@@ -314,7 +314,7 @@ def demo(tmp_path_factory):
             "summary": json.loads((out / "summary.json").read_text())}
 
 
-def test_demo_runs_verls_trainer_on_one_cluster_and_writes_the_summary(demo):
+def test_demo_runs_verls_trainer_on_two_lanes_and_writes_the_summary(demo):
     out, summary = demo["out"], demo["summary"]
     assert json.loads((out / ".verl-ebpo-owner").read_text())["tool"] == "verl-ebpo demo"  # a re-run may replace runs/
     assert set(summary["algos"]) == {"dapo", "ebpo"} and set(summary["comparisons"]) == {"ebpo-dapo"}
@@ -323,7 +323,7 @@ def test_demo_runs_verls_trainer_on_one_cluster_and_writes_the_summary(demo):
         assert 0 <= a["final_reward_mean"] <= 1 and a["final_reward_ci95"] == [None, None]  # one seed: no interval
         assert isinstance(a["answers_generated"], int) and 0 <= a["greedy_accuracy_mean"] <= 1
         log = (out / "runs" / algo / "seed0" / "trainer.log").read_text()
-        assert "Connecting to existing Ray cluster" in log  # joined the demo's cluster, started none
+        assert "Connecting to existing Ray cluster" in log  # joined its lane's cluster, started none
         metrics = verl_logs.read_metrics(out / "runs" / algo / "seed0" / "metrics.jsonl")
         assert [s for s in metrics if verl_logs.SCORE in metrics[s]] == list(range(1, STEPS + 1))
     c = summary["comparisons"]["ebpo-dapo"]
