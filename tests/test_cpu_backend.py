@@ -267,3 +267,49 @@ def test_verl_replica_server_handle_is_where_verl_reads_it():
     assert "return self._server_handle" in inspect.getsource(RolloutReplica.server_handle.fget)
     assert "return self._server_address" in inspect.getsource(RolloutReplica.server_address.fget)
     assert "self._server_handle: ActorHandle = None" in inspect.getsource(RolloutReplica.__init__)
+
+
+def test_seeded_agent_loop_is_verls_default_for_cpu_runs_and_seeds_by_identity(verl_config):
+    """Reproducible runs: CPURun selects the `hf_seeded` agent loop (verl's SingleTurnAgentLoop + a per-request
+    seed from step, row, answer number and prompt); a repeated identity gets a new seed, a new step starts over."""
+    from hydra.utils import get_class
+    from omegaconf import OmegaConf
+    from verl.experimental.agent_loop.single_turn_agent_loop import SingleTurnAgentLoop
+
+    from verl_ebpo.tools.cpu.agent_loop import NAME, RequestSeeds
+
+    agent = verl_config.actor_rollout_ref.rollout.agent
+    assert agent.default_agent_loop == NAME
+    (entry,) = [e for e in OmegaConf.load(agent.agent_loop_config_path) if e.name == NAME]
+    assert issubclass(get_class(entry._target_), SingleTurnAgentLoop)
+
+    prompt = [{"role": "user", "content": "3+1="}]
+    row = dict(global_steps=4, index=7, session_id=2, raw_prompt=prompt, uid="random-uuid")
+    first, second = RequestSeeds(), RequestSeeds()
+    s = first.seed(dict(row))
+    assert s == second.seed({**row, "uid": "another-uuid"})  # the random uid plays no part
+    others = {second.seed({**row, **change}) for change in (
+        {"session_id": 3}, {"index": 8}, {"raw_prompt": [{"role": "user", "content": "4+1="}]})}
+    assert len(others) == 3 and s not in others
+    assert first.seed(dict(row)) != s  # the same identity again (a repeated row): its own seed
+    assert first.seed({**row, "global_steps": 5}) != s and first.seed(dict(row)) == s  # a new step resets
+
+
+def test_server_samples_a_seeded_request_the_same_whatever_its_batch(server):
+    from verl_ebpo.tools.cpu.sampling import mix_seed
+
+    assert server.sampling_params_for(5, {"seed": 3}).seed == mix_seed(int(server.config.seed), 3)
+    assert server.sampling_params_for(5, {}).seed is None
+    params = {"temperature": 1.0, "top_p": 1.0, "top_k": -1, "logprobs": True}
+
+    async def go(order):
+        reqs = [server.generate(prompt_ids=[4, 9 + i % 3, 43, 1, 5], sampling_params={**params, "seed": i})
+                for i in order]
+        return dict(zip(order, [o.token_ids for o in await asyncio.gather(*reqs)]))
+
+    a = asyncio.run(go(list(range(12))))
+    b = asyncio.run(go(list(range(11, -1, -1))))
+    c = asyncio.run(go([5, 2]))
+    assert a == b and c == {5: a[5], 2: a[2]}
+    assert asyncio.run(server.get_stats())["seeded_requests"] == 26
+

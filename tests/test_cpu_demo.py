@@ -399,7 +399,13 @@ def test_demo_report_through_compare_gives_the_numbers_of_the_old_report_code():
     rows = report.time_rows(runs)
     assert report.json_safe(summary) == ref["summary"]
     assert report.steps_csv(runs) == ref["steps_csv"]
-    assert report.markdown_report(summary, settings, rows) == ref["report_md"]
+    md = report.markdown_report(summary, settings, rows)
+    drgrpo = md[md.index("## How EBPO relates to Dr.GRPO"):md.index("## Where the time went")]
+    assert md.replace(drgrpo, "") == ref["report_md"]  # the section added since, and nothing else changed
+    assert "times 1 + S/(G - 1)" in drgrpo and "expected gradient is zero" in drgrpo
+    assert "--algos grpo,drgrpo,dapo,ebpo" in drgrpo  # Dr.GRPO not run here: the report says how to run it
+    runs_dr = {**runs, "drgrpo": runs["grpo"]}
+    assert "The comparison with Dr.GRPO is above." in report.markdown_report(report.summarize(runs_dr), settings, rows)
     assert report.json_safe(rows) == ref["time_rows"]
     # numbers written in (the same as in the reference file)
     assert ref["summary"]["comparisons"]["ebpo-grpo"]["ci95"] == pytest.approx([0.08515862288249673, 0.13484137711750338])
@@ -411,3 +417,98 @@ def test_greedy_accuracy_interval_is_clipped_to_0_1():
     a = report.summarize(runs)["algos"]["grpo"]
     raw = mean_ci([0.0, 0.0, 1 / 9]).as_list()
     assert raw[0] < 0 and a["greedy_accuracy_ci95"] == pytest.approx([0.0, raw[1]])
+
+
+# -- scheduling and progress (no trainer: jobs and metrics files written by hand) -----------------------------------
+
+
+def test_runs_start_longest_first_and_the_estimate_spreads_them_over_the_lanes():
+    from verl_ebpo.tools.demo.runner import Job, schedule
+
+    o = DemoOptions(steps=10, parallel=2, seeds=2)
+    jobs = [Job(a, s, Path(f"/x/{a}{s}")) for s in (0, 1) for a in ("grpo", "dapo", "ebpo")]
+    order = schedule(o, jobs)
+    assert [j.algo for j in order] == ["dapo", "dapo", "grpo", "ebpo", "grpo", "ebpo"]  # ties keep seed order
+    assert [j.seed for j in order] == [0, 1, 0, 0, 1, 1]
+    # by hand: runs of 54 + 10 x 1.48 = 68.8 s (GRPO, EBPO) and 54 + 10 x 3.552 = 89.52 s (DAPO); longest first on
+    # 2 lanes: lanes 89.52 + 68.8 + 68.8 each; x (1 + 0.4) for sharing the CPU
+    seconds, nbytes = o.cost_estimate()
+    assert seconds == pytest.approx((89.52 + 2 * 68.8) * 1.4)
+    assert DemoOptions(steps=10, parallel=1, seeds=2).cost_estimate()[0] == pytest.approx(2 * 89.52 + 4 * 68.8)
+    assert nbytes == pytest.approx(2 * 4.6 * 2**30 + 2048 * o.train_rows)
+
+
+def test_time_left_weighs_finished_and_running_runs_by_their_estimates(tmp_path):
+    from verl_ebpo.tools.demo.runner import Job, steps_done, time_left
+
+    o = DemoOptions(steps=10, parallel=1, algos="grpo,ebpo", seeds=1)
+    jobs = [Job("grpo", 0, tmp_path / "g"), Job("ebpo", 0, tmp_path / "e")]
+    # nothing logged yet: the demo's own estimate minus the time spent
+    assert time_left(o, jobs, 10.0, {}) == pytest.approx(2 * 68.8 - 10.0)
+    assert time_left(o, jobs, 200.0, {}) is None  # past the estimate with nothing logged: not known
+    # GRPO done: half the work (two equal runs) took 100 s, so 100 s are left
+    jobs[0].wall_s = 100.0
+    assert time_left(o, jobs, 100.0, {}) == pytest.approx(100.0)
+    # EBPO logged 5 of 10 steps: done = 68.8 + 54 + 5 x 1.48
+    done = 68.8 + 54 + 7.4
+    assert time_left(o, jobs, 130.0, {("ebpo", 0): 5}) == pytest.approx(130.0 * (2 * 68.8 - done) / done)
+    # steps_done reads verl's metrics file (steps with a score), 0 when there is none yet
+    assert steps_done(jobs[1]) == 0
+    jobs[1].run_dir.mkdir()
+    (jobs[1].run_dir / "metrics.jsonl").write_text(
+        "".join(json.dumps({"step": s, "data": {verl_logs.SCORE: 0.5}}) + "\n" for s in (1, 2, 3)))
+    assert steps_done(jobs[1]) == 3
+
+
+def test_lanes_run_every_job_once_a_cluster_each_and_a_failure_stops_the_rest(tmp_path, monkeypatch):
+    """`_run_lanes` with verl replaced by stand-ins: each lane starts one cluster and runs jobs one at a time;
+    a failed run stops the other lane's run and its error (not the stop) reaches the caller."""
+    import contextlib
+    import threading
+    import time as _time
+
+    from verl_ebpo.tools.cpu import launch
+    from verl_ebpo.tools.demo import runner
+
+    clusters, ran, running, peak = [], [], [0], [0]
+    lock = threading.Lock()
+
+    @contextlib.contextmanager
+    def fake_cluster():
+        clusters.append(threading.current_thread().name)
+        yield f"127.0.0.1:{len(clusters)}", {"RAY_AUTH_TOKEN": str(len(clusters))}
+
+    def fake_run(run, timeout_s, stop):
+        with lock:
+            running[0] += 1
+            peak[0] = max(peak[0], running[0])
+        try:
+            if "fail" in run.out_dir:
+                raise launch.TrainerFailed("verl trainer exited with 1")
+            for _ in range(100):
+                if stop.is_set():
+                    raise launch.TrainerStopped("stopped")
+                _time.sleep(0.002 if "slow" not in run.out_dir else 0.05)
+            ran.append((run.out_dir, run.ray_address, run.ray_env["RAY_AUTH_TOKEN"]))
+            return 1.0
+        finally:
+            with lock:
+                running[0] -= 1
+
+    monkeypatch.setattr(launch, "ray_cluster", fake_cluster)
+    monkeypatch.setattr(launch, "run_main_ppo", fake_run)
+    o = DemoOptions(steps=2, parallel=2, quiet=True)
+    assets_ = {0: {"model": "m", "train": "t", "val": "v"}}
+    jobs = [runner.Job("grpo", 0, tmp_path / f"job{i}") for i in range(5)]
+    progress = runner._Progress(o, jobs, _time.time())
+    runner._run_lanes(o, jobs, assets_, progress, _time.time())
+    assert len(clusters) == 2 and peak[0] == 2
+    assert sorted(r[0] for r in ran) == sorted(str(j.run_dir) for j in jobs)  # each job once
+    assert all(j.wall_s == 1.0 for j in jobs)
+    assert all((addr[-1] == token) for _, addr, token in ran)  # a run joins its lane's cluster with its token
+    ran.clear()
+    jobs = [runner.Job("grpo", 0, tmp_path / "slow0"), runner.Job("grpo", 0, tmp_path / "fail1"),
+            runner.Job("grpo", 0, tmp_path / "slow2")]
+    with pytest.raises(launch.TrainerFailed, match="exited with 1"):
+        runner._run_lanes(o, jobs, assets_, runner._Progress(o, jobs, _time.time()), _time.time())
+    assert not ran and jobs[2].wall_s is None  # the slow run was stopped, the third never started

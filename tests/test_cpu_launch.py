@@ -12,6 +12,7 @@ from hypothesis import strategies as st
 from verl_ebpo.tools.tiny import assets
 from verl_ebpo.tools.cpu import launch, supervise
 from verl_ebpo.tools.cpu.launch import CPURun, TrainerFailed, cpu_env, merge_overrides, run_main_ppo
+from verl_ebpo.tools.cpu.overrides import FAST_POLL_S
 
 
 def _run(tmp_path, **kw):
@@ -33,6 +34,7 @@ def test_cpu_env_adds_the_backend_once_and_keeps_other_modules():
     assert env["VERL_PLATFORM"] == "cpu" and env["VERL_ENGINE_DEVICE"] == "cuda"
     assert env["VERL_FILE_LOGGER_PATH"] == "/x/m.jsonl" and env["PATH"] == "/bin"
     assert cpu_env(env)["VERL_USE_EXTERNAL_MODULES"] == "my.plugin,verl_ebpo.tools.cpu.backend"
+    assert env["RAY_enable_worker_prestart"] == "0"  # no idle Ray workers prestarted on 2 cores
 
 
 def test_overrides_compose_into_verls_real_config(tmp_path):
@@ -56,7 +58,8 @@ def test_overrides_compose_into_verls_real_config(tmp_path):
     assert list(cfg.trainer.logger) == ["console", "file"]
     assert cfg.ray_kwargs.ray_init.num_gpus == 1 and cfg.ray_kwargs.ray_init.num_cpus == 16
     assert cfg.trainer.v1.sampler.custom_sampler.name == "TrackedReplayBuffer"
-    assert cfg.trainer.v1.sampler.sampler_kwargs.poll_interval_s == 0.2
+    assert cfg.trainer.v1.sampler.sampler_kwargs.poll_interval_s == FAST_POLL_S == 0.05
+    assert cfg.actor_rollout_ref.rollout.agent.default_agent_loop == "hf_seeded"  # per-request seeds
     rollout = omega_conf_to_dataclass(cfg.actor_rollout_ref.rollout)  # verl's own validation
     assert rollout.tensor_model_parallel_size == 1
     assert OmegaConf.select(cfg, "actor_rollout_ref.model.override_config.attn_implementation") == "sdpa"

@@ -310,10 +310,11 @@ def demo(tmp_path_factory):
     proc = subprocess.run([sys.executable, "-m", "verl_ebpo.tools.cli", "demo", *DEMO_ARGS, "--out", str(out)],
                           cwd=REPO, capture_output=True, text=True, timeout=1500)
     assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
-    return {"out": out, "stdout": proc.stdout, "summary": json.loads((out / "summary.json").read_text())}
+    return {"out": out, "stdout": proc.stdout, "stderr": proc.stderr,
+            "summary": json.loads((out / "summary.json").read_text())}
 
 
-def test_demo_runs_verls_trainer_on_one_cluster_and_writes_the_summary(demo):
+def test_demo_runs_verls_trainer_on_two_lanes_and_writes_the_summary(demo):
     out, summary = demo["out"], demo["summary"]
     assert json.loads((out / ".verl-ebpo-owner").read_text())["tool"] == "verl-ebpo demo"  # a re-run may replace runs/
     assert set(summary["algos"]) == {"dapo", "ebpo"} and set(summary["comparisons"]) == {"ebpo-dapo"}
@@ -322,13 +323,17 @@ def test_demo_runs_verls_trainer_on_one_cluster_and_writes_the_summary(demo):
         assert 0 <= a["final_reward_mean"] <= 1 and a["final_reward_ci95"] == [None, None]  # one seed: no interval
         assert isinstance(a["answers_generated"], int) and 0 <= a["greedy_accuracy_mean"] <= 1
         log = (out / "runs" / algo / "seed0" / "trainer.log").read_text()
-        assert "Connecting to existing Ray cluster" in log  # joined the demo's cluster, started none
+        assert "Connecting to existing Ray cluster" in log  # joined its lane's cluster, started none
         metrics = verl_logs.read_metrics(out / "runs" / algo / "seed0" / "metrics.jsonl")
         assert [s for s in metrics if verl_logs.SCORE in metrics[s]] == list(range(1, STEPS + 1))
     c = summary["comparisons"]["ebpo-dapo"]
     assert "one seed, no interval" in c["verdict"] and c["verdict"] in demo["stdout"]
     assert c["verdict"] in (out / "report.md").read_text()
     assert summary["seconds"] > 0 and summary["timings"]["peak_pss_gib"] > 0.5
+    # the two runs ran at once, a Ray cluster each; progress on stderr: runs done of total, with the time left
+    assert "2 at once" in demo["stdout"] and demo["stdout"].count("Ray cluster") >= 2
+    assert "verl-ebpo demo runs: 0/2" in demo["stderr"] and "verl-ebpo demo runs: 2/2" in demo["stderr"]
+    assert re.search(r"runs: [0-2]/2 .* about \d+\.\d min left", demo["stderr"])
     assert (out / "reward_curves.png").read_bytes()[:4] == b"\x89PNG"
 
 

@@ -135,7 +135,7 @@ def _smoke_dapo_diff_first(tmp_path):
 def test_smoke_dapo_diff_makes_exactly_one_pass_over_its_curriculum(tmp_path):
     out, _folder, _attempt, _steps = _smoke_dapo_diff_first(tmp_path)
     swaps = out.stderr.split("swapped (hardware)")[1].split("[recipes] checkpoints")[0]
-    assert "sampler_kwargs.poll_interval_s: (unset) -> 0.2" in swaps and "custom_sampler" not in swaps  # the recipe's
+    assert "sampler_kwargs.poll_interval_s: (unset) -> 0.05" in swaps and "custom_sampler" not in swaps  # the recipe's
 
 
 @pytest.mark.e2e

@@ -11,7 +11,7 @@ import time
 from contextlib import contextmanager
 from typing import Iterator
 
-from verl_ebpo.tools.cpu.overrides import cpu_env
+from verl_ebpo.tools.cpu.overrides import NO_PRESTART, cpu_env
 
 SHARED_RAY_PREFIX = "verl_ebpo_ray_"  # temp dir of a `shared_ray_cluster`
 
@@ -36,18 +36,14 @@ def _kill_group(proc: subprocess.Popen) -> None:
         pass
 
 
-@contextmanager
-def shared_ray_cluster(num_cpus: int = 16, num_gpus: int = 1, timeout_s: float = 180) -> Iterator[str]:
-    """Start one local Ray cluster for several CPU runs of verl; yields its address for `CPURun(ray_address=)`.
 
-    verl's driver joins it (`ray_kwargs.ray_init.address`) instead of starting and stopping a cluster per
-    run. Runs must join it one at a time: verl 0.9.1's TransferQueue controller is a single named actor per
-    cluster (`TransferQueueController` in namespace `transfer_queue`), so two runs at once would share it and
-    mix their data. `num_cpus` and `num_gpus` are logical (see `verl_ebpo.tools.cpu.overrides`). The cluster (`ray start --head --block`, its own
-    process group, free ports) gets the CPU backend's environment and its own authentication token, which
-    the runs started inside the block inherit (Ray's default token file, ~/.ray/auth_token, is rewritten by
-    every other cluster started on the machine). It is stopped when the block ends, also on error.
-    """
+
+@contextmanager
+def ray_cluster(num_cpus: int = 16, num_gpus: int = 1, timeout_s: float = 180) -> Iterator[tuple[str, dict]]:
+    """Start one local Ray cluster (`ray start --head --block`: its own process group, free ports, a private temp
+    dir, its own authentication token, no prestarted workers); yields `(address, auth_env)`, the variables a process
+    needs to join it (`CPURun(ray_address=address, ray_env=auth_env)`). It is stopped when the block ends, also on
+    error. This process's environment is not changed, so several clusters can run at once."""
     import secrets
     import shutil as _shutil
     import tempfile
@@ -65,9 +61,8 @@ def shared_ray_cluster(num_cpus: int = 16, num_gpus: int = 1, timeout_s: float =
         f"--num-cpus={num_cpus}", f"--num-gpus={num_gpus}", "--include-dashboard=false", "--disable-usage-stats",
         f"--ray-client-server-port={_free_port()}", f"--dashboard-agent-listen-port={_free_port()}",
     ]
-    proc = subprocess.Popen(command, env={**cpu_env(), **auth}, stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
-                            text=True, start_new_session=True)
-    saved = {k: os.environ.get(k) for k in auth}
+    proc = subprocess.Popen(command, env={**cpu_env(), **NO_PRESTART, **auth}, stdout=subprocess.PIPE,
+                            stderr=subprocess.STDOUT, text=True, start_new_session=True)
     try:
         output: list[str] = []
         ready = threading.Event()
@@ -83,13 +78,33 @@ def shared_ray_cluster(num_cpus: int = 16, num_gpus: int = 1, timeout_s: float =
         while not ready.wait(0.5):
             if proc.poll() is not None or time.time() > deadline:
                 raise RuntimeError("shared_ray_cluster: `ray start` failed:\n" + "".join(output[-30:]))
-        os.environ.update(auth)  # the runs started in the block join with the cluster's token
-        yield f"127.0.0.1:{port}"
+        yield f"127.0.0.1:{port}", dict(auth)
     finally:
         _kill_group(proc)
         _shutil.rmtree(temp_dir, ignore_errors=True)
-        for key, value in saved.items():
-            if value is None:
-                os.environ.pop(key, None)
-            else:
-                os.environ[key] = value
+
+
+@contextmanager
+def shared_ray_cluster(num_cpus: int = 16, num_gpus: int = 1, timeout_s: float = 180) -> Iterator[str]:
+    """Start one local Ray cluster for several CPU runs of verl; yields its address for `CPURun(ray_address=)`.
+
+    verl's driver joins it (`ray_kwargs.ray_init.address`) instead of starting and stopping a cluster per
+    run. Runs must join it one at a time: verl 0.9.1's TransferQueue controller is a single named actor per
+    cluster (`TransferQueueController` in namespace `transfer_queue`), so two runs at once would share it and
+    mix their data (runs at once need a cluster each: `ray_cluster`). `num_cpus` and `num_gpus` are logical (see
+    `verl_ebpo.tools.cpu.overrides`). The cluster (`ray_cluster`) gets the CPU backend's environment and its own
+    authentication token, which this process's environment carries inside the block, so the runs started there
+    inherit it (Ray's default token file, ~/.ray/auth_token, is rewritten by every other cluster started on the
+    machine). It is stopped when the block ends, also on error.
+    """
+    with ray_cluster(num_cpus, num_gpus, timeout_s) as (address, auth):
+        saved = {k: os.environ.get(k) for k in auth}
+        os.environ.update(auth)  # the runs started in the block join with the cluster's token
+        try:
+            yield address
+        finally:
+            for key, value in saved.items():
+                if value is None:
+                    os.environ.pop(key, None)
+                else:
+                    os.environ[key] = value

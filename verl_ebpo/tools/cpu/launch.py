@@ -9,7 +9,7 @@ parts (verl-free, like each of them):
   output's tail and Ray's worker errors), `ray_worker_errors`.
 """
 
-from verl_ebpo.tools.cpu.cluster import SHARED_RAY_PREFIX, _free_port, _kill_group, shared_ray_cluster
+from verl_ebpo.tools.cpu.cluster import SHARED_RAY_PREFIX, _free_port, _kill_group, ray_cluster, shared_ray_cluster
 from verl_ebpo.tools.cpu.overrides import (
     _JOB_ENV,
     CPU_MODULE,
@@ -19,7 +19,7 @@ from verl_ebpo.tools.cpu.overrides import (
     cpu_env,
     merge_overrides,
 )
-from verl_ebpo.tools.cpu.supervise import RAY_LOG_GLOBS, TrainerFailed, ray_worker_errors, run_main_ppo
+from verl_ebpo.tools.cpu.supervise import RAY_LOG_GLOBS, TrainerFailed, TrainerStopped, ray_worker_errors, run_main_ppo
 
 __all__ = [
     "CPU_MODULE",
@@ -27,8 +27,10 @@ __all__ = [
     "RAY_LOG_GLOBS",
     "SHARED_RAY_PREFIX",
     "TrainerFailed",
+    "TrainerStopped",
     "cpu_env",
     "merge_overrides",
+    "ray_cluster",
     "ray_worker_errors",
     "run_main_ppo",
     "shared_ray_cluster",

@@ -15,8 +15,11 @@ Each CPU-specific override, and why (stock verl fails without it; measured on a 
   fp32 mixed precision (the hf rollout samples in fp32; the same precision on both sides keeps the
   rollout's and the trainer's log-probs equal);
 - `data.dataloader_num_workers=0`, `rollout.agent.num_workers=1`, `reward.num_workers=1`;
+- `rollout.agent.default_agent_loop=hf_seeded` from `rollout.agent.agent_loop_config_path` = `agent_loops.yaml`
+  (`verl_ebpo.tools.cpu.agent_loop`): verl's single-turn loop giving each request a seed from its step, row,
+  prompt and answer number, so two runs of one seed sample the same answers (verl 0.9.1's V1 trainer sends none);
 - `trainer.v1.sampler.custom_sampler` = the plugin's `verl_ebpo.samplers.replay.TrackedReplayBuffer` with
-  `poll_interval_s=0.2` (polls for finished rollouts every 0.2 s instead of verl's 2 s: a CPU step of 32 answers
+  `poll_interval_s=0.05` (polls for finished rollouts every 0.05 s instead of verl's 2 s: a CPU step of 32 answers
   drops from ~2.3 s to ~0.9 s; DAPO's group filtering kept, discarded answers counted).
 Environment: `VERL_USE_EXTERNAL_MODULES=verl_ebpo.tools.cpu.backend` (imported by verl in every process; registers
 the platform and rollout), `VERL_PLATFORM=cpu`, `VERL_ENGINE_DEVICE=cuda` (verl's FSDP engine is
@@ -34,7 +37,16 @@ from typing import Optional, Sequence
 from verl_ebpo.samplers.replay_rules import buffer_overrides
 
 CPU_MODULE = "verl_ebpo.tools.cpu.backend"
-FAST_POLL_S = 0.2  # seconds between the replay buffer's checks for finished rollouts on CPU (verl's: 2)
+# verl_ebpo/tools/cpu/agent_loop.py (kept verl-free here): verl's single-turn loop with a per-request seed
+AGENT_LOOPS = Path(__file__).with_name("agent_loops.yaml")
+SEEDED_AGENT_LOOP = "hf_seeded"
+FAST_POLL_S = 0.05  # seconds between the replay buffer's checks for finished rollouts on CPU (verl's: 2)
+
+
+# Ray's raylet prestarts idle Python workers (up to one per logical CPU: 16 here) when a driver joins; verl's actors
+# carry the run's environment and start their own, so on 2 cores the prestarted ones only take CPU. Read by the
+# raylet a CPU run starts (verl's `ray.init`) or that `shared_ray_cluster` / `ray_cluster` start.
+NO_PRESTART = {"RAY_enable_worker_prestart": "0", "RAY_prestart_worker_first_driver": "0"}
 
 
 def cpu_env(base: Optional[dict] = None, metrics_file: Optional[os.PathLike] = None) -> dict:
@@ -51,6 +63,8 @@ def cpu_env(base: Optional[dict] = None, metrics_file: Optional[os.PathLike] = N
     env.setdefault("RAY_DEDUP_LOGS", "0")
     env.setdefault("RAY_USAGE_STATS_ENABLED", "0")
     env.setdefault("PYTHONUNBUFFERED", "1")
+    for key, value in NO_PRESTART.items():
+        env.setdefault(key, value)
     if metrics_file is not None:
         env["VERL_FILE_LOGGER_PATH"] = str(metrics_file)
     return env
@@ -108,8 +122,9 @@ class CPURun:
     project_name: str = "verl_ebpo"
     reward_function: Optional[tuple[str, str]] = None  # (path, name) for reward.custom_reward_function
     loggers: tuple[str, ...] = ("console", "file")
-    fast_poll: bool = True  # verl_ebpo.samplers.replay.TrackedReplayBuffer polling every 0.2 s
+    fast_poll: bool = True  # verl_ebpo.samplers.replay.TrackedReplayBuffer polling every FAST_POLL_S
     ray_address: Optional[str] = None  # join this running Ray cluster (see `shared_ray_cluster`) instead of starting one
+    ray_env: dict = field(default_factory=dict)  # variables to join it with (`ray_cluster`'s auth token)
     extra: list[str] = field(default_factory=list)
 
     @property
@@ -161,6 +176,8 @@ class CPURun:
             "actor_rollout_ref.rollout.tensor_model_parallel_size=1",
             f"actor_rollout_ref.rollout.log_prob_micro_batch_size_per_gpu={responses}",
             "actor_rollout_ref.rollout.agent.num_workers=1",
+            f"actor_rollout_ref.rollout.agent.agent_loop_config_path={AGENT_LOOPS}",
+            f"actor_rollout_ref.rollout.agent.default_agent_loop={SEEDED_AGENT_LOOP}",
             f"actor_rollout_ref.rollout.seed={self.seed}",
             "reward.num_workers=1",
             "algorithm.use_kl_in_reward=False",
@@ -196,7 +213,7 @@ class CPURun:
         return merge_overrides(base, self.extra)
 
     def env(self, base: Optional[dict] = None) -> dict:
-        return cpu_env(base, metrics_file=self.metrics_file)
+        return {**cpu_env(base, metrics_file=self.metrics_file), **self.ray_env}
 
     def command(self) -> list[str]:
         return [sys.executable, "-m", "verl.trainer.main_ppo", *self.overrides()]

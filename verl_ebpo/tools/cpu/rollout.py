@@ -6,8 +6,9 @@ fourth kind, registered in verl's two rollout registries (see `verl_ebpo.tools.c
 - `HFRolloutServer`, a Ray actor holding a transformers causal LM on the CPU. Its `generate` speaks
   verl's token-in/token-out protocol (`prompt_ids`, `sampling_params` -> `TokenOutput` with token ids
   and log-probs); requests that arrive together are sampled as one KV-cached batch
-  (`verl_ebpo.tools.cpu.sampling.generate_batch`). Sleep / wake-up / cache calls are no-ops (nothing to
-  page out on a CPU).
+  (`verl_ebpo.tools.cpu.sampling.generate_batch`); a request with a `seed` (vLLM's per-request seed, set by
+  the `hf_seeded` agent loop) is sampled from its own stream, mixed with `rollout.seed`, whatever its batch.
+  Sleep / wake-up / cache calls are no-ops (nothing to page out on a CPU).
 - `HFReplica`, the `RolloutReplica` that launches one such server per replica.
 - `HFServerAdapter`, the `BaseRollout` living in the trainer worker: `update_weights` sends the full
   tensors of the trainer's model to the server after every step (verl's "naive" checkpoint engine).
@@ -35,7 +36,7 @@ from verl.workers.config import HFModelConfig, RolloutConfig
 from verl.workers.rollout.base import BaseRollout
 from verl.workers.rollout.replica import RolloutReplica, TokenOutput
 
-from verl_ebpo.tools.cpu.sampling import SamplingParams, generate_batch
+from verl_ebpo.tools.cpu.sampling import SamplingParams, generate_batch, mix_seed
 
 logger = logging.getLogger(__name__)
 logger.setLevel(os.getenv("VERL_LOGGING_LEVEL", "WARN"))
@@ -106,7 +107,7 @@ class HFRolloutServer:
         self._event: Optional[asyncio.Event] = None
         self._loop_task: Optional[asyncio.Task] = None
         self._model_lock: Optional[asyncio.Lock] = None
-        self.stats = {"requests": 0, "batches": 0, "weight_updates": 0}
+        self.stats = {"requests": 0, "batches": 0, "weight_updates": 0, "seeded_requests": 0}
 
     # -- life cycle ----------------------------------------------------------------------------
     async def ping(self) -> dict:
@@ -151,6 +152,7 @@ class HFRolloutServer:
         )
         self.stats["batches"] += 1
         self.stats["requests"] += len(batch)
+        self.stats["seeded_requests"] += sum(r.params.seed is not None for r in batch)
         if _DEBUG:
             print(f"[hf rollout] batch={len(batch)} wait={t0 - min(r.submitted for r in batch):.3f}s "
                   f"sample={time.monotonic() - t0:.3f}s", flush=True)
@@ -185,11 +187,13 @@ class HFRolloutServer:
             )
         max_tokens = max(1, min(int(max_tokens), max_possible))
         top_k = sampling_params.get("top_k", -1)
+        seed = sampling_params.get("seed")  # vLLM's per-request seed (the `hf_seeded` agent loop sets it)
         return SamplingParams(
             max_tokens=max_tokens,
             temperature=float(sampling_params.get("temperature", 1.0)),
             top_k=int(-1 if top_k is None else top_k),
             top_p=float(sampling_params.get("top_p", 1.0)),
+            seed=None if seed is None else mix_seed(int(self.config.seed), int(seed)),
         )
 
     async def generate(

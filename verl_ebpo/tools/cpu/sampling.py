@@ -2,7 +2,10 @@
 
 Pure torch + transformers, no Ray, no verl: `generate_batch` takes token-id prompts and per-row
 sampling parameters and returns, for each row, the sampled token ids, their log-probabilities and
-why it stopped. The log-probability of a token is `log_softmax(logits / temperature)` at that token
+why it stopped. A row's random draws come from its own counter-based stream (`row_uniforms`: splitmix64 of the
+row's seed and the token position), so a row with a seed (`SamplingParams.seed`, vLLM's per-request seed) gets
+the same tokens whatever else is in its batch and in whatever order the requests arrived; rows without one draw
+their seed from the batch's `torch.Generator`. The log-probability of a token is `log_softmax(logits / temperature)` at that token
 (the raw logits when greedy), i.e. what verl's actor computes for the same token, before top-k /
 top-p filtering, so rollout and trainer log-probs agree when the weights agree.
 """
@@ -12,7 +15,10 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Optional, Sequence
 
+import numpy as np
 import torch
+
+_MASK64 = (1 << 64) - 1
 
 
 @dataclass(frozen=True)
@@ -24,6 +30,7 @@ class SamplingParams:
     temperature: float = 1.0
     top_k: int = -1
     top_p: float = 1.0
+    seed: Optional[int] = None  # this request's own random stream (any int; reduced mod 2**64)
 
     def __post_init__(self):
         if self.max_tokens < 1:
@@ -66,20 +73,56 @@ def filter_logits(logits: torch.Tensor, top_k: torch.Tensor, top_p: torch.Tensor
     return torch.empty_like(logits).scatter_(-1, sorted_idx, sorted_logits)
 
 
+def _splitmix64(x: np.ndarray) -> np.ndarray:
+    """splitmix64's finaliser, elementwise on uint64 (wrapping arithmetic): a bijection that scrambles every bit."""
+    x = (x ^ (x >> np.uint64(30))) * np.uint64(0xBF58476D1CE4E5B9)
+    x = (x ^ (x >> np.uint64(27))) * np.uint64(0x94D049BB133111EB)
+    return x ^ (x >> np.uint64(31))
+
+
+def mix_seed(*parts: int) -> int:
+    """One 64-bit seed from several integers (each reduced mod 2**64), order-sensitive: splitmix64 chained."""
+    state = np.zeros(1, dtype=np.uint64)
+    with np.errstate(over="ignore"):
+        for part in parts:
+            state = _splitmix64(state ^ np.uint64(int(part) & _MASK64)) + np.uint64(0x9E3779B97F4A7C15)
+    return int(_splitmix64(state)[0])
+
+
+def row_uniforms(seeds: np.ndarray, position: int) -> torch.Tensor:
+    """A uniform draw in [0, 1) per row for the token at `position`, a pure function of (seed, position).
+
+    Args:
+        seeds: (B,) uint64, each row's seed.
+        position: the index of the token being sampled (0 for the first answer token).
+    Returns:
+        (B,) float64 in [0, 1) (53 random bits each).
+    """
+    with np.errstate(over="ignore"):
+        z = _splitmix64(seeds + np.uint64(position + 1) * np.uint64(0x9E3779B97F4A7C15))
+    return torch.from_numpy((z >> np.uint64(11)).astype(np.float64) * 2.0**-53)
+
+
 def _choose(
     logits: torch.Tensor,
     temperature: torch.Tensor,
     top_k: torch.Tensor,
     top_p: torch.Tensor,
-    generator: Optional[torch.Generator],
+    uniforms: torch.Tensor,
 ) -> tuple[torch.Tensor, torch.Tensor]:
-    """Next token and its log-prob for each row (greedy rows: temperature == 0)."""
+    """Next token and its log-prob for each row (greedy rows: temperature == 0); a sampled row takes the token
+    where its uniform draw falls in the cumulative distribution of the filtered probabilities (inverse CDF).
+
+    Shapes: logits (B, V); temperature, top_k, top_p, uniforms (B,)."""
     logits = logits.float()
     greedy = temperature <= 0
     scaled = logits / torch.where(greedy, torch.ones_like(temperature), temperature).unsqueeze(1)
     log_probs = torch.log_softmax(scaled, dim=-1)
     filtered = filter_logits(scaled, top_k, top_p)
-    sampled = torch.multinomial(torch.softmax(filtered, dim=-1), 1, generator=generator).squeeze(1)
+    cdf = torch.cumsum(torch.softmax(filtered.double(), dim=-1), dim=-1)  # (B, V); masked tokens add 0
+    # right=True: the first token whose cumulative mass exceeds u * total, which has a positive probability
+    sampled = torch.searchsorted(cdf, (uniforms.to(cdf.dtype) * cdf[:, -1]).unsqueeze(1), right=True).squeeze(1)
+    sampled = sampled.clamp(max=logits.size(-1) - 1)
     tokens = torch.where(greedy, scaled.argmax(dim=-1), sampled)
     return tokens, log_probs.gather(1, tokens.unsqueeze(1)).squeeze(1)
 
@@ -96,7 +139,8 @@ def generate_batch(
     """Sample a continuation for each prompt, all rows in one left-padded batch with a KV cache.
 
     Rows stop at their own `max_tokens` or when they sample a token in `stop_token_ids` (that token
-    is returned, as vLLM does); the batch stops when every row has.
+    is returned, as vLLM does); the batch stops when every row has. A row with `params.seed` draws from its own
+    stream (the same tokens in any batch, given the same logits); the others take a seed from `generator`.
     """
     if len(prompts) != len(params):
         raise ValueError(f"{len(prompts)} prompts but {len(params)} sampling parameter sets")
@@ -118,6 +162,9 @@ def generate_batch(
     top_k = torch.tensor([p.top_k for p in params], dtype=torch.long, device=device)
     top_p = torch.tensor([p.top_p for p in params], dtype=torch.float32, device=device)
     limits = [p.max_tokens for p in params]
+    drawn = torch.randint(0, 2**62, (batch,), generator=generator, dtype=torch.long).numpy().astype(np.uint64)
+    seeds = np.array([drawn[i] if p.seed is None else np.uint64(int(p.seed) & _MASK64) for i, p in enumerate(params)],
+                     dtype=np.uint64)
     stop = torch.tensor(sorted(set(stop_token_ids)), dtype=torch.long, device=device)
 
     outputs = [SampleOutput([], [], "length") for _ in prompts]
@@ -127,7 +174,7 @@ def generate_batch(
     logits = out.logits[:, -1, :]
     last_pos = position_ids[:, -1]
     for step in range(max(limits)):
-        tokens, token_log_probs = _choose(logits, temperature, top_k, top_p, generator)
+        tokens, token_log_probs = _choose(logits, temperature, top_k, top_p, row_uniforms(seeds, step))
         is_stop = torch.isin(tokens, stop) if stop.numel() else torch.zeros_like(tokens, dtype=torch.bool)
         token_list, lp_list, stop_list = tokens.tolist(), token_log_probs.tolist(), is_stop.tolist()
         for row in range(batch):

@@ -22,6 +22,10 @@ RAY_LOG_GLOBS = (
 )
 
 
+class TrainerStopped(RuntimeError):
+    """The trainer was stopped on request (`run_main_ppo(stop=...)`): another run failed or the job was interrupted."""
+
+
 class TrainerFailed(RuntimeError):
     """verl's trainer exited with an error (message: exit code, output tail, Ray worker errors)."""
 
@@ -53,11 +57,13 @@ def run_main_ppo(
     timeout_s: float = 900,
     on_line: Optional[Callable[[str], None]] = None,
     env: Optional[dict] = None,
+    stop: Optional[threading.Event] = None,
 ) -> float:
     """Run verl's trainer for `run`; returns the wall time in seconds. Raises `TrainerFailed`.
 
     The trainer runs in its own process group in `run.out_dir` (Hydra's outputs land there); its
-    output goes to `run.log_file` and, line by line, to `on_line`.
+    output goes to `run.log_file` and, line by line, to `on_line`. Setting `stop` (from another thread) kills it
+    and raises `TrainerStopped`.
     """
     out_dir = Path(run.out_dir)
     out_dir.mkdir(parents=True, exist_ok=True)
@@ -95,12 +101,25 @@ def run_main_ppo(
         )
         reader = threading.Thread(target=pump, args=(proc.stdout, log), daemon=True)
         reader.start()
+        deadline = time.time() + timeout_s
         try:
-            proc.wait(timeout=timeout_s)
-        except subprocess.TimeoutExpired:
-            _kill_group(proc)
-            reader.join(timeout=10)
-            raise TrainerFailed(_report(f"verl trainer timed out after {timeout_s:.0f} s"), log_file=run.log_file) from None
+            while True:
+                try:
+                    proc.wait(timeout=max(0.01, min(0.5, deadline - time.time())))
+                    break
+                except subprocess.TimeoutExpired:
+                    pass
+                if stop is not None and stop.is_set():
+                    _kill_group(proc)
+                    reader.join(timeout=10)
+                    raise TrainerStopped(f"verl trainer stopped on request (log: {run.log_file})")
+                if time.time() >= deadline:
+                    _kill_group(proc)
+                    reader.join(timeout=10)
+                    raise TrainerFailed(_report(f"verl trainer timed out after {timeout_s:.0f} s"),
+                                        log_file=run.log_file)
+        except (TrainerStopped, TrainerFailed):
+            raise
         except BaseException:
             _kill_group(proc)
             raise

@@ -83,8 +83,12 @@ class Job:
 
 
 def _say(options: DemoOptions, message: str) -> None:
+    """A line on stdout (not with --quiet), above the progress bar when one is shown."""
     if not options.quiet:
-        print(message, flush=True)
+        from tqdm import tqdm
+
+        tqdm.write(message, file=sys.stdout)
+        sys.stdout.flush()
 
 
 def build_assets(options: DemoOptions, seed: int, folder: Path) -> dict:
@@ -97,7 +101,7 @@ def build_assets(options: DemoOptions, seed: int, folder: Path) -> dict:
     return {"model": str(model), "train": str(train), "val": str(val), "parameters": assets.count_parameters(model)}
 
 
-def make_run(options: DemoOptions, job: Job, assets_info: dict, ray_address: str | None):
+def make_run(options: DemoOptions, job: Job, assets_info: dict, ray_address: str | None, ray_env: dict | None = None):
     from verl_ebpo.tools.cpu.launch import CPURun
 
     return CPURun(
@@ -117,49 +121,169 @@ def make_run(options: DemoOptions, job: Job, assets_info: dict, ray_address: str
         experiment_name=f"demo_{job.algo}_seed{job.seed}",
         reward_function=("pkg://verl_ebpo.tools.tiny.task", "compute_score"),
         ray_address=ray_address,
+        ray_env=dict(ray_env or {}),
         extra=[*options.overrides(job.algo), f"trainer.rollout_data_dir={job.run_dir / 'rollouts'}"],
     )
 
 
-class _Progress(threading.Thread):
-    """Prints each running job's progress from its verl metrics file (every ~10% of the steps)."""
+def schedule(options: DemoOptions, jobs: list[Job]) -> list[Job]:
+    """The order the runs start in: longest estimated first (DAPO), so the lanes finish close together; ties keep
+    the order given (seed, then algorithm)."""
+    return sorted(jobs, key=lambda job: -options.job_seconds(job.algo))
 
-    def __init__(self, options: DemoOptions, jobs: list[Job], started: float):
+
+def steps_done(job: Job) -> int:
+    """Training steps verl has logged so far for `job` (0 before its first; a line being written is skipped)."""
+    from verl_ebpo.tools import verl_logs
+
+    path = job.run_dir / "metrics.jsonl"
+    if not path.exists():
+        return 0
+    try:
+        metrics = verl_logs.read_metrics(path)
+    except (OSError, ValueError):
+        return 0
+    return max((s for s in metrics if s >= 1 and verl_logs.SCORE in metrics[s]), default=0)
+
+
+def time_left(options: DemoOptions, jobs: list[Job], elapsed: float, steps: dict) -> float | None:
+    """Seconds left: the elapsed time x (work left / work done), the work of each run weighted by its estimate
+    (`DemoOptions.run_seconds`: a finished run counts whole, a running one its start-up and the steps it logged,
+    `steps[(algo, seed)]`); before any run has logged a step, the demo's estimate minus the elapsed time (None once
+    that is past: not known yet)."""
+    total = done = 0.0
+    for job in jobs:
+        startup, step = options.run_seconds(job.algo)
+        work = startup + options.steps * step
+        total += work
+        if job.wall_s is not None:
+            done += work
+        elif steps.get((job.algo, job.seed), 0) > 0:
+            done += startup + steps[(job.algo, job.seed)] * step
+    if done <= 0:
+        left = options.cost_estimate()[0] - elapsed
+        return left if left > 0 else None
+    return elapsed * (total - done) / done
+
+
+class _Progress(threading.Thread):
+    """The demo's progress on stderr (quiet: none): a tqdm bar of runs done out of all, with the time left
+    (`time_left`), refreshed every few seconds from verl's metrics files; and on stdout each running job's step
+    (every ~1/6 of the steps)."""
+
+    def __init__(self, options: DemoOptions, jobs: list[Job], started: float, interval: float = 3.0):
+        from tqdm import tqdm
+
         super().__init__(daemon=True)
-        self.options, self.jobs, self.started = options, jobs, started
+        self.options, self.jobs, self.started, self.interval = options, jobs, started, interval
         self.every = max(1, options.steps // 6)
         self.shown: dict[tuple, int] = {}
+        self.steps: dict[tuple, int] = {}
         self.stop = threading.Event()
+        self.lock = threading.Lock()
+        self.bar = tqdm(total=len(jobs), desc="verl-ebpo demo runs", unit="run", file=sys.stderr,
+                        disable=options.quiet, mininterval=0, dynamic_ncols=True,
+                        bar_format="{desc}: {n_fmt}/{total_fmt} |{bar}| {elapsed}{postfix}")
+        self.tty = sys.stderr.isatty()
+        self.drawn = 0.0
+        self.refresh()
+
+    def refresh(self, force: bool = True) -> None:
+        """Redraw the bar; without `force`, only when the count changed or, on a non-terminal, every 30 s."""
+        done = sum(job.wall_s is not None for job in self.jobs)
+        if not force and done == self.bar.n and not self.tty and time.time() - self.drawn < 30:
+            return
+        self.drawn = time.time()
+        left = time_left(self.options, self.jobs, time.time() - self.started, self.steps)
+        with self.lock:
+            self.bar.n = done
+            self.bar.set_postfix_str("time left not known yet" if left is None else f"about {left / 60:.1f} min left",
+                                     refresh=False)
+            self.bar.refresh()
+
+    def job_done(self, job: Job) -> None:
+        _say(self.options, f"  [{job.algo} seed {job.seed}] done in {job.wall_s:.0f} s")
+        self.refresh()
+
+    def close(self) -> None:
+        self.stop.set()
+        self.refresh()
+        with self.lock:
+            self.bar.close()
 
     def run(self):
         from verl_ebpo.tools import verl_logs
 
-        while not self.stop.wait(3.0):
+        while not self.stop.wait(self.interval):
             for job in self.jobs:
-                path = job.run_dir / "metrics.jsonl"
-                if job.wall_s is not None or not path.exists():
+                if job.wall_s is not None:
                     continue
-                try:
-                    metrics = verl_logs.read_metrics(path)
-                except (OSError, ValueError):
-                    continue  # a line being written
-                done = [s for s in metrics if s >= 1 and verl_logs.SCORE in metrics[s]]
-                if not done:
-                    continue
-                step = max(done)
+                step = steps_done(job)
                 key = (job.algo, job.seed)
+                self.steps[key] = step
+                if not step or self.shown.get(key) == step:
+                    continue
                 if step // self.every > self.shown.get(key, 0) // self.every or step == self.options.steps:
-                    if self.shown.get(key) == step:
-                        continue
                     self.shown[key] = step
-                    _say(self.options, f"  [{job.algo} seed {job.seed}] step {step:3d}/{self.options.steps}  trained-on "
-                         f"reward {metrics[step][verl_logs.SCORE]:.3f}  ({time.time() - self.started:4.0f} s)")
+                    try:
+                        reward = verl_logs.read_metrics(job.run_dir / "metrics.jsonl")[step][verl_logs.SCORE]
+                    except (OSError, ValueError, KeyError):
+                        continue
+                    _say(self.options, f"  [{job.algo} seed {job.seed}] step {step:3d}/{self.options.steps}  "
+                         f"trained-on reward {reward:.3f}  ({time.time() - self.started:4.0f} s)")
+            self.refresh(force=False)
+
+
+def _run_lanes(options: DemoOptions, jobs: list[Job], assets_by_seed: dict, progress: _Progress, started: float) -> None:
+    """Run the jobs on `options.parallel` lanes, each with its own Ray cluster (verl's TransferQueue controller is
+    one named actor per cluster, so runs at once need a cluster each); a lane takes the next job when its run ends.
+    A failure (or an interrupt of this thread) sets `stop`, which kills the other lanes' runs (`TrainerStopped`),
+    and the first real error is raised here."""
+    import queue
+
+    from verl_ebpo.tools.cpu.launch import TrainerStopped, ray_cluster, run_main_ppo
+
+    todo: "queue.Queue[Job]" = queue.Queue()
+    for job in schedule(options, jobs):
+        todo.put(job)
+    failed: list[BaseException] = []
+    stop = threading.Event()
+
+    def lane(number: int) -> None:
+        try:
+            with ray_cluster() as (address, auth):
+                _say(options, f"  Ray cluster {number + 1} up at {address} ({time.time() - started:.0f} s)")
+                while not stop.is_set():
+                    try:
+                        job = todo.get_nowait()
+                    except queue.Empty:
+                        return
+                    run = make_run(options, job, assets_by_seed[job.seed], address, auth)
+                    job.wall_s = run_main_ppo(run, timeout_s=options.timeout, stop=stop)
+                    progress.job_done(job)
+        except BaseException as exc:  # noqa: BLE001 - reported by the main thread
+            failed.append(exc)
+            stop.set()
+
+    lanes = [threading.Thread(target=lane, args=(i,), daemon=True) for i in range(min(options.parallel, len(jobs)))]
+    for t in lanes:
+        t.start()
+    try:
+        while any(t.is_alive() for t in lanes):
+            for t in lanes:
+                t.join(timeout=0.5)
+    except BaseException:
+        stop.set()
+        for t in lanes:
+            t.join(timeout=60)
+        raise
+    if failed:
+        raise next((e for e in failed if not isinstance(e, TrainerStopped)), failed[0])
 
 
 def run_demo(options: DemoOptions) -> dict:
     """Run the whole demo; returns the summary (also written to `<out>/summary.json`)."""
     from verl_ebpo.tools import verl_logs
-    from verl_ebpo.tools.cpu.launch import run_main_ppo, shared_ray_cluster
     from verl_ebpo.tools.compare import compare
     from verl_ebpo.tools.demo import report
     from verl_ebpo.files import atomic_write_text, check_output_path
@@ -175,28 +299,25 @@ def run_demo(options: DemoOptions) -> dict:
     claim_out_folder(out)
     seeds = options.seed_list
     jobs = [Job(algo, seed, out / "runs" / algo / f"seed{seed}") for seed in seeds for algo in options.algos]
+    lanes = min(options.parallel, len(jobs))
     _say(options, f"verl-ebpo demo -> {out}: {', '.join(options.algos)} x seeds {seeds} x {options.steps} steps "
-         f"({len(jobs)} runs of verl's trainer, one Ray cluster)")
+         f"({len(jobs)} runs of verl's trainer, {lanes} at once, one Ray cluster each)")
     assets_by_seed = {seed: build_assets(options, seed, out / "assets" / f"seed{seed}") for seed in seeds}
     parameters = next(iter(assets_by_seed.values()))["parameters"]
     _say(options, f"  tiny Llama with {parameters:,} parameters per seed; task 'n+1=' -> first digit n+1")
 
-    def stop_on_sigterm(signum, frame):  # a killed demo stops its run (run_main_ppo cleans up on the way out)
+    def stop_on_sigterm(signum, frame):  # a killed demo stops its runs (run_main_ppo cleans up on the way out)
         raise KeyboardInterrupt(f"signal {signum}")
 
     previous = signal.signal(signal.SIGTERM, stop_on_sigterm)
     try:
-        with PeakMemory() as memory, shared_ray_cluster() as address:
-            _say(options, f"  Ray cluster up at {address} ({time.time() - started:.0f} s)")
+        with PeakMemory() as memory:
             progress = _Progress(options, jobs, started)
             progress.start()
             try:
-                for job in jobs:  # one at a time: TransferQueue's controller is one named actor per cluster
-                    run = make_run(options, job, assets_by_seed[job.seed], address)
-                    job.wall_s = run_main_ppo(run, timeout_s=options.timeout)
-                    _say(options, f"  [{job.algo} seed {job.seed}] done in {job.wall_s:.0f} s")
+                _run_lanes(options, jobs, assets_by_seed, progress, started)
             finally:
-                progress.stop.set()
+                progress.close()
     finally:
         signal.signal(signal.SIGTERM, previous)
 
