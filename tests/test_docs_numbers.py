@@ -20,10 +20,11 @@ import json
 import os
 import re
 import shlex
+import subprocess
+import sys
 
 import pytest
 
-from verl_ebpo.tools import cli
 from verl_ebpo.tools.simulate import report, topics
 
 ROOT = os.path.join(os.path.dirname(__file__), "..")
@@ -120,7 +121,10 @@ def test_small_configuration_reproduces_its_committed_file(tmp_path, name):
     committed = _summary(name)
     argv = shlex.split(committed["command"])
     assert argv[:2] == ["verl-ebpo", "simulate"]
-    assert cli.main([*argv[1:], "--out", str(tmp_path), "--no-figure", "--quiet"]) == 0
+    # in a fresh interpreter, as a user runs it: a run must not depend on what this test process did before
+    done = subprocess.run([sys.executable, "-m", "verl_ebpo.tools.cli", *argv[1:], "--out", str(tmp_path),
+                           "--no-figure", "--quiet"], capture_output=True, text=True, timeout=600)
+    assert done.returncode == 0, done.stderr[-2000:]
     fresh = json.loads((tmp_path / "summary.json").read_text())
     assert _without_timings(fresh) == _without_timings(committed)
 

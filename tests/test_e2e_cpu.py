@@ -381,7 +381,12 @@ def test_demo_writes_verl_ebpo_compare_over_the_same_runs(demo):
         assert summary["algos"][algo]["greedy_accuracy_mean"] == pytest.approx(
             a["metrics"]["val-core/verl_ebpo/successor/acc/mean@1"]["final_mean"])
     assert "no_signal_share" in doc["algos"]["ebpo"]["metrics"] and "no_signal_share" in doc["algos"]["dapo"]["metrics"]
-    c = doc["comparisons"]["ebpo-dapo"][verl_logs.SCORE]
+    # DAPO's trained-on reward covers kept groups only: compare pairs the reward over all generated answers instead
+    assert verl_logs.SCORE not in doc["comparisons"]["ebpo-dapo"]
+    for algo in ("dapo", "ebpo"):
+        assert doc["algos"][algo]["metrics"]["reward_all_answers"]["final_mean"] == pytest.approx(
+            summary["algos"][algo]["final_reward_mean"])
+    c = doc["comparisons"]["ebpo-dapo"]["reward_all_answers"]
     assert set(c) >= {"diff", "ci95", "n", "verdict"} and c["n"] == 1 and c["verdict"] in (out / "comparison.md").read_text()
     for png in ("training_reward.png", "validation_accuracy.png"):
         assert (out / png).read_bytes()[:4] == b"\x89PNG"

@@ -42,6 +42,8 @@ ADAPTERS = {
     "verl_ebpo.tools.cpu.registration": "the hf rollout registration and the gloo process group",
     "verl_ebpo.tools.cpu.rollout": "the hf rollout server and replica",
     "verl_ebpo.tools.simulate.estimators": "the simulator calls verl's registered estimators",
+    "verl_ebpo.tools.preflight.checks": "preflight: verl's config check, its prompt-length count and reward loader, "
+    "called before a run (verl imported when the check runs)",
 }
 
 
@@ -218,6 +220,22 @@ TOUCHES: tuple[Touch, ...] = (
         "verl_ebpo.tools.simulate.estimators:AdvantageCaller",
         "tests/test_simulate.py::test_batch_local_advantages_equal_verls_reference_function_seed_by_seed",
         "the simulator's advantages are verl's registered estimator functions",
+    ),
+    Touch(
+        "config check",
+        "public",
+        "verl.utils.config:validate_config",
+        "verl_ebpo.tools.preflight.checks:check_verl",
+        "tests/test_preflight.py::test_the_readme_run_passes_preflight",
+        "preflight runs verl's own `validate_config` (as `main_ppo` does) before its own checks",
+    ),
+    Touch(
+        "prompt length count",
+        "public",
+        "verl.utils.tokenizer:normalize_token_ids",
+        "verl_ebpo.tools.preflight.checks:_check_prompt_lengths",
+        "tests/test_preflight.py::test_prompts_over_the_limit_are_counted_with_a_local_tokenizer",
+        "prompts over `max_prompt_length` are counted the way verl's length filter counts them",
     ),
 )
 
