@@ -12,6 +12,9 @@ re-run and must reproduce its committed file.
   the lr tuning and the gradient measurement.)
 - The topic study (`--study topics`): its blocks quote docs/results/simulate_topics, its section holds no other
   number, the prose's qualitative claims hold in that file, and docs/results/simulate_topics_small is reproduced.
+- The demo (`verl-ebpo demo`): README.md's and docs/demo.md's blocks quote docs/results/demo_default/summary.json
+  (a copy of a demo run's summary.json; its command is rebuilt from its settings, `demo.docs.command`), and the
+  demo's sections hold no other number. The demo takes tens of minutes, so it is not re-run here.
 """
 
 from __future__ import annotations
@@ -23,8 +26,11 @@ import shlex
 import subprocess
 import sys
 
+import numpy as np
 import pytest
 
+from verl_ebpo.tools import results_docs
+from verl_ebpo.tools.demo import docs as demo_docs, report as demo_report
 from verl_ebpo.tools.simulate import report, topics
 
 ROOT = os.path.join(os.path.dirname(__file__), "..")
@@ -176,3 +182,157 @@ def test_topic_study_prose_matches_its_results():
                for g in Gs)
     assert all(s["cells"][o]["ebpo"][g]["grad_noise"] == s["cells"][o]["eb_running"][g]["grad_noise"]
                for o in topics.ORDERS for g in Gs)
+
+
+# -- the demo: README.md and docs/demo.md quote docs/results/demo_default/summary.json -------------------------
+
+
+def _demo_mismatches(readme: str, demo_doc: str) -> list[str]:
+    """The demo blocks of README.md / docs/demo.md that are not the render of the committed demo run."""
+    expected = demo_docs.doc_blocks(_summary("demo_default"))
+    bad = []
+    for where, text, keys in (("README.md", readme, {"readme"}), ("docs/demo.md", demo_doc, {"doc"})):
+        found = _blocks_in(text, "demo_default")
+        if set(found) != keys:
+            bad.append(f"{where}: blocks {sorted(found)}, expected {sorted(keys)}")
+        bad += [f"{where}: block {k}" for k in sorted(set(found) & keys) if found[k] != expected[k]]
+    return bad
+
+
+def test_readme_and_demo_doc_quote_the_committed_demo_run():
+    assert results_docs.kind(_summary("demo_default")) == "demo"
+    assert _demo_mismatches(_read("README.md"), _read("docs", "demo.md")) == []
+
+
+def test_an_edited_demo_number_is_caught():
+    """Change one digit of the README's demo block (or docs/demo.md's) and the check above fails."""
+    readme, doc = _read("README.md"), _read("docs", "demo.md")
+    for key, text in (("readme", readme), ("doc", doc)):
+        body = _blocks_in(text, "demo_default")[key]
+        i = re.search(r"\d\.\d{3}", body).start() + 4
+        edited = text.replace(body, body[:i] + str((int(body[i]) + 1) % 10) + body[i + 1:])
+        assert edited != text
+        bad = _demo_mismatches(edited, doc) if key == "readme" else _demo_mismatches(readme, edited)
+        assert bad, key
+
+
+def test_demo_sections_hold_no_number_outside_the_generated_blocks():
+    """No demo result typed in beside the blocks: README's demo paragraphs and docs/demo.md's Result section."""
+    readme = _read("README.md")
+    doc = _read("docs", "demo.md")
+    for where, section in (("README.md", readme[readme.index("**`verl-ebpo demo`**"):
+                                                 readme.index("**`verl-ebpo simulate`**")]),
+                           ("docs/demo.md", doc[doc.index("## Result"):doc.index("## Cost")])):
+        section = re.sub(r"<!-- results:[\w:-]+ -->\n(?:(?!<!-- results:).)*?<!-- /results -->", "", section,
+                         flags=re.S)
+        section = re.sub(r"`[^`]*`", "", section)
+        stray = re.findall(r"[-+]?\d+\.\d+|\d+%|\d{2,}(?:,\d{3})*", section)
+        # allowed: "two 20-step EBPO runs" (the reproducibility check) and the intervals' 95% level
+        assert set(stray) <= {"20", "95%"}, f"numbers typed into {where}'s demo results: {stray}"
+
+
+def _fake_demo(algos: dict, seeds=(0, 1, 2), steps: int = 12, dapo_factor: float = 3.0) -> dict:
+    """A demo summary from `demo.report.summarize` (the demo's own code): algos: name -> per-seed reward r, the
+    reward r/2 in the first 2 steps and r after (so the final reward, over the last 10 steps, is r)."""
+    runs = {}
+    for algo, rewards in algos.items():
+        runs[algo] = [demo_report.RunSeries(
+            algo, seed, answers=np.full(steps, 64.0 * (dapo_factor if algo == "dapo" else 1.0)),
+            reward=np.r_[[r / 2] * 2, [r] * (steps - 2)], trained_reward=np.full(steps, r), no_signal=np.full(steps, 0.5),
+            step_time=np.ones(steps), greedy_before=0.0, greedy_after=r) for seed, r in zip(seeds, rewards)]
+    summary = demo_report.summarize(runs)
+    summary["settings"] = {"algos": list(algos), "seeds": list(seeds), "steps": steps, "batch_size": 16,
+                           "group_size": 4, "lr": 0.0025, "parameters": 83008, "quick": False}
+    return json.loads(json.dumps(demo_report.json_safe(summary)))  # as read back from summary.json
+
+
+def test_demo_render_with_some_algorithms_known_answer():
+    """Two algorithms, four seeds: exactly their rows, the one comparison, the numbers by hand."""
+    s = _fake_demo({"grpo": [0.1, 0.2, 0.3, 0.4], "ebpo": [0.3, 0.5, 0.4, 0.6]}, seeds=(0, 1, 2, 3))
+    blocks = results_docs.blocks(s)
+    assert set(blocks) == {"readme", "doc"}
+    readme = blocks["readme"]
+    assert readme.startswith("`verl-ebpo demo --seeds 4 --algos grpo,ebpo --steps 12` (seeds 0, 1, 2, 3 x 12 steps")
+    rows = [line for line in readme.splitlines() if line.startswith("| ") and not line.startswith("| |")]
+    # GRPO: mean 0.25, sd 0.1291, t_{0.975,3} = 3.1824: 0.25 -+ 0.2054
+    assert rows == ["| GRPO | 0.250 [0.045, 0.455] | 0.250 [0.045, 0.455] | 0.25 | 768 |",
+                    "| EBPO | 0.450 [0.245, 0.655] | 0.450 [0.245, 0.655] | 0.45 | 768 |"]
+    verdicts = [line for line in readme.splitlines() if line.startswith("- ")]
+    assert verdicts == [f"- {s['comparisons']['ebpo-grpo']['verdict']}"]
+    # differences 0.2, 0.3, 0.1, 0.2: mean 0.2, sd 0.0816, half-width 3.1824 x 0.0408 = 0.130
+    assert verdicts[0].startswith("- EBPO is higher than GRPO on final reward (mean of the last 10 steps) (+0.200, "
+                                  "95% CI [+0.070, +0.330], 4 seeds)")
+    assert "DAPO" not in readme and "DAPO" not in blocks["doc"].split("\n\n", 1)[1]
+    assert readme.endswith("\n\nNo signal (advantage 0), first / last 10 steps: GRPO 50% / 50%, EBPO 50% / 50%.")
+    # EBPO alone: no comparison, no verdict line
+    alone = results_docs.blocks(_fake_demo({"ebpo": [0.3, 0.4, 0.5]}))
+    assert "\n- " not in alone["readme"] and "\n- " not in alone["doc"]
+    assert "| EBPO | 0.400 [0.152, 0.648] |" in alone["readme"]
+
+
+def test_demo_readme_block_gives_dapo_its_equal_budget_verdict():
+    """DAPO generated 3x the answers: the README quotes EBPO - DAPO at an equal budget; docs/demo.md every
+    verdict."""
+    s = _fake_demo({"grpo": [0.1, 0.2, 0.4], "dapo": [0.5, 0.7, 0.6], "ebpo": [0.2, 0.2, 0.3]})
+    blocks = results_docs.blocks(s)
+    dapo, grpo = s["comparisons"]["ebpo-dapo"], s["comparisons"]["ebpo-grpo"]
+    assert "equal budget" in dapo["equal_budget_verdict"] and dapo["equal_budget_diff"] != dapo["diff"]
+    verdicts = [line[2:] for line in blocks["readme"].splitlines() if line.startswith("- ")]
+    assert verdicts == [grpo["verdict"], dapo["equal_budget_verdict"]]
+    doc_verdicts = [line[2:] for line in blocks["doc"].splitlines() if line.startswith("- ")]
+    assert doc_verdicts == [c[k] for c in (grpo, dapo)
+                            for k in ("verdict", "equal_budget_verdict", "greedy_accuracy_verdict")]
+    assert "| DAPO | 0.600 [0.352, 0.848] |" in blocks["readme"] and "| 2,304 |" in blocks["readme"]
+
+
+@pytest.mark.parametrize("settings", [
+    {},
+    {"algos": ["grpo", "dapo", "ebpo"], "seeds": [0, 1, 2], "steps": 60, "lr": 0.0025, "parallel": 2},
+    {"algos": ["grpo", "dapo", "ebpo"], "seeds": [0], "quick": True, "steps": 10, "batch_size": 16},
+    {"algos": ["ebpo", "drgrpo"], "seeds": [0, 1, 2, 3, 4], "steps": 100, "lr": 0.005, "temperature": 0.7,
+     "group_size": 8, "max_response_length": 6, "parallel": 1},
+])
+def test_demo_command_makes_the_settings_it_is_rebuilt_from(settings):
+    """summary.json holds no command line: the one rebuilt from its settings, run through the demo's own CLI
+    parser, gives those settings back."""
+    import argparse
+
+    from verl_ebpo.tools.demo import add_arguments, options_from_args
+
+    line = demo_docs.command(settings)
+    argv = shlex.split(line)
+    assert argv[:2] == ["verl-ebpo", "demo"]
+    parser = argparse.ArgumentParser()
+    add_arguments(parser)
+    options = options_from_args(parser.parse_args(argv[2:]))
+    assert options.seed_list == settings.get("seeds", [0, 1, 2])
+    for key in demo_docs.FLAGS:
+        if key in settings:
+            got = list(options.algos) if key == "algos" else getattr(options, key)
+            assert got == settings[key], key
+    if not settings:
+        assert line == "verl-ebpo demo"
+
+
+def test_results_docs_rewrites_a_stale_block_and_refuses_a_missing_file_in_one_line(tmp_path, capsys):
+    (tmp_path / "docs" / "results" / "demo_default").mkdir(parents=True)
+    (tmp_path / "docs" / "results" / "demo_default" / "summary.json").write_text(_read("docs", "results", "demo_default", "summary.json"))
+    (tmp_path / "README.md").write_text("a\n<!-- results:demo_default:readme -->\nstale 0.123\n<!-- /results -->\nb\n")
+    (tmp_path / "docs" / "demo.md").write_text("<!-- results:demo_default:doc -->\n<!-- /results -->\n")
+    assert results_docs.main(["--root", str(tmp_path)]) == 0
+    assert capsys.readouterr().out.split() == ["rewrote", "README.md", "rewrote", "docs/demo.md"]
+    assert _demo_mismatches((tmp_path / "README.md").read_text(), (tmp_path / "docs" / "demo.md").read_text()) == []
+    assert results_docs.update(str(tmp_path)) == []  # a second pass changes nothing
+    (tmp_path / "docs" / "demo.md").write_text("<!-- results:demo_nowhere:doc -->\n<!-- /results -->\n")
+    assert results_docs.main(["--root", str(tmp_path)]) == 2
+    err = capsys.readouterr().err
+    assert err.startswith("results_docs: error: ") and "demo_nowhere" in err and len(err.strip().splitlines()) == 1
+    (tmp_path / "docs" / "demo.md").write_text("<!-- results:demo_default:nokey -->\n<!-- /results -->\n")
+    assert results_docs.main(["--root", str(tmp_path)]) == 2
+    assert "nokey" in capsys.readouterr().err
+
+
+def test_simulate_docs_is_still_the_same_command():
+    from verl_ebpo.tools.simulate import docs as simulate_docs
+
+    assert simulate_docs.main is results_docs.main and simulate_docs.update is results_docs.update

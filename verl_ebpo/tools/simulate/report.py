@@ -541,15 +541,8 @@ def readme_block(summary: dict) -> str:
 
 
 def replace_blocks(text: str, blocks: dict, name: str) -> str:
-    """`text` with each `<!-- results:NAME:KEY -->...<!-- /results -->` span's body replaced by blocks[KEY]."""
-    import re
+    """`text` with each `<!-- results:NAME:KEY -->...<!-- /results -->` span's body replaced by blocks[KEY]
+    (`verl_ebpo.tools.results_docs.replace_blocks`)."""
+    from verl_ebpo.tools.results_docs import replace_blocks as replace
 
-    def sub(m):
-        key = m.group(1)
-        if key not in blocks:
-            raise KeyError(f"no block {key!r} for {name}")
-        return f"<!-- results:{name}:{key} -->\n{blocks[key]}\n<!-- /results -->"
-
-    # a body never contains another block's start, and may be empty
-    body = r"(?:(?:(?!<!-- results:).)*?\n)?"
-    return re.sub(rf"<!-- results:{re.escape(name)}:([\w-]+) -->\n{body}<!-- /results -->", sub, text, flags=re.S)
+    return replace(text, blocks, name)
