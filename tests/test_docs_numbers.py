@@ -252,7 +252,7 @@ def test_demo_render_with_some_algorithms_known_answer():
     blocks = results_docs.blocks(s)
     assert set(blocks) == {"readme", "doc"}
     readme = blocks["readme"]
-    assert readme.startswith("`verl-ebpo demo --seeds 4 --algos grpo,ebpo --steps 12` (seeds 0, 1, 2, 3 x 12 steps")
+    assert readme.startswith("`verl-ebpo demo --seeds 4 --algos grpo,ebpo --steps 12` (4 seeds x 12 steps x 16 prompts x G=4).")
     rows = [line for line in readme.splitlines() if line.startswith("| ") and not line.startswith("| |")]
     # GRPO: mean 0.25, sd 0.1291, t_{0.975,3} = 3.1824: 0.25 -+ 0.2054
     assert rows == ["| GRPO | 0.250 [0.045, 0.455] | 0.250 [0.045, 0.455] | 0.25 | 768 |",
@@ -263,6 +263,9 @@ def test_demo_render_with_some_algorithms_known_answer():
     assert verdicts[0].startswith("- EBPO is higher than GRPO on final reward (mean of the last 10 steps) (+0.200, "
                                   "95% CI [+0.070, +0.330], 4 seeds)")
     assert "DAPO" not in readme and "DAPO" not in blocks["doc"].split("\n\n", 1)[1]
+    assert blocks["doc"].startswith("`verl-ebpo demo --seeds 4 --algos grpo,ebpo --steps 12` (verl's real V1 trainer "
+                                    "on CPU: a tiny Llama of 83,008 parameters learns `n+1=`; GRPO, EBPO; 4 seeds x "
+                                    "12 steps x 16 prompts x G=4; lr 0.0025).\n\n| algorithm |")
     assert readme.endswith("\n\nNo signal (advantage 0), first / last 10 steps: GRPO 50% / 50%, EBPO 50% / 50%.")
     # EBPO alone: no comparison, no verdict line
     alone = results_docs.blocks(_fake_demo({"ebpo": [0.3, 0.4, 0.5]}))
@@ -336,3 +339,15 @@ def test_simulate_docs_is_still_the_same_command():
     from verl_ebpo.tools.simulate import docs as simulate_docs
 
     assert simulate_docs.main is results_docs.main and simulate_docs.update is results_docs.update
+
+
+def test_readme_fits_its_word_bound_with_a_default_demo_run():
+    """The README's block laid out for a default run (3 algorithms, 3 seeds, 60 steps, both verdicts "not
+    resolved", the longest sentence) keeps README.md within test_readme's 1500 words: re-rendering the real
+    run's file must not break the bound."""
+    s = _fake_demo({"grpo": [0.1, 0.3, 0.2], "dapo": [0.5, 0.9, 0.6], "ebpo": [0.3, 0.2, 0.5]}, steps=60)
+    s["settings"]["parallel"], s["seconds"], s["timings"] = 2, 1500.0, {"peak_pss_gib": 8.6}
+    block = results_docs.blocks(s)["readme"]
+    assert block.count("not resolved") == 2 and "3,840 answers" in block
+    readme = results_docs.replace_blocks(_read("README.md"), {"readme": block}, "demo_default")
+    assert len(readme.split()) <= 1500

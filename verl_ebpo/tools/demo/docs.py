@@ -60,16 +60,16 @@ def _order(summary: dict) -> list[str]:
 
 
 def _run_line(summary: dict, short: bool = False) -> str:
-    """The command, its design and what it took; `short`: without the model, task and algorithms (README's prose
-    and table say them)."""
+    """The command, its design and what it took; `short`: without the model, task, algorithms and learning rate
+    (README's prose, table and command say them)."""
     s = summary.get("settings", {})
     algos = _order(summary)
     seeds = s.get("seeds", summary["algos"][algos[0]]["seeds"])
     steps = s.get("steps", summary["algos"][algos[0]]["steps"])
-    design = [f"seed{'s' if len(seeds) > 1 else ''} {', '.join(map(str, seeds))} x {steps} steps"]
+    design = [f"{len(seeds)} seed{'s' if len(seeds) > 1 else ''} x {steps} steps"]  # seeds 0..N-1 (`command`)
     if "batch_size" in s and "group_size" in s:
         design[0] += f" x {s['batch_size']} prompts x G={s['group_size']}"
-    if "lr" in s:
+    if "lr" in s and not short:
         design.append(f"lr {s['lr']:g}")
     if "parallel" in s:
         design.append(f"{s['parallel']} run{'s' if s['parallel'] > 1 else ''} at once")
