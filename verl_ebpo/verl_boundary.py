@@ -41,6 +41,7 @@ ADAPTERS = {
     "verl_ebpo.tools.cpu.platform": "the cpu platform",
     "verl_ebpo.tools.cpu.registration": "the hf rollout registration and the gloo process group",
     "verl_ebpo.tools.cpu.rollout": "the hf rollout server and replica",
+    "verl_ebpo.tools.cpu.agent_loop": "`hf_seeded`: verl's single-turn agent loop with a per-request sampling seed",
     "verl_ebpo.tools.simulate.estimators": "the simulator calls verl's registered estimators",
     "verl_ebpo.tools.preflight.checks": "preflight: verl's config check, its prompt-length count and reward loader, "
     "called before a run (verl imported when the check runs)",
@@ -236,6 +237,15 @@ TOUCHES: tuple[Touch, ...] = (
         "verl_ebpo.tools.preflight.checks:_check_prompt_lengths",
         "tests/test_preflight.py::test_prompts_over_the_limit_are_counted_with_a_local_tokenizer",
         "prompts over `max_prompt_length` are counted the way verl's length filter counts them",
+    ),
+    Touch(
+        "seeded agent loop",
+        "public",
+        "verl.experimental.agent_loop.single_turn_agent_loop:SingleTurnAgentLoop.run",
+        "verl_ebpo.tools.cpu.agent_loop:SeededSingleTurnAgentLoop",
+        "tests/test_cpu_backend.py::test_seeded_agent_loop_is_verls_default_for_cpu_runs_and_seeds_by_identity",
+        "subclassed (registered through `agent_loop_config_path`) to add a `seed` to each request's sampling "
+        "parameters: verl's V1 trainer sends none, so CPU runs of one seed would differ",
     ),
 )
 
