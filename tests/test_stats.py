@@ -9,7 +9,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from verl_ebpo.tools.stats import Interval, mean_ci, mean_ci_rows, paired_diff_ci, verdict
+from verl_ebpo.tools.stats import Interval, classify, mean_ci, mean_ci_rows, paired_diff_ci, verdict
 
 
 def test_known_interval():
@@ -28,10 +28,11 @@ def test_one_seed_has_no_interval():
 
 def test_pairing_removes_shared_seed_variation():
     a = [0.10, 0.50, 0.90]
-    b = [0.08, 0.48, 0.88]
+    b = [0.08, 0.475, 0.885]  # differences 0.02, 0.025, 0.015: sd 0.005, half-width 4.303 * 0.005 / sqrt(3)
     d = paired_diff_ci(a, b)
-    assert d.mean == pytest.approx(0.02) and d.lo == pytest.approx(0.02) and d.resolved
-    assert "higher" in verdict("ebpo", "grpo", d, "final reward")
+    assert d.mean == pytest.approx(0.02) and d.lo == pytest.approx(0.02 - 4.302653 * 0.005 / math.sqrt(3))
+    assert d.resolved and "higher" in verdict("ebpo", "grpo", d, "final reward")
+    assert not mean_ci(a).lo > mean_ci(b).hi  # unpaired, the two intervals overlap
     with pytest.raises(ValueError, match="as many values"):
         paired_diff_ci([1, 2], [1])
 
@@ -201,3 +202,10 @@ def test_simulator_verdicts_use_the_practical_threshold_and_the_half_width():
     assert s["n_comparisons"] == len(s["verdicts"]) == 6 and s["negligible"] == 0.005  # final and AUC per pair
     # the same differences without a threshold: the tiny one is "higher", never "no difference"
     assert "ebpo is higher than grpo" in summarize(sweep)["comparisons"]["ebpo-grpo"]["2"]["verdict"]
+
+
+def test_differences_equal_to_within_rounding_are_a_zero_width_interval():
+    """0.3 - 0.1 and 0.4 - 0.2 differ by 5.6e-17: before, a 'higher' verdict with a 1e-16 interval."""
+    diff = paired_diff_ci([0.3, 0.4, 0.5], [0.1, 0.2, 0.3])
+    assert diff.zero_width and classify(diff) == "zero width"
+    assert not mean_ci([0.2, 0.2 + 1e-9, 0.2]).zero_width  # a real (if tiny) spread keeps its interval
