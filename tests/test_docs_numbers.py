@@ -2,7 +2,7 @@
 results files committed under docs/results/ next to the command that made them, and a small configuration is
 re-run and must reproduce its committed file.
 
-- Every `<!-- results:NAME:KEY -->` block in the docs must equal `report.doc_blocks` (or `readme_block`) of
+- Every `<!-- results:NAME:KEY -->` block in the docs must equal `simulate.docs.doc_blocks` (or `readme_block`) of
   docs/results/NAME/summary.json: editing a number in a block fails the test.
 - The results sections of docs/simulator.md hold no other decimal number (outside code), so a number cannot be
   typed in beside the blocks.
@@ -31,7 +31,7 @@ import pytest
 
 from verl_ebpo.tools import results_docs
 from verl_ebpo.tools.demo import docs as demo_docs, report as demo_report
-from verl_ebpo.tools.simulate import report, topics
+from verl_ebpo.tools.simulate import docs as sim_docs, report, topics
 
 ROOT = os.path.join(os.path.dirname(__file__), "..")
 RESULTS = os.path.join(ROOT, "docs", "results")
@@ -54,7 +54,7 @@ def _blocks_in(text: str, name: str) -> dict:
 
 def test_blocks_are_rewritten_in_place_even_when_empty():
     text = ("a\n<!-- results:x:one -->\n<!-- /results -->\nb\n<!-- results:x:two -->\nold\n<!-- /results -->\nc\n")
-    new = report.replace_blocks(text, {"one": "1", "two": "2"}, "x")
+    new = results_docs.replace_blocks(text, {"one": "1", "two": "2"}, "x")
     assert new == "a\n<!-- results:x:one -->\n1\n<!-- /results -->\nb\n<!-- results:x:two -->\n2\n<!-- /results -->\nc\n"
     assert _blocks_in(new, "x") == {"one": "1", "two": "2"}
 
@@ -62,7 +62,7 @@ def test_blocks_are_rewritten_in_place_even_when_empty():
 def test_simulator_doc_quotes_the_committed_default_results():
     text = _read("docs", "simulator.md")
     found = _blocks_in(text, "simulate_default")
-    expected = report.doc_blocks(_summary("simulate_default"))
+    expected = sim_docs.doc_blocks(_summary("simulate_default"))
     assert set(found) == set(expected), (set(found), set(expected))
     for key, body in found.items():
         assert body == expected[key], f"docs/simulator.md block {key} differs from docs/results/simulate_default"
@@ -70,7 +70,7 @@ def test_simulator_doc_quotes_the_committed_default_results():
 
 def test_readme_quotes_the_committed_default_results():
     found = _blocks_in(_read("README.md"), "simulate_default")
-    assert found == {"readme": report.readme_block(_summary("simulate_default"))}
+    assert found == {"readme": sim_docs.readme_block(_summary("simulate_default"))}
 
 
 def test_results_sections_hold_no_number_outside_the_generated_blocks():
@@ -89,14 +89,14 @@ def test_an_edited_number_is_caught():
     body = _blocks_in(text, "simulate_default")["headline"]
     i = re.search(r"\d\.\d{3}", body).start() + 4
     edited = body[:i] + str((int(body[i]) + 1) % 10) + body[i + 1:]
-    assert edited != report.doc_blocks(_summary("simulate_default"))["headline"]
+    assert edited != sim_docs.doc_blocks(_summary("simulate_default"))["headline"]
 
 
 def test_lr_edges_known_answer():
     s = {"lr_grid": [0.1, 1.0, 10.0], "regimes": {"r": {"a": {"2": {"lr": 0.1}, "4": {"lr": 1.0}},
                                                         "b": {"2": {"lr": 10.0}}}}}
-    assert report.lr_edges(s) == ["r/a/2", "r/b/2"]
-    assert report.lr_edges({**s, "lr_grid": [1.0]}) == []
+    assert sim_docs.lr_edges(s) == ["r/a/2", "r/b/2"]
+    assert sim_docs.lr_edges({**s, "lr_grid": [1.0]}) == []
 
 
 def test_default_results_keep_their_promises():
@@ -104,8 +104,8 @@ def test_default_results_keep_their_promises():
     their gradient noise ratios, and the run sentence naming every cell whose lr is at an edge of the grid
     (docs/simulator.md says why there are such cells)."""
     s = _summary("simulate_default")
-    run = report.doc_blocks(s)["run"]
-    assert all(edge in run for edge in report.lr_edges(s))
+    run = sim_docs.doc_blocks(s)["run"]
+    assert all(edge in run for edge in sim_docs.lr_edges(s))
     assert len(s["tune_seeds"]) >= 3
     assert set(next(iter(s["regimes"].values()))) == {"grpo", "drgrpo", "rfpp_baseline", "rloo", "dapo", "js",
                                                       "ebpo"}

@@ -9,7 +9,7 @@ import torch
 
 from verl_ebpo.advantage.math import normalize_advantage
 from verl_ebpo.tools import cli
-from verl_ebpo.tools.simulate import topics
+from verl_ebpo.tools.simulate import topic_prior, topics
 from verl_ebpo.tools.simulate.estimators import AdvantageCaller, parse_estimator, process_prior_preserved
 
 F64 = torch.float64
@@ -25,8 +25,8 @@ def test_per_topic_prior_known_answer_by_hand():
     scores = torch.tensor([[1.0, 1.0], [1.0, 0.0], [0.0, 0.0], [0.0, 1.0]], dtype=F64)
     seed = torch.zeros(4, dtype=torch.long)
     topic = torch.tensor([0, 0, 1, 1])
-    adv, state, mu, s = topics.topic_prior_advantage(scores, seed, topic, topics.TopicMoments.empty(2), 1)
-    mu_k, s2_k, t2_k, lam = topics.topic_prior(state, 1)
+    adv, state, mu, s = topic_prior.topic_prior_advantage(scores, seed, topic, topic_prior.TopicMoments.empty(2), 1)
+    mu_k, s2_k, t2_k, lam = topic_prior.topic_prior(state, 1)
     assert torch.allclose(lam, torch.tensor([1 / 3, 1 / 3], dtype=F64), atol=1e-15)
     assert torch.allclose(mu_k, torch.tensor([2 / 3, 1 / 3], dtype=F64), atol=1e-15)
     assert torch.allclose(s2_k, torch.tensor([5 / 24, 5 / 24], dtype=F64), atol=1e-15)
@@ -48,14 +48,14 @@ def test_one_topic_is_verls_ebpo(decay):
     label = {1.0: "ebpo", 0.0: "ebpo_batch"}.get(decay, f"ebpo:prior_decay={decay:g}")
     with process_prior_preserved():
         ref = AdvantageCaller(parse_estimator(label), S)
-        mine = topics.TopicPriorCaller(S, 1, decay=decay)
+        mine = topic_prior.TopicPriorCaller(S, 1, decay=decay)
         for _ in range(5):
             y = torch.from_numpy((rng.random((S * n, G)) < rng.random((S * n, 1))).astype(np.float64))
             seed = torch.arange(S).repeat_interleave(n)
             a = ref(y, seed, G)
             b = mine(y, seed, G, topic=torch.zeros(S * n, dtype=torch.long))
             assert torch.allclose(a, b, rtol=1e-10, atol=1e-12)
-            assert torch.allclose(topics.prior_mean_of(mine, seed), topics.prior_mean_of(ref, seed), atol=1e-14)
+            assert torch.allclose(topic_prior.prior_mean_of(mine, seed), topic_prior.prior_mean_of(ref, seed), atol=1e-14)
 
 
 def test_normalize_per_seed_is_ebpos_normalisation_per_seed():
@@ -63,7 +63,7 @@ def test_normalize_per_seed_is_ebpos_normalisation_per_seed():
     raw = torch.from_numpy(rng.normal(size=30))
     seed = torch.from_numpy(np.sort(rng.integers(0, 4, size=30)))
     raw[seed == 2] = 0.25  # a seed whose raw advantages are all equal: 0
-    got = topics.normalize_per_seed(raw, seed, 4, 1e-6)
+    got = topic_prior.normalize_per_seed(raw, seed, 4, 1e-6)
     for k in range(4):
         rows = seed == k
         want = normalize_advantage(raw[rows], torch.ones(int(rows.sum()), dtype=torch.bool), "batch", 1e-6)
@@ -80,7 +80,7 @@ def _all_fail_after_a_prior(call):
 
 def test_all_fail_batch_gets_zero_advantages():
     """raw = -S mu on every row: the per-topic prior's normalisation gives 0 (no signal), not rounding noise."""
-    caller = topics.TopicPriorCaller(1, 1)
+    caller = topic_prior.TopicPriorCaller(1, 1)
     adv = _all_fail_after_a_prior(lambda y, seed: caller(y, seed, 8, topic=torch.zeros_like(seed)))
     assert torch.equal(adv, torch.zeros(256, dtype=F64))
 
@@ -94,12 +94,12 @@ def test_verls_ebpo_gives_an_all_fail_batch_zero_advantages():
 
 def test_decay_forgets_old_topics():
     """A decayed per-topic prior forgets: after many batches of topic 1 only, topic 0's cell has decayed weight."""
-    state = topics.TopicMoments.empty(2)
+    state = topic_prior.TopicMoments.empty(2)
     ones, zeros = torch.ones(4, 2, dtype=F64), torch.zeros(4, 2, dtype=F64)
     seed = torch.zeros(4, dtype=torch.long)
-    state = topics.merge_topic_moments(state, ones, seed, 1, 0.5)  # topic 0
+    state = topic_prior.merge_topic_moments(state, ones, seed, 1, 0.5)  # topic 0
     for _ in range(3):
-        state = topics.merge_topic_moments(state, zeros, seed + 1, 1, 0.5)  # topic 1
+        state = topic_prior.merge_topic_moments(state, zeros, seed + 1, 1, 0.5)  # topic 1
     assert state.w.tolist() == [8 * 0.5 ** 3, 8 * (1 + 0.5 + 0.25)]
     assert state.mean.tolist() == [1.0, 0.0]
 

@@ -6,7 +6,7 @@
 `<!-- /results -->` block in README.md and docs/*.md, the body becomes block KEY of `blocks(summary)`, the
 rendering of docs/results/NAME/summary.json by the tool that wrote it:
 
-- `verl-ebpo simulate`: `simulate.report.doc_blocks` and `readme` (`simulate.report.readme_block`);
+- `verl-ebpo simulate`: `simulate.docs.doc_blocks` and `readme` (`simulate.docs.readme_block`);
 - `verl-ebpo simulate --study topics` (`"study": "topics"`): `simulate.topics.doc_blocks`;
 - `verl-ebpo demo` (a summary with `tail_steps`): `demo.docs.doc_blocks`.
 
@@ -48,9 +48,9 @@ def blocks(summary: dict) -> dict:
         from verl_ebpo.tools.demo.docs import doc_blocks
 
         return doc_blocks(summary)
-    from verl_ebpo.tools.simulate import report
+    from verl_ebpo.tools.simulate import docs
 
-    return {**report.doc_blocks(summary), "readme": report.readme_block(summary)}
+    return {**docs.doc_blocks(summary), "readme": docs.readme_block(summary)}
 
 
 def replace_blocks(text: str, rendered: dict, name: str) -> str:

@@ -1,50 +1,18 @@
-"""The preflight's checks on a composed verl config (thin glue over `estimates`; docs/preflight.md)."""
+"""The preflight's checks on a composed verl config: composition, verl's own check, data, memory, reward (thin glue over
+`estimates`; the verl-free ones in `plan`; docs/preflight.md)."""
 
 from __future__ import annotations
 
 import contextlib
 import io
-import json
 import os
-import shutil
 import sys
 import warnings
-from dataclasses import dataclass, field
 from typing import Any, Optional
 
 from verl_ebpo.tools.preflight import estimates as est
-
-GT = "reward_model.ground_truth"
-METRICS_KEY = "ray_kwargs.ray_init.runtime_env.env_vars.VERL_FILE_LOGGER_PATH"
-ORDERED = {"TopicOrderedDataset": "topic", "DifficultyOrderedDataset": "difficulty"}
-STATUS = ("ok", "warn", "FAIL", "n/a")
-
-
-@dataclass
-class Report:
-    """One row per check: (check, status, figure); `blocking` is the first FAIL's one-line problem."""
-
-    rows: list = field(default_factory=list)
-    blocking: Optional[str] = None
-
-    def add(self, check: str, status: str, figure: str) -> None:
-        assert status in STATUS, status
-        self.rows.append((check, status, figure))
-        if status == "FAIL" and self.blocking is None:
-            self.blocking = f"{check}: {figure}"
-
-    def status(self, check: str) -> Optional[str]:
-        return next((s for c, s, _ in self.rows if c == check), None)
-
-    def table(self) -> str:
-        width = max([len(c) for c, _, _ in self.rows] + [5])
-        lines = [f"{'check':<{width}}  {'status':<6}  figure"]
-        lines += [f"{c:<{width}}  {s:<6}  {f}" for c, s, f in self.rows]
-        return "\n".join(lines)
-
-
-def _gb(nbytes: float) -> str:
-    return f"{nbytes / est.GB:,.1f} GB" if nbytes < 1e12 else f"{nbytes / 1e12:,.2f} TB"
+from verl_ebpo.tools.preflight.context import GT, ORDERED, Context, Report, _files, _gb, _local, _remote, _sel
+from verl_ebpo.tools.preflight.plan import _backend, check_backend, check_checkpoints, check_model, check_nodes
 
 
 def compose(overrides: list) -> Any:
@@ -57,42 +25,6 @@ def compose(overrides: list) -> Any:
     config_dir = os.path.join(os.path.dirname(verl.trainer.__file__), "config")
     with initialize_config_dir(config_dir=config_dir, version_base=None, job_name="preflight"):
         return hydra_compose(config_name="ppo_trainer", overrides=list(overrides))
-
-
-def _sel(cfg, key: str, default=None):
-    from omegaconf import OmegaConf
-
-    value = OmegaConf.select(cfg, key, default=default)
-    return OmegaConf.to_container(value, resolve=True) if OmegaConf.is_config(value) else value
-
-
-def _files(value) -> list:
-    if value is None:
-        return []
-    return [value] if isinstance(value, str) else list(value)
-
-
-def _remote(path: str) -> bool:
-    return "://" in path and not path.startswith("file://")
-
-
-def _local(path: str, working_dir: str) -> str:
-    path = os.path.expanduser(path.removeprefix("file://"))
-    return path if os.path.isabs(path) else os.path.join(working_dir, path)
-
-
-@dataclass
-class Context:
-    cfg: Any
-    working_dir: str
-    gpu_bytes: float
-    free_disk_gb: Optional[float]
-    shared_dir: Optional[str]
-    train_rows: Optional[int] = None
-    first_row: Optional[dict] = None
-    model_cfg: Optional[dict] = None
-    model_dir: Optional[str] = None
-    params: Optional[int] = None
 
 
 def run_checks(overrides: list, *, gpu_memory_gb: float = 80.0, free_disk_gb=None, shared_dir=None,
@@ -278,100 +210,6 @@ def _check_prompt_lengths(ctx: Context, report: Report, prompt_key: str) -> None
                    f"{limit}: truncated ({_sel(ctx.cfg, 'data.truncation')})")
 
 
-# ---- the model, the checkpoint plan, memory ---------------------------------------------------------------------
-
-
-def _model_config(ctx: Context) -> tuple[Optional[dict], str]:
-    path = str(_sel(ctx.cfg, "actor_rollout_ref.model.path"))
-    local = _local(path, ctx.working_dir)
-    file = os.path.join(local, "config.json")
-    if not os.path.isfile(file):
-        file = None
-        try:
-            from huggingface_hub import try_to_load_from_cache
-
-            hit = try_to_load_from_cache(path, "config.json")
-            file = hit if isinstance(hit, str) else None
-        except Exception:  # noqa: BLE001 - not an HF id, no hub: not estimated
-            file = None
-    if file is None:
-        return None, f"{path}: no local config.json (neither a folder nor in the HF cache)"
-    try:
-        with open(file, encoding="utf-8") as fh:
-            data = json.load(fh)
-    except (OSError, ValueError) as exc:
-        return None, f"{file}: not readable JSON ({exc})"
-    if not isinstance(data, dict):
-        return None, f"{file}: not a JSON object"
-    return data, file
-
-
-def check_model(ctx: Context, report: Report) -> None:
-    data, where = _model_config(ctx)
-    if data is None:
-        report.add("model", "n/a", f"{where}: checkpoint size and GPU memory not estimated")
-        return
-    data = data.get("text_config", data) if "hidden_size" not in data else data
-    try:
-        ctx.params = est.param_count(data)
-        est.dtype_bytes(data.get("torch_dtype") or data.get("dtype"))
-    except est.EstimateError as exc:
-        report.add("model", "n/a", f"{where}: {exc}: checkpoint size and GPU memory not estimated")
-        return
-    ctx.model_cfg = data
-    report.add("model", "ok", f"{ctx.params / 1e9:.2f} B parameters ({where}: {data['num_hidden_layers']} layers, "
-               f"hidden {data['hidden_size']}, vocabulary {data['vocab_size']:,}, "
-               f"{data.get('torch_dtype') or data.get('dtype') or 'bfloat16'})")
-
-
-def _backend(cfg) -> str:
-    return "megatron" if str(_sel(cfg, "actor_rollout_ref.actor.strategy")) == "megatron" else "fsdp"
-
-
-def _free_bytes(ctx: Context, folder: str) -> tuple[float, str]:
-    if ctx.free_disk_gb is not None:
-        return ctx.free_disk_gb * est.GB, f"{folder} (--free-disk-gb)"
-    probe = folder
-    while not os.path.isdir(probe) and os.path.dirname(probe) != probe:
-        probe = os.path.dirname(probe)
-    return float(shutil.disk_usage(probe).free), f"{probe} (free space now)"
-
-
-def check_checkpoints(ctx: Context, report: Report) -> None:
-    cfg = ctx.cfg
-    steps = _sel(cfg, "trainer.total_training_steps")
-    if ctx.train_rows is None and steps is None:
-        report.add("checkpoints", "n/a", "not planned: the training rows are unknown and no "
-                   "trainer.total_training_steps is set")
-        return
-    keep = _sel(cfg, "trainer.max_actor_ckpt_to_keep")
-    plan = est.checkpoint_plan(ctx.train_rows or 0, int(_sel(cfg, "data.train_batch_size")),
-                               int(_sel(cfg, "trainer.total_epochs")), steps, int(_sel(cfg, "trainer.save_freq")), keep)
-    contents = list(_sel(cfg, "actor_rollout_ref.actor.checkpoint.save_contents") or [])
-    head = (f"{plan.total_steps:,} steps, {plan.saves} saves (every {_sel(cfg, 'trainer.save_freq')}), {plan.kept} kept "
-            f"(max_actor_ckpt_to_keep={keep}), save_contents={contents}")
-    if ctx.params is None:
-        report.add("checkpoints", "n/a", f"{head}; size not estimated (no model config.json)")
-        return
-    backend = _backend(cfg)
-    model_bytes = est.dtype_bytes(_sel(cfg, "actor_rollout_ref.actor.fsdp_config.model_dtype"), 4)
-    hf_bytes = est.dtype_bytes(ctx.model_cfg.get("torch_dtype") or ctx.model_cfg.get("dtype"))
-    parts = est.checkpoint_bytes(ctx.params, backend, contents, model_bytes, hf_bytes)
-    per = sum(parts.values())
-    total = plan.total_bytes(per)
-    folder = _local(str(_sel(cfg, "trainer.default_local_dir")), ctx.working_dir)
-    free, where = _free_bytes(ctx, folder)
-    figure = f"{head}: {plan.kept} x {_gb(per)} = {_gb(total)}; free {_gb(free)} at {where}"
-    if total > free:
-        report.add("checkpoints", "FAIL", f"{figure}: does not fit; set trainer.max_actor_ckpt_to_keep, "
-                   "trainer.total_training_steps, trainer.save_freq or actor checkpoint.save_contents")
-    else:
-        report.add("checkpoints", "ok", figure)
-    if "optimizer" not in contents and plan.saves:
-        report.add("checkpoints: resume", "warn", "save_contents has no optimizer: a resumed run restarts AdamW's "
-                   "moments (the weights and the data position are restored)")
-
-
 def _tokens(cfg, prefix: str, dyn_key: str, max_key: str, mbs_key: str, seq: int) -> tuple[Optional[int], str]:
     """Tokens of one micro-batch on one GPU, and the key that sets it."""
     if _sel(cfg, f"{prefix}.{dyn_key}"):
@@ -451,65 +289,6 @@ def check_memory(ctx: Context, report: Report) -> None:
         report.add(f"memory: {name}", status[v], figure)
 
 
-# ---- several nodes -----------------------------------------------------------------------------------------------
-
-
-def _under(path: str, folder: str) -> bool:
-    path, folder = os.path.normpath(path), os.path.normpath(folder)
-    return path == folder or path.startswith(folder.rstrip(os.sep) + os.sep)
-
-
-def _metrics_file(cfg) -> Optional[str]:
-    loggers = _sel(cfg, "trainer.logger") or []
-    loggers = [loggers] if isinstance(loggers, str) else loggers
-    if "file" not in loggers:
-        return None
-    return _sel(cfg, METRICS_KEY) or os.environ.get("VERL_FILE_LOGGER_PATH")
-
-
-def check_nodes(ctx: Context, report: Report) -> None:
-    cfg = ctx.cfg
-    nnodes = int(_sel(cfg, "trainer.nnodes"))
-    metrics = _metrics_file(cfg)
-    if metrics is not None:
-        folder = os.path.dirname(_local(str(metrics), ctx.working_dir))
-        if not os.path.isdir(folder):
-            report.add("metrics file", "FAIL", f"the folder of the metrics file {metrics} does not exist "
-                       "(verl's file logger does not create it): mkdir -p it first")
-        else:
-            report.add("metrics file", "ok", f"{metrics}")
-    if nnodes <= 1:
-        report.add("several nodes", "n/a", "one node: paths need not be shared")
-        return
-    if not ctx.shared_dir:
-        report.add("several nodes", "FAIL", f"trainer.nnodes={nnodes}: declare the folder every node mounts with "
-                   "--shared-dir or SHARED_DIR (checkpoints, data and metrics must be under it)")
-        return
-    shared = ctx.shared_dir
-    if not os.path.isabs(shared) or not os.path.isdir(shared):
-        report.add("several nodes", "FAIL", f"the shared folder {shared!r} must be an absolute path to a folder")
-        return
-    paths = [("trainer.default_local_dir", str(_sel(cfg, "trainer.default_local_dir")))]
-    for which in ("train", "val"):
-        paths += [(f"data.{which}_files", str(f)) for f in _files(_sel(cfg, f"data.{which}_files")) if not _remote(str(f))]
-    if metrics is not None:
-        paths.append(("the metrics file (VERL_FILE_LOGGER_PATH)", str(metrics)))
-    home = os.path.expanduser("~")
-    for key, path in paths:
-        expanded = os.path.expanduser(path)
-        if not os.path.isabs(expanded):
-            report.add("several nodes", "FAIL", f"{key} {path!r} is relative: on several nodes it must be an absolute "
-                       f"path under the shared folder {shared}")
-            return
-        if not _under(expanded, shared):
-            where = (" ($HOME of this machine)" if _under(expanded, home) else
-                     " (/tmp, local to each node)" if _under(expanded, "/tmp") else "")
-            report.add("several nodes", "FAIL", f"trainer.nnodes={nnodes}: {key} {path} is not under the shared "
-                       f"folder {shared}{where}")
-            return
-    report.add("several nodes", "ok", f"{nnodes} nodes: checkpoints, data and metrics under {shared}")
-
-
 # ---- reward, backend ---------------------------------------------------------------------------------------------
 
 
@@ -551,22 +330,3 @@ def check_reward(ctx: Context, report: Report) -> None:
                    f"(data_source {source}) as {score:g}, not 1")
         return
     report.add("reward", "ok", f"{label}: 'Answer: {gt}' against ground truth {gt!r} scores 1")
-
-
-def check_backend(ctx: Context, report: Report) -> None:
-    cfg = ctx.cfg
-    notes = []
-    if _sel(cfg, "actor_rollout_ref.rollout.name") == "sglang":
-        notes.append("SGLang in verl 0.9.1 receives neither actor_rollout_ref.rollout.seed (the rollout is not seeded) "
-                     "nor rollout.max_num_batched_tokens")
-    if _backend(cfg) == "megatron":
-        sp = [k for k in ("actor_rollout_ref.actor.ulysses_sequence_parallel_size",
-                          "actor_rollout_ref.ref.ulysses_sequence_parallel_size") if (_sel(cfg, k) or 1) > 1]
-        if sp:
-            notes.append(f"Megatron ignores {', '.join(sp)} (Ulysses is FSDP's): use "
-                         "actor_rollout_ref.actor.megatron.context_parallel_size")
-    if notes:
-        for note in notes:
-            report.add("backend", "warn", note)
-    else:
-        report.add("backend", "ok", f"{_backend(cfg)} + {_sel(cfg, 'actor_rollout_ref.rollout.name')}: no known caveat")

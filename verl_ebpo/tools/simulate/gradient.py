@@ -23,7 +23,7 @@ sqrt(2 / draws) on `noise`).
 The topic study (`topics.py`) also draws batches in topic order (`order="topic"`: consecutive batches of the
 topic-sorted stream, `task.stream`, the warm-up batches first; not for DAPO), gives its own caller (the per-topic
 prior), and asks for `prior_err`: per seed the mean over measured groups of (mu_prior - p_q)^2, mu_prior the prior
-mean the group's baseline was shrunk toward (`topics.prior_mean_of`; None for an estimator without a prior).
+mean the group's baseline was shrunk toward (`topic_prior.prior_mean_of`; None for an estimator without a prior).
 """
 
 from __future__ import annotations
@@ -76,7 +76,7 @@ def measure(task: Task, spec: EstimatorSpec, G: int, options: SimOptions, seeds,
     (default `AdvantageCaller(spec, S)`; one with `wants_topic` also gets each group's topic id);
     prior_error: also measure the prior's error (module docstring)."""
     from verl_ebpo.tools.simulate.task import stream
-    from verl_ebpo.tools.simulate.topics import prior_mean_of
+    from verl_ebpo.tools.simulate.topic_prior import prior_mean_of
 
     if order not in ("random", "topic"):
         raise ValueError(f"order must be 'random' or 'topic', got {order!r}")
