@@ -72,14 +72,26 @@ def _line_step(record, where: str) -> int:
     for key in ("step", "data"):
         if key not in record:
             raise ValueError(f"{where}: not a verl file-logger line (no {key!r} field)")
-    step = record["step"]
-    if isinstance(step, bool) or not isinstance(step, int) or not 0 <= step <= MAX_STEP:
-        shown = json.dumps(step)
-        shown = shown if len(shown) <= 40 else shown[:37] + "..."
-        raise ValueError(f"{where}: field 'step' must be an integer in [0, {MAX_STEP}], got {shown}")
+    problem = index_problem("step", record["step"], MAX_STEP)
+    if problem:
+        raise ValueError(f"{where}: {problem}")
     if not isinstance(record["data"], dict):
         raise ValueError(f"{where}: field 'data' must be an object, got a JSON {type(record['data']).__name__}")
-    return step
+    return record["step"]
+
+
+def shown(value) -> str:
+    """`value` as JSON, cut to 40 characters (what the one-line errors of the readers quote)."""
+    text = json.dumps(value)
+    return text if len(text) <= 40 else text[:37] + "..."
+
+
+def index_problem(key: str, value, top: int) -> Optional[str]:
+    """"field 'key' must be an integer in [0, top], got ..." for a value that is not one (a float or a bool is
+    not), else None: the check of a step, a problem or a sample index read from JSON."""
+    if isinstance(value, bool) or not isinstance(value, int) or not 0 <= value <= top:
+        return f"field {key!r} must be an integer in [0, {top}], got {shown(value)}"
+    return None
 
 
 def validation_accuracy(metrics: dict[int, dict]) -> dict[int, float]:

@@ -19,6 +19,7 @@ from concurrent.futures import ThreadPoolExecutor
 from typing import Callable, Optional, Sequence
 
 from verl_ebpo.rewards.score import is_correct
+from verl_ebpo.tools.verl_logs import index_problem, shown
 
 REQUIRED_FIELDS = ("benchmark", "problem_index", "sample_index", "ground_truth", "response")
 DEFAULT_SCORER = "verl_ebpo.rewards:compute_score"
@@ -55,11 +56,6 @@ def read_generations(path: str, known: Optional[Sequence[str]] = None) -> list[d
     return rows
 
 
-def _shown(v) -> str:
-    text = json.dumps(v)
-    return text if len(text) <= 40 else text[:37] + "..."
-
-
 def check_row(row: dict) -> Optional[str]:
     """Why one generations row cannot be scored ("field 'x' must be ..., got ..."), or None. `benchmark` (and
     `data_source`, when there) a non-empty string; `problem_index`, `sample_index` integers in [0, 10^9] (not
@@ -70,18 +66,18 @@ def check_row(row: dict) -> Optional[str]:
 
     for key in ("benchmark", "data_source"):
         if key in row and (not isinstance(row[key], str) or not row[key]):
-            return f"field {key!r} must be a non-empty string, got {_shown(row[key])}"
+            return f"field {key!r} must be a non-empty string, got {shown(row[key])}"
     for key in ("problem_index", "sample_index"):
-        v = row[key]
-        if isinstance(v, bool) or not isinstance(v, int) or not 0 <= v <= MAX_INDEX:
-            return f"field {key!r} must be an integer in [0, {MAX_INDEX}], got {_shown(v)}"
+        problem = index_problem(key, row[key], MAX_INDEX)
+        if problem:
+            return problem
     if not isinstance(row["response"], str):
-        return f"field 'response' must be a string, got {_shown(row['response'])}"
+        return f"field 'response' must be a string, got {shown(row['response'])}"
     tokens = row.get("response_tokens")
     if tokens is not None and (isinstance(tokens, bool) or not isinstance(tokens, int) or tokens < 0):
-        return f"field 'response_tokens' must be an integer >= 0 or null, got {_shown(tokens)}"
+        return f"field 'response_tokens' must be an integer >= 0 or null, got {shown(tokens)}"
     if row.get("finish_reason") is not None and not isinstance(row["finish_reason"], str):
-        return f"field 'finish_reason' must be a string or null, got {_shown(row['finish_reason'])}"
+        return f"field 'finish_reason' must be a string or null, got {shown(row['finish_reason'])}"
     try:
         ground_truth_texts(row["ground_truth"])
     except (ValueError, TypeError) as exc:
