@@ -68,6 +68,20 @@ def test_simulator_doc_quotes_the_committed_default_results():
         assert body == expected[key], f"docs/simulator.md block {key} differs from docs/results/simulate_default"
 
 
+def test_simulator_doc_shows_the_erosion_knob_both_ways():
+    """The default model (erosion 0.1) and the same sweep with `--erosion 0`: the latter's blocks quote its own
+    committed file, which differs from the default by that option only."""
+    found = _blocks_in(_read("docs", "simulator.md"), "simulate_no_erosion")
+    off, on = _summary("simulate_no_erosion"), _summary("simulate_default")
+    expected = sim_docs.doc_blocks(off)
+    assert set(found) == {"run", "headline", "findings"}
+    assert all(body == expected[key] for key, body in found.items())
+    assert off["command"] == "verl-ebpo simulate --erosion 0" and off["options"]["erosion"] == 0.0
+    assert on["options"]["erosion"] > 0
+    assert {k: v for k, v in off["options"].items() if k != "erosion"} == {
+        k: v for k, v in on["options"].items() if k != "erosion"}
+
+
 def test_readme_quotes_the_committed_default_results():
     found = _blocks_in(_read("README.md"), "simulate_default")
     assert found == {"readme": sim_docs.readme_block(_summary("simulate_default"))}
@@ -97,6 +111,10 @@ def test_lr_edges_known_answer():
                                                         "b": {"2": {"lr": 10.0}}}}}
     assert sim_docs.lr_edges(s) == ["r/a/2", "r/b/2"]
     assert sim_docs.lr_edges({**s, "lr_grid": [1.0]}) == []
+    # a cell's own (extended) grid decides: 10 is inside [0.1 .. 30], 0.1 is still the bottom of its grid
+    grids = {"r": {"a|2": [0.1, 1.0, 10.0], "a|4": [0.1, 1.0, 10.0], "b|2": [0.1, 1.0, 10.0, 30.0]}}
+    assert sim_docs.lr_edges({**s, "lr_grids": grids}) == ["r/a/2"]
+    assert sim_docs.lr_extended({**s, "lr_grids": grids}) == ["r/b/2: 0.1-30"]
 
 
 def test_default_results_keep_their_promises():
@@ -106,6 +124,14 @@ def test_default_results_keep_their_promises():
     s = _summary("simulate_default")
     run = sim_docs.doc_blocks(s)["run"]
     assert all(edge in run for edge in sim_docs.lr_edges(s))
+    # issue 29: every method's best lr strictly inside its grid; success rises over steps, not in one
+    assert sim_docs.lr_edges(s) == [] and "strictly inside" in run
+    for name, per in s["regimes"].items():
+        cells = [c for per_g in per.values() for c in per_g.values()]
+        assert all(c["first_step_gain_frac"] < 0.5 for c in cells), name
+        assert np.median([c["steps_to_half_gain"] for c in cells]) >= 10, name
+        for key, grid in s["lr_grids"][name].items():
+            assert len(grid) >= 3 and grid == sorted(grid) and len(s["tune_auc"][name][key]) == len(grid)
     assert len(s["tune_seeds"]) >= 3
     assert set(next(iter(s["regimes"].values()))) == {"grpo", "drgrpo", "rfpp_baseline", "rloo", "dapo", "js",
                                                       "ebpo"}
@@ -135,7 +161,8 @@ def test_small_configuration_reproduces_its_committed_file(tmp_path, name):
     assert _without_timings(fresh) == _without_timings(committed)
 
 
-@pytest.mark.parametrize("name", ["simulate_default", "simulate_small", "simulate_topics", "simulate_topics_small"])
+@pytest.mark.parametrize("name", ["simulate_default", "simulate_no_erosion", "simulate_small", "simulate_topics",
+                                  "simulate_topics_small"])
 def test_results_files_name_their_command(name):
     s = _summary(name)
     assert s["command"].startswith("verl-ebpo simulate")

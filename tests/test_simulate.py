@@ -174,13 +174,38 @@ def test_grpo_on_an_all_fail_task_has_only_zero_advantages_and_does_not_move():
     np.testing.assert_array_equal(run.final, simtask.expected_success(t, torch.zeros(3, t.n_params, dtype=torch.float64)).numpy())
 
 
-def test_param_grad_is_the_chain_rule_of_the_logits():
-    o = SimOptions(**{**TINY, "topics": 3})
+@pytest.mark.parametrize("erosion", [0.0, 0.1, 2.0])
+def test_param_grad_is_the_chain_rule_of_the_logits(erosion):
+    o = SimOptions(**{**TINY, "topics": 3, "erosion": erosion})
     t = engine.build_task(o)
     theta = torch.randn(3, t.n_params, dtype=torch.float64, requires_grad=True)
     g_z = torch.randn(3, o.prompts, dtype=torch.float64)
     (simtask.logits(t, theta) * g_z).sum().backward()
-    torch.testing.assert_close(simtask.param_grad(t, g_z), theta.grad)
+    torch.testing.assert_close(simtask.param_grad(t, g_z, theta.detach()), theta.grad)
+    if erosion:  # the erosion term is really there (the check above is not vacuous), and vanishes at theta = 0
+        assert not torch.allclose(simtask.param_grad(t, g_z), theta.grad)
+        zero = torch.zeros_like(theta.detach())
+        torch.testing.assert_close(simtask.param_grad(t, g_z, zero), simtask.param_grad(t, g_z))
+
+
+def test_erosion_known_answer_and_what_a_random_walk_does():
+    """Every logit (held-out too) loses kappa x mean_j theta_j^2; a large random walk of the parameters lowers a
+    hard task's success with erosion and raises it toward 1/2 without (the coin flip erosion removes)."""
+    o = SimOptions(**{**TINY, "erosion": 0.5})
+    t = engine.build_task(o)
+    theta = torch.zeros(3, t.n_params, dtype=torch.float64)
+    theta[:, 0] = 2.0  # w_glob only: mean square 4 / n_params
+    plain = dataclasses.replace(t, erosion=0.0)
+    for heldout in (False, True):
+        torch.testing.assert_close(simtask.logits(t, theta, heldout),
+                                   simtask.logits(plain, theta, heldout) - 0.5 * 4.0 / t.n_params)
+    hard = dataclasses.replace(t, z0=torch.full_like(t.z0, -3.0))
+    gen = torch.Generator().manual_seed(0)
+    walks = [torch.randn(3, t.n_params, dtype=torch.float64, generator=gen) * 5 for _ in range(200)]
+    mean = lambda task: torch.stack([simtask.expected_success(task, w) for w in walks]).mean(0)  # noqa: E731
+    start = simtask.expected_success(hard, torch.zeros_like(walks[0]))  # sigmoid(-3) = 0.047
+    assert torch.all(mean(dataclasses.replace(hard, erosion=0.0)) > 2 * start)
+    assert torch.all(mean(hard) < start / 2)
 
 
 def test_adam_matches_torch_adam_and_masked_seeds_do_not_move():
@@ -373,9 +398,11 @@ def test_family_summary_has_every_regime_cell_with_its_lr_and_the_shared_results
             assert set(per_g) == {"2", "4"}
             for G, cell in per_g.items():
                 lo, hi = cell["ci95"]
-                assert lo <= cell["final_mean"] <= hi and 0 < cell["auc_mean"] <= 1 and cell["lr"] in (0.1, 1.0)
+                assert lo <= cell["final_mean"] <= hi and 0 < cell["auc_mean"] <= 1
+                grid = on_disk["lr_grids"][name][f"{label}|{G}"]
+                assert cell["lr"] in grid and {0.1, 1.0} <= set(grid)
                 scores = on_disk["tune_auc"][name][f"{label}|{G}"]
-                assert cell["lr"] == (0.1, 1.0)[int(np.argmax(scores))]  # the tuning seeds' best AUC
+                assert cell["lr"] == grid[int(np.argmax(scores))]  # the tuning seeds' best AUC
                 if label == "dapo":
                     assert cell["degenerate_discard_frac"] + cell["surplus_discard_frac"] == pytest.approx(
                         cell["discarded_frac"], abs=1e-9)
@@ -394,13 +421,44 @@ def test_the_lr_is_chosen_on_tuning_seeds_only():
     from verl_ebpo.tools.simulate import regimes
 
     o = regimes.regime_options(SimOptions(**FAMILY), "per_prompt")
-    run, lr, scores = regimes.run_cell(regimes.build_task_rows(o), parse_estimator("ebpo"), 2, o)
+    run, lr, scores, grid = regimes.run_cell(regimes.build_task_rows(o), parse_estimator("ebpo"), 2, o)
+    assert set(o.lrs) <= set(grid) and grid == sorted(grid)
     tune = regimes.regime_options(SimOptions(**{**FAMILY, "seed": o.seeds, "seeds": 1}), "per_prompt")
     alone = [regimes.auc(engine.run_one(engine.build_task(tune), parse_estimator("ebpo"), 2, tune, lrs=[x]).curve
-                         ).mean() for x in (0.1, 1.0)]
+                         ).mean() for x in grid]
     assert scores == pytest.approx(alone, abs=1e-12)
-    assert lr == (0.1, 1.0)[int(np.argmax(alone))]
+    assert lr == grid[int(np.argmax(alone))]
     ref = engine.run_one(engine.build_task(o), parse_estimator("ebpo"), 2, o, lrs=[lr] * o.seeds)
+    assert np.allclose(run.final, ref.final, atol=1e-12, rtol=0)
+
+
+def test_beyond_walks_the_1_3_sequence_and_stops_at_the_limits():
+    from verl_ebpo.tools.simulate import regimes
+
+    grid = [0.1, 0.3, 1.0, 3.0, 10.0, 30.0]
+    assert regimes.beyond(grid, True) == 100.0 and regimes.beyond(grid, False) == 0.03
+    assert regimes.beyond([1.0, 3.0], True) == 10.0 and regimes.beyond([0.3, 1.0], False) == 0.1
+    assert regimes.beyond([0.5, 2.0], True) == 8.0 and regimes.beyond([0.5, 2.0], False) == 0.125  # off the sequence
+    assert regimes.beyond([300.0, 1000.0], True) is None and regimes.beyond([1e-4, 3e-4], False) is None
+
+
+@pytest.mark.parametrize("grid0, erosion", [((0.01, 0.03), 0.1), ((0.3, 1.0), 1.0)])
+def test_a_grid_whose_best_is_at_an_edge_is_extended_until_it_is_inside(grid0, erosion):
+    """Without score noise a larger step learns faster until erosion stops it: a grid below the optimum is
+    extended upward on the 1-3 sequence, one value at a time, until the best lies inside it (strong erosion) or
+    MAX_EXTEND values were added (weak erosion); the chosen lr's rows equal a separate run."""
+    from verl_ebpo.tools.simulate import regimes
+
+    o = SimOptions(**{**FAMILY, "regime": "custom", "score_noise": 0.0, "erosion": erosion, "lr_grid": grid0})
+    run, lr, scores, grid = regimes.run_cell(regimes.build_task_rows(o), parse_estimator("grpo"), 2, o)
+    assert grid[:2] == list(grid0) and grid[2] == regimes.beyond(list(grid0), True)
+    best = int(np.argmax(scores))
+    assert lr == grid[best]
+    if erosion > 0.5:
+        assert 0 < best < len(grid) - 1 and len(grid) - 2 < regimes.MAX_EXTEND
+    else:
+        assert best == len(grid) - 1 and len(grid) - 2 == regimes.MAX_EXTEND
+    ref = engine.run_one(engine.build_task(o), parse_estimator("grpo"), 2, o, lrs=[lr] * o.seeds)
     assert np.allclose(run.final, ref.final, atol=1e-12, rtol=0)
 
 

@@ -83,7 +83,9 @@ def estimate_cost(options) -> tuple[float, float]:
     Per run (a regime x estimator x G cell, all lr x seed rows at once; rows = len(lr grid) x (tune_seeds + seeds)):
     time = steps x rows x (1e-8 s x (answers per step x generation batches + (prompts + heldout) x (features + 2))
     + 8e-4 s for EBPO's per-seed call); memory = 0.6 GiB (Python, torch, verl) + 8 bytes x rows x ((prompts + heldout)
-    x (features + 6) + the prompt stream + one step's samples). Calibrated on the development machine (quiet)."""
+    x (features + 6) + the prompt stream + one step's samples). Calibrated on the development machine (quiet).
+    Not counted: a grid extended past an edge (`regimes.run_cell`) runs up to 2 x MAX_EXTEND more lrs in a cell,
+    one at a time (time up to that many lr's rows more; memory below the cell's own run)."""
     from verl_ebpo.tools.simulate.estimators import parse_estimator
 
     rows = len(options.lrs) * (options.tune_seeds + options.seeds)

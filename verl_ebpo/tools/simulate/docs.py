@@ -11,9 +11,9 @@ from __future__ import annotations
 
 from verl_ebpo.tools.results_docs import main, update
 from verl_ebpo.tools.simulate.estimators import parse_estimator
-from verl_ebpo.tools.simulate.report import GRAD_DELTA, PAIRS, cells_table, family_table, gradient_table
+from verl_ebpo.tools.simulate.report import GRAD_DELTA, PAIRS, cells_table, family_table, gradient_table, share
 
-__all__ = ["doc_blocks", "lr_edges", "main", "readme_block", "update", "verdict_counts"]
+__all__ = ["doc_blocks", "lr_edges", "lr_extended", "main", "readme_block", "update", "verdict_counts"]
 
 
 def verdict_counts(summary: dict) -> str:
@@ -39,10 +39,24 @@ def verdict_counts(summary: dict) -> str:
 
 
 def lr_edges(summary: dict) -> list[str]:
-    """The cells whose chosen lr is the smallest or largest of the grid ('regime/estimator/G')."""
-    grid = summary["lr_grid"]
-    return [f"{name}/{label}/{G}" for name, per in summary["regimes"].items() for label, per_g in per.items()
-            for G, c in per_g.items() if len(grid) > 1 and c["lr"] in (min(grid), max(grid))]
+    """The cells whose chosen lr is the smallest or largest of their grid ('regime/estimator/G'): the cell's own
+    grid, extended past an edge by `regimes.run_cell` (`lr_grids`), else the sweep's."""
+    grids = summary.get("lr_grids", {})
+    out = []
+    for name, per in summary["regimes"].items():
+        for label, per_g in per.items():
+            for G, c in per_g.items():
+                grid = grids.get(name, {}).get(f"{label}|{G}", summary["lr_grid"])
+                if len(grid) > 1 and c["lr"] in (min(grid), max(grid)):
+                    out.append(f"{name}/{label}/{G}")
+    return out
+
+
+def lr_extended(summary: dict) -> list[str]:
+    """The cells whose grid was extended past the sweep's ('regime/estimator/G: lo-hi')."""
+    base = summary["lr_grid"]
+    return [f"{name}/{key.replace('|', '/')}: {min(g):g}-{max(g):g}" for name, per in summary.get("lr_grids", {}).items()
+            for key, g in per.items() if len(g) != len(base)]
 
 
 def _noise_ratios(summary: dict, pair: str) -> list[tuple[str, str, dict]]:
@@ -81,15 +95,17 @@ def doc_blocks(summary: dict) -> dict:
     cells = [c for per in summary["regimes"].values() for per_g in per.values() for c in per_g.values()]
     firsts = [c["first_step_gain_frac"] for c in cells if c.get("first_step_gain_frac") is not None]
     halves = [c["steps_to_half_gain"] for c in cells]
-    edges = lr_edges(summary)
+    edges, extended = lr_edges(summary), lr_extended(summary)
     run = (f"`{summary.get('command', 'verl-ebpo simulate')}`: {len(summary['regimes'])} regimes x "
            f"{len(next(iter(summary['regimes'].values())))} estimators x G in {summary['G']}, lr grid "
            f"{summary['lr_grid']}, {summary['seeds']} reporting + {len(summary['tune_seeds'])} tuning seeds, "
            f"{summary['budget_answers']:,} answers per run, {summary['seconds']:.0f} s. At each cell's chosen lr "
-           f"the first step makes {min(firsts):.2f} to {max(firsts):.2f} of the run's final gain and half the gain "
+           f"the first step makes {share(min(firsts))} to {share(max(firsts))} of the run's final gain and half the gain "
            f"takes {min(halves):g} to {max(halves):g} steps; "
-           + (f"chosen lr at an edge of the grid: {', '.join(edges)}." if edges else
-              "every chosen lr lies strictly inside the grid."))
+           + (f"chosen lr at an edge of its grid: {', '.join(edges)}." if edges else
+              "every chosen lr lies strictly inside its grid.")
+           + (f" Grids extended past an edge (`regimes.run_cell`): {'; '.join(extended)}." if extended else
+              " No grid needed extending."))
     return {
         "run": run,
         "findings": findings(summary),

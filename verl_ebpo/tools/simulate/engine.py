@@ -189,7 +189,7 @@ def run_one(task: Task, spec: EstimatorSpec, G: int, options: SimOptions, seeds=
                 g_rows = (adv * (scores - p_g[:, None])).sum(1) / torch.from_numpy(per_seed)[group_seed].to(F64)
                 g_z = torch.zeros(S, P, dtype=F64).index_put_((group_seed, pid[keep]), g_rows, accumulate=True)
                 step = torch.from_numpy(per_seed > 0)
-                grad = param_grad(task, g_z)
+                grad = param_grad(task, g_z, theta)
                 if options.score_noise > 0:
                     grad = grad + options.score_noise * _score_noise(noise_rngs, adv, group_seed, pid[keep], per_seed,
                                                                       S, P, n_shared)
@@ -231,7 +231,7 @@ class Sweep:
 
 def build_task(options: SimOptions) -> Task:
     return make_task(options.seed_list, options.prompts, options.heldout, options.beta, options.topics,
-                     options.concentration, options.features, options.transfer)
+                     options.concentration, options.features, options.transfer, options.erosion)
 
 
 @contextlib.contextmanager

@@ -61,7 +61,7 @@ class GradientResult:
 def exact_gradient(task: Task, theta: torch.Tensor) -> torch.Tensor:
     """dJ/dtheta (S, n_params) of J = mean_q sigmoid(z_q) over the training prompts."""
     p = torch.sigmoid(logits(task, theta))
-    return param_grad(task, p * (1 - p) / p.shape[1])
+    return param_grad(task, p * (1 - p) / p.shape[1], theta)
 
 
 def _batches(rngs, P: int, width: int) -> torch.Tensor:

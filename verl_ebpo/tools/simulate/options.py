@@ -198,6 +198,12 @@ class SimOptions(Spec):
     score_noise: float = option(3.0, number=(0.0, math.inf), hi_open=True, doc="sigma_n: each answer's "
                                 "log-probability gradient also carries sigma_n * zeta_i, zeta_i ~ N(0, I), unrelated to "
                                 "success (the rest of its tokens); the update adds sum_i A_i zeta_i / N.")
+    erosion: float = option(0.1, number=(0.0, 100.0), doc="kappa: every logit loses kappa x mean_j theta_j^2, the "
+                            "mean square of the policy's parameters (their drift from the initial policy): moving the "
+                            "weights where the task does not need them erodes what every prompt relies on, so a "
+                            "random walk of the parameters lowers success (without it, it raises a hard prompt's "
+                            "success toward 1/2, and the largest learning rates win by coin flips). 0: the model "
+                            "before it (docs/simulator.md shows both).")
     features: int = option(16, number=(0, 10_000), integer=True, doc="dimension d of each prompt's random feature "
                            "vector e_q.")
     transfer: tuple = option(

@@ -18,9 +18,11 @@ that lr are the reported cell. Every row of a seed shares its task and its sampl
 from __future__ import annotations
 
 import dataclasses
+import math
 import time
 
 import numpy as np
+import torch
 
 from verl_ebpo.tools.simulate.engine import RunResult, Sweep, one_torch_thread, run_one
 from verl_ebpo.tools.simulate.estimators import parse_estimator
@@ -86,22 +88,64 @@ class Family:
     sweeps: dict = dataclasses.field(default_factory=dict)  # regime -> Sweep (reporting seeds, chosen lr)
     lrs: dict = dataclasses.field(default_factory=dict)  # regime -> {(label, G): lr}
     tune_auc: dict = dataclasses.field(default_factory=dict)  # regime -> {(label, G): [mean AUC per grid lr]}
+    grids: dict = dataclasses.field(default_factory=dict)  # regime -> {(label, G): the cell's grid, extended}
     gradients: dict = dataclasses.field(default_factory=dict)  # regime -> {(label, G): GradientResult}
     seconds: float = 0.0
 
 
-def run_cell(task, spec, G: int, options: SimOptions) -> tuple[RunResult, float, list[float]]:
-    """One (estimator, G) of a regime: every lr x (tuning + reporting seeds) in one batched run. Returns the
-    reporting seeds' run at the chosen lr, that lr, and the tuning seeds' mean AUC per grid lr."""
-    lrs, tune, report = options.lrs, options.tune_seed_list, options.seed_list
+LR_LIMITS = (1e-4, 1e3)  # an extended grid stays inside these
+MAX_EXTEND = 4  # grid values added beyond either end of the given grid, at most
+
+
+def beyond(grid, up: bool) -> float | None:
+    """The next learning rate past the top (up) or bottom of `grid` (sorted, >= 2 values): on the 1-3 sequence
+    (..., 1, 3, 10, 30, ...) when the edge lies on it, else the edge times the ratio of its two outermost values;
+    None past `LR_LIMITS`."""
+    edge, inner = (grid[-1], grid[-2]) if up else (grid[0], grid[1])
+    mantissa = edge / 10 ** math.floor(math.log10(edge) + 1e-9)
+    if math.isclose(mantissa, 1.0, rel_tol=1e-6):
+        nxt = edge * 3 if up else edge * 0.3
+    elif math.isclose(mantissa, 3.0, rel_tol=1e-6):
+        nxt = edge * 10 / 3 if up else edge / 3
+    else:
+        nxt = edge * edge / inner
+    nxt = float(f"{nxt:.6g}")
+    return nxt if LR_LIMITS[0] <= nxt <= LR_LIMITS[1] else None
+
+
+def task_rows(task, n: int):
+    """The first n rows of a batched task (every per-row tensor sliced)."""
+    return dataclasses.replace(task, **{f.name: getattr(task, f.name)[:n] for f in dataclasses.fields(task)
+                                        if isinstance(getattr(task, f.name), torch.Tensor)})
+
+
+def run_cell(task, spec, G: int, options: SimOptions) -> tuple[RunResult, float, list[float], list[float]]:
+    """One (estimator, G) of a regime: every lr x (tuning + reporting seeds) in one batched run; while the best lr
+    on the tuning seeds is at an end of the grid (and the grid has >= 2 values), one more lr past that end
+    (`beyond`, at most `MAX_EXTEND` per end) runs too. Returns the reporting seeds' run at the chosen lr, that lr,
+    the tuning seeds' mean AUC per lr of the final grid, and that grid (increasing)."""
+    tune, report = options.tune_seed_list, options.seed_list
     per_lr = len(tune) + len(report)
+    lrs = sorted(options.lrs)
     seeds = [s for _ in lrs for s in (*tune, *report)]
     run = run_one(task, spec, G, options, seeds=seeds, lrs=np.repeat(lrs, per_lr))
-    a = auc(run.curve).reshape(len(lrs), per_lr)
-    scores = a[:, : len(tune)].mean(axis=1)
-    best = int(np.flatnonzero(scores == scores.max())[0])  # the grid is increasing in the order given
-    rows = np.arange(best * per_lr + len(tune), (best + 1) * per_lr)
-    return subset(run, rows), float(lrs[best]), scores.tolist()
+    runs = {lr: subset(run, np.arange(i * per_lr, (i + 1) * per_lr)) for i, lr in enumerate(lrs)}
+    one = task_rows(task, per_lr)  # the rows of one lr (every lr's rows hold the same seeds)
+    added = {True: 0, False: 0}
+    while True:
+        scores = [float(auc(runs[lr].curve)[: len(tune)].mean()) for lr in lrs]
+        best = int(np.flatnonzero(np.asarray(scores) == max(scores))[0])  # ties: the smaller lr
+        up = best == len(lrs) - 1
+        if len(lrs) < 2 or best not in (0, len(lrs) - 1) or added[up] >= MAX_EXTEND:
+            break
+        nxt = beyond(lrs, up)
+        if nxt is None:
+            break
+        added[up] += 1
+        runs[nxt] = run_one(one, spec, G, options, seeds=[*tune, *report], lrs=np.full(per_lr, nxt))
+        lrs = sorted(runs)
+    chosen = lrs[best]
+    return subset(runs[chosen], np.arange(len(tune), per_lr)), float(chosen), scores, [float(x) for x in lrs]
 
 
 def run_family(options: SimOptions, progress=None) -> Family:
@@ -120,14 +164,15 @@ def run_family(options: SimOptions, progress=None) -> Family:
             o = regime_options(options, name)
             task = build_task_rows(o)
             sweep = Sweep(o)
-            family.lrs[name], family.tune_auc[name], family.gradients[name] = {}, {}, {}
+            family.lrs[name], family.tune_auc[name], family.gradients[name], family.grids[name] = {}, {}, {}, {}
             report_task = build_task(o) if o.grad_draws else None
             for spec in specs:
                 for G in o.G:
                     if report_task is not None:
                         family.gradients[name][(spec.label, G)] = measure(report_task, spec, G, o, o.seed_list,
                                                                           o.grad_draws, o.grad_warmup)
-                    run, lr, scores = run_cell(task, spec, G, o)
+                    run, lr, scores, grid = run_cell(task, spec, G, o)
+                    family.grids[name][(spec.label, G)] = grid
                     sweep.runs[(spec.label, G)] = run
                     family.lrs[name][(spec.label, G)] = lr
                     family.tune_auc[name][(spec.label, G)] = scores
@@ -145,4 +190,4 @@ def build_task_rows(options: SimOptions):
 
     rows = [s for _ in options.lrs for s in (*options.tune_seed_list, *options.seed_list)]
     return make_task(rows, options.prompts, options.heldout, options.beta, options.topics, options.concentration,
-                     options.features, options.transfer)
+                     options.features, options.transfer, options.erosion)

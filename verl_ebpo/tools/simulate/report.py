@@ -293,6 +293,12 @@ def write_outputs(sweep: Sweep, out_dir: str, figure: bool = True) -> dict:
                         (sweep, summary) if figure else None)
 
 
+def share(x: float) -> str:
+    """A share to two decimals; one that rounds to zero is 0.00, whatever its sign."""
+    text = f"{x:.2f}"
+    return "0.00" if text == "-0.00" else text
+
+
 # ---- the family of regimes (the default report) ----
 
 PAIRS = ("ebpo-drgrpo", "ebpo-js")  # the headline rows: EBPO's expectation-equivalent and its closest peer
@@ -317,7 +323,8 @@ def summarize_family(family) -> dict:
         "regime_settings": {name: {k: list(v) if isinstance(v, tuple) else v for k, v in REGIMES[name].items()}
                             for name in per if name in REGIMES},
         "tune_auc": {name: {f"{label}|{G}": v for (label, G), v in t.items()} for name, t in family.tune_auc.items()},
-        "lr_grid": list(o.lrs),
+        "lr_grid": sorted(o.lrs),
+        "lr_grids": {name: {f"{label}|{G}": v for (label, G), v in t.items()} for name, t in family.grids.items()},
         "lr_rule": LR_RULE,
         "tune_seeds": o.tune_seed_list,
         "verdicts": verdicts,
@@ -386,7 +393,7 @@ def cells_table(summary: dict) -> str:
                 ci = f"[{lo:.3f}, {hi:.3f}]" if lo is not None else "[n/a]"
                 disc = ("" if not r.get("degenerate_discard_frac") and not r.get("surplus_discard_frac") else
                         f"{r['degenerate_discard_frac']:.3f} / {r['surplus_discard_frac']:.3f}")
-                first = "n/a" if r.get("first_step_gain_frac") is None else f"{r['first_step_gain_frac']:.2f}"
+                first = "n/a" if r.get("first_step_gain_frac") is None else share(r["first_step_gain_frac"])
                 rows.append(f"| {name} | {label} | {G} | {r['lr']:g} | {r['final_mean']:.3f} {ci} | {r['auc_mean']:.3f} "
                             f"| {first} | {r['steps_to_half_gain']:g} | {disc} |")
     return "\n".join(rows)

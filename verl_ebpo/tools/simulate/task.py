@@ -10,13 +10,16 @@ Prompts (per seed s; S seeds, P prompts, K topics, d features):
 Policy (parameters theta = [w_glob (1), w_topic (K), w_feat (d), b (P)], all 0 at the start):
     z_q(theta) = z0_q + sqrt(c_glob) w_glob + sqrt(c_topic) w_topic[t_q] + sqrt(c_feat) w_feat . e_q
                  + sqrt(c_own) b_q
+               - kappa mean_j theta_j^2                                (erosion; held-out prompts too)
     pi(success | q) = sigmoid(z_q)
 
 So the logit is linear in theta with feature map phi_q, and one gradient step on prompt q moves prompt q'
 through the kernel  k(q, q') = phi_q . phi_q' = c_glob + c_topic [t_q = t_q'] + c_feat e_q . e_q'
 + c_own [q = q']: a global skill every prompt shares, a topic skill, a random-feature part whose transfer
 can be negative, and a prompt's own part (memorisation). Held-out prompts (same law, never trained on,
-b = 0) move only through the shared part.
+b = 0) move only through the shared part. Erosion (kappa = `SimOptions.erosion`): drifting parameters cost every
+prompt success, so a random walk of the parameters (Adam at a large lr, driven by the score noise) lowers success
+instead of pushing it toward 1/2; its derivative is 0 at theta = 0.
 
 Training signal (REINFORCE on the Bernoulli success y of each answer i of prompt q_i, one-token answers,
 token-mean loss):  J = (1 / N) sum_i A_i log pi(y_i | q_i),  dJ/dz_q = (1 / N) sum_{i: q_i = q} A_i (y_i - p_q).
@@ -47,6 +50,7 @@ class Task:
     within_topic: torch.Tensor  # (S, P) long: a fixed random rank of each prompt inside its topic
     n_topics: int
     transfer: tuple  # (c_glob, c_topic, c_feat, c_own)
+    erosion: float = 0.0  # kappa: every logit loses kappa * mean_j theta_j^2 (see the module docstring)
 
     @property
     def shape(self) -> tuple[int, int]:
@@ -69,7 +73,7 @@ def _prompts(rng: np.random.Generator, n: int, topic_means: np.ndarray, beta, co
 
 
 def make_task(seeds, prompts: int, heldout: int, beta, topics: int, concentration: float, features: int,
-              transfer) -> Task:
+              transfer, erosion: float = 0.0) -> Task:
     """Draw the task of each seed from its own generator (a seed's task does not depend on the others)."""
     z0, tp, ft, z0h, tph, fth, order, within = ([] for _ in range(8))
     for seed in seeds:
@@ -86,7 +90,7 @@ def make_task(seeds, prompts: int, heldout: int, beta, topics: int, concentratio
     f64 = lambda xs: torch.from_numpy(np.stack(xs).astype(np.float64))  # noqa: E731
     long = lambda xs: torch.from_numpy(np.stack(xs).astype(np.int64))  # noqa: E731
     return Task(f64(z0), long(tp), f64(ft), f64(z0h), long(tph), f64(fth), long(order), long(within), topics,
-                tuple(float(c) for c in transfer))
+                tuple(float(c) for c in transfer), float(erosion))
 
 
 def _split(task: Task, theta: torch.Tensor):
@@ -101,15 +105,21 @@ def logits(task: Task, theta: torch.Tensor, heldout: bool = False) -> torch.Tens
     z0, topic, feats = (task.z0_heldout, task.topic_heldout, task.feats_heldout) if heldout else (
         task.z0, task.topic, task.feats)
     z = z0 + cg * w_glob + ct * torch.gather(w_topic, 1, topic) + cf * torch.einsum("spd,sd->sp", feats, w_feat)
+    if task.erosion:
+        z = z - task.erosion * (theta * theta).mean(1, keepdim=True)
     return z if heldout else z + co * b
 
 
-def param_grad(task: Task, g_z: torch.Tensor) -> torch.Tensor:
-    """dJ/dtheta (S, n_params) from dJ/dz (S, P) (the chain rule through `logits`)."""
+def param_grad(task: Task, g_z: torch.Tensor, theta: torch.Tensor | None = None) -> torch.Tensor:
+    """dJ/dtheta (S, n_params) from dJ/dz (S, P) (the chain rule through `logits`); theta (S, n_params) is needed
+    only with `task.erosion` > 0 (None: theta = 0, where the erosion term's derivative vanishes)."""
     cg, ct, cf, co = (x**0.5 for x in task.transfer)
     g_topic = torch.zeros(g_z.shape[0], task.n_topics, dtype=F64).scatter_add_(1, task.topic, g_z)
     g_feat = torch.einsum("spd,sp->sd", task.feats, g_z)
-    return torch.cat([cg * g_z.sum(1, keepdim=True), ct * g_topic, cf * g_feat, co * g_z], dim=1)
+    grad = torch.cat([cg * g_z.sum(1, keepdim=True), ct * g_topic, cf * g_feat, co * g_z], dim=1)
+    if task.erosion and theta is not None:
+        grad = grad - (2 * task.erosion / theta.shape[1]) * theta * g_z.sum(1, keepdim=True)
+    return grad
 
 
 def expected_success(task: Task, theta: torch.Tensor, heldout: bool = False) -> torch.Tensor:
