@@ -28,8 +28,8 @@ CPU_EXTRA = "pip install 'verl-ebpo[cpu]'"
 # name: ((importable module, ...), the install that brings them). Optional needs are checked by the command
 # itself (label-topics: scikit-learn and the embedding model only without --from-field, `topics` extra).
 REQUIRES = {
-    "demo": (("scipy", "matplotlib", "transfer_queue"), CPU_EXTRA),  # CIs, plots; verl's V1 trainer
-    "simulate": (("scipy", "matplotlib"), CPU_EXTRA),  # CIs, the plot
+    "demo": (("matplotlib", "transfer_queue"), CPU_EXTRA),  # plots; verl's V1 trainer (intervals need no scipy)
+    "simulate": (("matplotlib",), CPU_EXTRA),  # the plot
 }
 
 
