@@ -199,17 +199,16 @@ def test_deterministic_respects_the_inflight_bound_and_forgets_what_left(monkeyp
 
 
 def test_deterministic_with_one_pass_trains_on_what_is_left(monkeypatch):
-    """One pass over 10 rows (B = 4): step 2 is the last; its refills stop at the end of the data, deterministically."""
-    import verl_ebpo.samplers.replay as replay
-
-    results = []
-    for timing in range(3):
-        monkeypatch.setattr(_SimTrainer, "__init__", _with_rows(10))
-        out, buffer = _run(monkeypatch, True, timing, steps=2, one_pass=True)
-        results.append(out)
+    """One pass over 10 rows (B = 4), deterministically: step 1 drops rows 1 and 2 (credit 4) but may draw only 2
+    (4 kept in reserve): 4 and 5, and 5 drops too; the data cannot replace it, so it is kept (rule 3) after the
+    groups DAPO accepts, in draw order. Step 2, the last, trains on rows 6-9."""
+    monkeypatch.setattr(_SimTrainer, "__init__", _with_rows(10))
+    results = [_run(monkeypatch, True, timing, steps=2, one_pass=True)[0] for timing in range(3)]
     assert all(r == results[0] for r in results)
-    assert sum(len(d) for d, _, _ in results[0]) <= 10
-    assert issubclass(replay.DataPassEnds, Exception)
+    (drawn1, layout1, m1), (drawn2, layout2, _m2) = results[0]
+    assert drawn1 == list(range(6)) and [r for r, _ in layout1[::G]] == [0, 3, 4, 5]
+    assert m1[rules.KEPT_GROUPS] == 1 and m1[rules.LAST_STEP] == 2
+    assert drawn2 == [6, 7, 8, 9] and [r for r, _ in layout2[::G]] == [6, 7, 8, 9]
 
 
 def _with_rows(n):
