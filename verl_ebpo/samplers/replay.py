@@ -13,14 +13,22 @@ nodes (`sampler_kwargs.verl`, `filter_arguments`, tested equal to what verl give
 reached through `refill_fn`, a bound method of verl's `PPOTrainer`: the data loader's position (its iterator's
 `_num_yielded`), `total_training_steps` (which ends verl's loop) and the `on_train_begin` hook (run after a resume
 restored the loader, before the first step) -- each a touch with a canary in tests/test_samplers_replay.py.
+
+With `deterministic` (rules 4-6 of `replay_rules`) the buffer wraps the trainer's `_submit_batch_to_rollout` (every
+prompt verl sends to generation passes through it, the step's first B and every refill) to number the prompts in
+the order the data loader gave them, and runs its own copy of verl's sync sampling loop that decides only on a
+settled snapshot (tests/test_samplers_replay_order.py).
 """
 
 from __future__ import annotations
 
+import itertools
 import logging
+import time
 
 import transfer_queue as tq
-from verl.trainer.ppo.v1.replay_buffer import ReplayBuffer
+from verl.trainer.ppo.v1.replay_buffer import ReplayBuffer, _accumulate_eviction_metrics
+from verl.utils.skip import SkipManager
 
 from verl_ebpo.samplers import replay_rules as rules
 from verl_ebpo.spec import config_get
@@ -48,8 +56,13 @@ class TrackedReplayBuffer(ReplayBuffer):
         super().__init__(*args, sampler_kwargs=sampler_kwargs, poll_interval=interval,
                          refill_fn=None if refill_fn is None else self._refill, **kwargs)
         self.one_pass = opts.one_pass
+        self.deterministic = opts.deterministic
         self._trainer_refill = refill_fn
         self._trainer = getattr(refill_fn, "__self__", None)  # verl's PPOTrainer (refill_fn is its bound method)
+        self._ranks: dict[str, int] = {}  # deterministic: prompt uid -> its draw rank (0, 1, ...)
+        self._counter = itertools.count()
+        if self.deterministic:
+            self._number_the_prompts()
         self._discarded = {rules.DISCARDED_ANSWERS: 0.0, rules.DISCARDED_REWARD_SUM: 0.0}
         self._is_last, self._kept = True, set()  # the step's last-step flag; groups kept by rule 3
         self._iterator, self._passes = None, 0
@@ -62,6 +75,21 @@ class TrackedReplayBuffer(ReplayBuffer):
                 self._plan(self._trainer.global_steps)
 
             self._trainer.on_train_begin = on_train_begin
+
+    def _number_the_prompts(self) -> None:
+        """Rule 5's draw ranks: every prompt batch verl sends to generation, numbered in its (data loader) order."""
+        trainer = self._trainer
+        submit = getattr(trainer, "_submit_batch_to_rollout", None)
+        if submit is None:
+            raise ValueError("sampler_kwargs.deterministic needs verl's V1 trainer (refill_fn must be a bound method "
+                             "of verl.trainer.ppo.v1.PPOTrainer, which has _submit_batch_to_rollout)")
+
+        def numbered_submit(batch):
+            for uid in list(batch["uid"]):
+                self._ranks[str(uid)] = next(self._counter)
+            return submit(batch)
+
+        trainer._submit_batch_to_rollout = numbered_submit
 
     def _check_one_pass(self) -> None:
         trainer = self._trainer
@@ -135,10 +163,21 @@ class TrackedReplayBuffer(ReplayBuffer):
         return stale, filtered, failed, counts
 
     def _select_prompt_uids(self, partition_id: str, sampleable_keys: set[str], batch_size: int):
-        """verl's choice (oldest first), with the groups kept by rule 3 after every group DAPO accepts."""
-        selected, *snapshots = super()._select_prompt_uids(partition_id, sampleable_keys, len(sampleable_keys))
-        selected = sorted(selected, key=lambda uid: uid in self._kept)  # stable: verl's order otherwise
-        return (selected[:batch_size], *snapshots)
+        """verl's choice (oldest first; with `deterministic`, then in draw order: rule 5), with the groups kept by
+        rule 3 after every group DAPO accepts."""
+        selected, snapshot, steps = super()._select_prompt_uids(partition_id, sampleable_keys, len(sampleable_keys))
+        if self.deterministic and partition_id != "val":
+            selected = rules.draw_order(selected, steps, self._ranks)
+        selected = sorted(selected, key=lambda uid: uid in self._kept)  # stable: the order above otherwise
+        return selected[:batch_size], snapshot, steps
+
+    def _materialize_batch(self, partition_id: str, selected_prompt_uids: list[str], partition_snapshot: dict):
+        """verl's batch; with `deterministic` its answers in draw order (rule 6), not the order they finished in."""
+        if self.deterministic and partition_id != "val":
+            chosen = set(selected_prompt_uids)
+            keys = rules.batch_layout([k for k in partition_snapshot if k.split("_")[0] in chosen], self._ranks)
+            partition_snapshot = {k: partition_snapshot[k] for k in keys}
+        return super()._materialize_batch(partition_id, selected_prompt_uids, partition_snapshot)
 
     def sample(self, global_steps: int, partition_id: str, batch_size: int):
         if partition_id == "val":
@@ -148,7 +187,10 @@ class TrackedReplayBuffer(ReplayBuffer):
         trainer = self._trainer
         self._is_last = trainer is None or global_steps >= trainer.total_training_steps
         try:
-            batch, metrics = super().sample(global_steps, partition_id, batch_size)
+            if self.deterministic:
+                batch, metrics = self._sample_settled(global_steps, partition_id, batch_size)
+            else:
+                batch, metrics = super().sample(global_steps, partition_id, batch_size)
         except DataPassEnds:  # verl's per-step eviction counts before this point are not in `metrics`
             batch, metrics = self._take_what_is_left(global_steps, partition_id, batch_size)
         metrics = {**metrics, **self._discarded}
@@ -160,7 +202,62 @@ class TrackedReplayBuffer(ReplayBuffer):
                 self._plan(global_steps + 1)
                 metrics[rules.LAST_STEP] = trainer.total_training_steps
                 metrics[rules.KEPT_GROUPS] = len(self._kept & self._trained(batch))
+        if self.deterministic:  # forget the prompts that left; the next step's are numbered after this returns
+            present = set().union(*(keys[partition_id] for keys in (self.pending_keys, self.running_keys,
+                                                                    self.finished_keys, self.failure_keys)))
+            self._ranks = {u: r for u, r in self._ranks.items() if u in present - self._trained(batch)}
         return batch, metrics
+
+    def _settle(self, partition_id: str, last_debug: float) -> float:
+        """Rule 4: poll until no group of the partition is pending or running (the snapshot then settled)."""
+        while True:
+            self._sync_metadata_from_transfer_queue()
+            if not (self.pending_keys[partition_id] or self.running_keys[partition_id]):
+                return last_debug
+            last_debug = self._wait_for_next_poll(partition_id, last_debug)
+
+    @SkipManager.annotate_tq(role="rollout_tq", phase="sample")
+    def _sample_settled(self, global_steps: int, partition_id: str, batch_size: int):
+        """verl 0.9.1's sync `ReplayBuffer.sample` (same evictions, credit, inflight bound, surplus disposal, metrics,
+        error), each decision taken on a settled snapshot (rule 4): the prompts drawn depend on the rewards only."""
+        last_debug, eviction_metrics, credit = time.time(), {}, 0
+        dapo = self.filter_groups_metric is not None
+        cap = self.max_inflight_gen_batches * self.train_batch_size if dapo else 0
+        while True:
+            last_debug = self._settle(partition_id, last_debug)
+            reasons = self._terminal_eviction_reasons(global_steps, partition_id)
+            failed_count = len(reasons[2])
+            evicted, stale_count, dapo_count, metrics = self._evict_terminal_groups(global_steps, partition_id, reasons)
+            if evicted:
+                _accumulate_eviction_metrics(eviction_metrics, metrics, stale_count)
+            sampleable = self._sampleable_terminal_keys(partition_id, reasons)
+            if len(sampleable) >= batch_size:
+                break
+            if not dapo:
+                if failed_count:
+                    self.refill_fn(failed_count)
+                    continue
+            else:
+                credit += 2 * dapo_count + failed_count
+                dispatch = min(credit, cap)
+                dispatch -= dispatch % self.gen_batch_size
+                if dispatch > 0:
+                    self.refill_fn(dispatch)
+                    credit -= dispatch
+                    continue
+            last_debug = self._wait_for_next_poll(partition_id, last_debug)  # as verl: wait for what cannot come
+        selected, snapshot, _steps = self._select_prompt_uids(partition_id, sampleable, batch_size)
+        surplus = sampleable - set(selected)
+        if dapo and surplus:
+            self._clear_groups(partition_id, surplus)
+            key = f"{self._metrics_prefix(partition_id)}/filter_groups/discarded_surplus_samples"
+            eviction_metrics[key] = eviction_metrics.get(key, 0) + len(surplus)
+        if not any(key.split("_")[0] in set(selected) for key in snapshot):
+            message = "Sync replay buffer selected terminal groups with no materializable trajectories."
+            if not self.sync_refill_failed_groups:
+                message += " Enable trainer.v1.sampler.sync_refill_failed_groups to replace failed groups."
+            raise RuntimeError(message)
+        return self._materialize_batch(partition_id, selected, snapshot), eviction_metrics
 
     @staticmethod
     def _trained(batch) -> set[str]:

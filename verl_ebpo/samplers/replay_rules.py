@@ -18,12 +18,24 @@ With `one_pass` the buffer keeps the run inside one pass over the data, by three
    exist.
 
 So every prompt is drawn at most once, in order, and the run ends at the end of the data.
+
+Deterministic (`deterministic=true`): verl's sync buffer decides while rollouts are still running, so two runs of
+the same code and seed differ with DAPO. The option makes every decision on a settled snapshot, in draw order:
+
+4. the buffer evicts, refills and selects only when no group of the partition is pending or running: it waits
+   for the generation in flight, then adds verl's credit (2 prompts per evicted group, 1 per failed group with
+   `sync_refill_failed_groups`) and draws `min(credit, max_inflight_gen_batches x B)` prompts at once, so the
+   number drawn depends only on the rewards;
+5. `draw_order`: groups are chosen oldest step first (verl's rule), then in the order their prompts were drawn
+   from the data loader (not verl's random `uuid4` uid);
+6. `batch_layout`: the training batch lists its answers in that order (group, then answer), not the order they
+   finished in.
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Mapping, Optional
+from typing import Iterable, Mapping, Optional
 
 from verl_ebpo.spec import Spec, config_get, option
 
@@ -36,6 +48,7 @@ KEPT_GROUPS = "replay/kept_filtered_groups"  # one_pass: groups DAPO would drop,
 DISCARDED_ANSWERS = "replay/discarded_answers"  # answers generated for training but not trained on (DAPO)
 DISCARDED_REWARD_SUM = "replay/discarded_reward_sum"  # the sum of those answers' rewards
 
+DETERMINISTIC_OVERRIDE = "+trainer.v1.sampler.sampler_kwargs.deterministic=true"
 BUFFER_MODULE = "pkg://verl_ebpo.samplers.replay"
 BUFFER_CLASS = "TrackedReplayBuffer"
 
@@ -58,6 +71,10 @@ class ReplayOptions(Spec):
     PREFIX = "trainer.v1.sampler.sampler_kwargs"
     one_pass: bool = option(False, doc="end the run when the data's first pass ends, drawing every prompt at most "
                             "once (a curriculum with DAPO's dynamic sampling); needs `trainer.total_epochs=1`")
+    deterministic: bool = option(False, doc="decide only when no rollout of the step is running, and choose and lay "
+                                 "out groups in the order their prompts were drawn: two runs of the same code and "
+                                 "seed draw, keep and train on the same prompts (DAPO); costs the overlap of "
+                                 "refills with generation (each refill waits for the answers in flight)")
     poll_interval_s: float = option(2.0, number=(0.0, 60.0), lo_open=True,
                                     doc="seconds between checks for finished rollouts (verl's own buffer: 2)")
 
@@ -67,13 +84,17 @@ def link_overrides() -> list[str]:
     return [f"+trainer.v1.sampler.sampler_kwargs.verl.{name}=${{{node}}}" for name, node in VERL_CONFIG_LINKS.items()]
 
 
-def buffer_overrides(*, one_pass: bool = False, poll_interval_s: Optional[float] = None) -> list[str]:
+def buffer_overrides(*, one_pass: bool = False, poll_interval_s: Optional[float] = None,
+                     deterministic: bool = False) -> list[str]:
     """The Hydra overrides that plug `TrackedReplayBuffer` into verl's V1 trainer (options validated here)."""
-    opts = ReplayOptions.from_mapping({"one_pass": one_pass, "poll_interval_s": poll_interval_s})
+    opts = ReplayOptions.from_mapping({"one_pass": one_pass, "poll_interval_s": poll_interval_s,
+                                       "deterministic": deterministic})
     out = [f"trainer.v1.sampler.custom_sampler.path={BUFFER_MODULE}",
            f"trainer.v1.sampler.custom_sampler.name={BUFFER_CLASS}", *link_overrides()]
     if opts.one_pass:
         out.append("+trainer.v1.sampler.sampler_kwargs.one_pass=true")
+    if opts.deterministic:
+        out.append(DETERMINISTIC_OVERRIDE)
     if poll_interval_s is not None:
         out.append(f"+trainer.v1.sampler.sampler_kwargs.poll_interval_s={opts.poll_interval_s:g}")
     return out
@@ -187,3 +208,27 @@ def last_step(next_step: int, left: int, batch: int, planned: int) -> int:
     if left < 2 * batch:
         return min(planned, next_step)
     return planned
+
+
+def _draw_rank(uid: str, ranks: Mapping[str, int]) -> tuple[int, int, str]:
+    """Rule 5's key past the step: drawn prompts by draw rank; a uid never seen drawn (a rollout-skip cache hit)
+    after them, by its uid."""
+    rank = ranks.get(uid)
+    return (0, rank, "") if rank is not None else (1, 0, uid)
+
+
+def draw_order(uids: Iterable[str], steps: Mapping[str, int], ranks: Mapping[str, int]) -> list[str]:
+    """Rule 5: `uids` (prompt groups, any order) oldest step first (`steps[uid]`, 0 when unknown, as verl),
+    then by draw rank (`ranks[uid]`: 0, 1, ... in the order the data loader gave the prompts). Returns a list of
+    len(uids)."""
+    return sorted(uids, key=lambda uid: (steps.get(uid, 0), *_draw_rank(uid, ranks)))
+
+
+def batch_layout(keys: Iterable[str], ranks: Mapping[str, int]) -> list[str]:
+    """Rule 6: answer keys `<uid>_<session>_<output>` grouped by prompt in draw order, then by session and output
+    number. Returns a list of len(keys)."""
+    def key(k: str):
+        uid, session, output = k.split("_")
+        return (*_draw_rank(uid, ranks), int(session), int(output))
+
+    return sorted(keys, key=key)

@@ -1,0 +1,264 @@
+"""The replay buffer's `deterministic` option (verl_ebpo.samplers.replay_rules, rules 4-6): its pure ordering rules,
+then verl's real sync sampling loop and ours on a simulated TransferQueue whose rollouts finish at random times (the
+timing two runs of one seed do not share), and the verl internals it touches. Two DAPO runs of verl's trainer on
+the CPU backend: tests/test_e2e_dapo_determinism.py."""
+
+import inspect
+import random
+import uuid
+from collections import defaultdict
+
+import pytest
+import torch
+
+from verl_ebpo.samplers import replay_rules as rules
+
+B, G = 4, 2  # prompts per step, answers per prompt
+
+
+# ---- the pure rules ------------------------------------------------------------------------------------------
+
+def test_draw_order_is_oldest_step_then_draw_rank_never_the_uid():
+    ranks = {"f": 0, "a": 1, "e": 2, "b": 3}
+    assert rules.draw_order({"a", "b", "e", "f"}, {}, ranks) == ["f", "a", "e", "b"]
+    # verl's oldest-step-first stays first; a uid never seen drawn comes after the drawn ones, by uid
+    steps = {"a": 2, "b": 1, "e": 2, "f": 2, "z": 2, "y": 2}
+    assert rules.draw_order(["z", "f", "y", "a", "e", "b"], steps, ranks) == ["b", "f", "a", "e", "y", "z"]
+    uids = [str(uuid.UUID(int=random.Random(s).getrandbits(128))) for s in range(40)]
+    order = {u: i for i, u in enumerate(uids)}
+    for seed in range(5):  # whatever order the set comes in (hash seeds, uuid4 values): the draw order
+        shuffled = random.Random(seed).sample(uids, len(uids))
+        assert rules.draw_order(set(shuffled), {}, order) == uids
+    assert rules.draw_order(uids, {}, order) != sorted(uids)  # verl's uids sort in a random order
+
+
+def test_batch_layout_is_draw_order_then_answer():
+    ranks = {"p": 1, "q": 0}
+    keys = ["p_1_0", "q_1_0", "p_0_0", "q_0_1", "q_0_0", "p_10_0", "p_2_0"]
+    assert rules.batch_layout(keys, ranks) == ["q_0_0", "q_0_1", "q_1_0", "p_0_0", "p_1_0", "p_2_0", "p_10_0"]
+
+
+def test_the_option_and_its_override():
+    assert rules.ReplayOptions.from_mapping({}).deterministic is False
+    assert rules.ReplayOptions.from_mapping({"deterministic": "true"}).deterministic is True
+    assert rules.DETERMINISTIC_OVERRIDE in rules.buffer_overrides(deterministic=True)
+    assert not any("deterministic" in k for k in rules.buffer_overrides())
+    with pytest.raises(ValueError, match="deterministic"):
+        rules.ReplayOptions.from_mapping({"deterministic": "maybe"})
+
+
+def test_the_demo_sets_it_for_dapo_only():
+    from verl_ebpo.tools.demo.options import DemoOptions
+
+    options = DemoOptions()
+    assert rules.DETERMINISTIC_OVERRIDE in options.overrides("dapo")
+    assert all(rules.DETERMINISTIC_OVERRIDE not in options.overrides(a) for a in ("grpo", "drgrpo", "ebpo"))
+
+
+# ---- verl's sampling loop on a simulated TransferQueue ----------------------------------------------------------
+
+class _FakeTQ:
+    """The TransferQueue calls verl's sync buffer makes, in memory; every `kv_list` (one poll) lets the simulated
+    rollouts advance one tick."""
+
+    def __init__(self, sim):
+        self.sim, self.tags, self.scores = sim, defaultdict(dict), {}
+
+    def kv_list(self, partition_id=None):
+        self.sim.tick()
+        return {p: {k: dict(t) for k, t in items.items()} for p, items in self.tags.items()}
+
+    def kv_clear(self, partition_id, keys):
+        for key in keys:
+            self.tags[partition_id].pop(key, None)
+            self.scores.pop(key, None)
+
+    def kv_batch_get(self, keys, partition_id, select_fields):
+        assert select_fields == ["rm_scores"]
+        return {"rm_scores": [torch.tensor([self.scores[k]]) for k in keys]}
+
+
+class _SimTrainer:
+    """verl's PPOTrainer as the buffer sees it, around verl's real StatefulDataLoader over row numbers: `draw` is
+    prepare_step's B prompts, `_add_prompts_to_generate` the refills; both submit through `_submit_batch_to_rollout`
+    (uuid4 uids, as verl). Row r's answers score `rewards(r)`; a running group finishes at each poll with
+    probability 0.3 from the `timing` stream."""
+
+    def __init__(self, rewards, timing, n_rows=400):
+        from omegaconf import OmegaConf
+        from torchdata.stateful_dataloader import StatefulDataLoader
+
+        self.config = OmegaConf.create({"trainer": {"total_epochs": 1}})
+        self.train_dataloader = StatefulDataLoader(list(range(n_rows)), batch_size=1, drop_last=True)
+        self.train_dataloader_it = iter(self.train_dataloader)
+        self.total_training_steps, self.global_steps, self.parameter_sync_step = 100, 1, 1
+        self.rewards, self.rng, self.tq = rewards, random.Random(timing), _FakeTQ(self)
+        self.row_of, self.running, self.drawn = {}, [], defaultdict(list)
+
+    def on_train_begin(self):
+        pass
+
+    def _submit_batch_to_rollout(self, batch):
+        for uid in batch["uid"]:
+            self.tq.tags["train"][uid] = {"is_prompt": True, "status": "pending", "global_steps": self.global_steps}
+            self.running.append(uid)
+        return len(batch["uid"])
+
+    def _add_prompts_to_generate(self, n):
+        uids = [str(uuid.uuid4()) for _ in range(n)]
+        for uid in uids:
+            self.row_of[uid] = int(next(self.train_dataloader_it))
+            self.drawn[self.global_steps].append(self.row_of[uid])
+        return self._submit_batch_to_rollout({"uid": uids})
+
+    draw = _add_prompts_to_generate
+
+    def tick(self):
+        for uid in list(self.running):
+            tags = self.tq.tags["train"]
+            if uid not in tags:  # cleared
+                self.running.remove(uid)
+            elif tags[uid]["status"] == "pending":
+                tags[uid]["status"] = "running"
+            elif self.rng.random() < 0.3:
+                for session, score in enumerate(self.rewards(self.row_of[uid])):
+                    key = f"{uid}_{session}_0"
+                    tags[key] = {"status": "success", "global_steps": self.global_steps}
+                    self.tq.scores[key] = score
+                tags[uid]["status"] = "finished"
+                self.running.remove(uid)
+
+
+def _rewards(row):
+    """Rows 1, 2, 5 and every row from 9 on that is not a multiple of 3: all answers score the same (DAPO drops)."""
+    same = row in (1, 2, 5) or (row >= 9 and row % 3 != 0)
+    return [float(row % 2)] * G if same else [0.0, 1.0]
+
+
+def _run(monkeypatch, deterministic, timing, steps=3, inflight=1, **options):
+    from verl.trainer.ppo.v1 import replay_buffer as verl_rb
+
+    from verl_ebpo.samplers import replay
+    from verl_ebpo.samplers.replay import TrackedReplayBuffer
+
+    sim = _SimTrainer(_rewards, timing)
+    monkeypatch.setattr(verl_rb, "tq", sim.tq)
+    monkeypatch.setattr(replay, "tq", sim.tq)
+    linked = {"filter_groups": {"enable": True, "metric": "reward", "max_inflight_gen_batches": inflight},
+              "train_batch_size": B, "gen_batch_size": None, "sync_refill_failed_groups": False,
+              "reward_model_enable": False, "reward_model_enable_resource_pool": False}
+    buffer = TrackedReplayBuffer(trainer_mode="sync", trainer_config={}, max_off_policy_threshold=None,
+                                 max_off_policy_strategy="drop", poll_interval=0.0,
+                                 sampler_kwargs={"verl": linked, "deterministic": deterministic, **options},
+                                 refill_fn=sim._add_prompts_to_generate)
+    out = []
+    for step in range(1, steps + 1):
+        sim.global_steps = step
+        sim.draw(B)  # prepare_step
+        batch, metrics = buffer.sample(step, "train", B)
+        layout = [(sim.row_of[k.split("_")[0]], k.split("_")[1]) for k in batch.keys]
+        kept = {k: v for k, v in metrics.items() if not k.startswith("replay/prompts")}
+        out.append((sim.drawn[step], layout, kept))
+    return out, buffer
+
+
+def test_deterministic_sampling_does_not_depend_on_when_rollouts_finish(monkeypatch):
+    runs = [_run(monkeypatch, True, timing)[0] for timing in range(6)]
+    assert all(run == runs[0] for run in runs), "deterministic: the timing changed what was drawn or trained"
+    # by hand, B = 4: step 1 draws rows 0-3, drops 1 and 2 (credit 4) -> draws 4-7 at once, drops 5; 0, 3, 4, 6
+    # are trained on (draw order), 7 is surplus
+    drawn, layout, metrics = runs[0][0]
+    assert drawn == list(range(8))
+    assert layout == [(r, s) for r in (0, 3, 4, 6) for s in ("0", "1")]
+    assert metrics["training/filter_groups/evicted_samples"] == 3
+    assert metrics["training/filter_groups/discarded_surplus_samples"] == 1
+    assert metrics[rules.DISCARDED_ANSWERS] == 4 * G
+    # step 2: rows 8-11 drop 10 and 11 (credit 4) -> 12-15, which drop 13 and 14: 8, 9, 12, 15 trained on
+    assert runs[0][1][0] == list(range(8, 16)) and [r for r, _ in runs[0][1][1][::G]] == [8, 9, 12, 15]
+
+
+def test_verls_own_sampling_does_depend_on_it(monkeypatch):
+    """The simulation can tell: without the option the same rewards give other draws, selections or layouts."""
+    runs = [_run(monkeypatch, False, timing)[0] for timing in range(6)]
+    assert any(run != runs[0] for run in runs)
+    for run in runs:  # verl's semantics either way: B groups, none of them all-equal
+        for _drawn, layout, _metrics in run:
+            assert len({row for row, _ in layout}) == B and all(_rewards(r)[0] != _rewards(r)[1] for r, _ in layout)
+
+
+def test_deterministic_respects_the_inflight_bound_and_forgets_what_left(monkeypatch):
+    runs = [_run(monkeypatch, True, timing, inflight=2) for timing in range(3)]
+    assert all(out == runs[0][0] for out, _ in runs)
+    assert all(not buffer._ranks for _, buffer in runs)  # every prompt trained on or cleared: no rank kept
+    one, _ = _run(monkeypatch, True, 0, inflight=1)
+    # step 3 (rows from 16) drops 16, 17, 19 (credit 6): at most B = 4 at once (20-23: 3 dropped, credit 8), then
+    # 24-27 (24, 27 kept: 18, 21, 24, 27); with 2 x B in flight 6 at once (20-25: 4 dropped, 18, 21, 24 kept,
+    # credit 8), then 26-33 (27, 30, 33 kept, surplus 2)
+    assert one[2][0] == list(range(16, 28)) and runs[0][0][2][0] == list(range(16, 34))
+    assert runs[0][0][2][2]["training/filter_groups/discarded_surplus_samples"] == 2
+
+
+def test_deterministic_with_one_pass_trains_on_what_is_left(monkeypatch):
+    """One pass over 10 rows (B = 4), deterministically: step 1 drops rows 1 and 2 (credit 4) but may draw only 2
+    (4 kept in reserve): 4 and 5, and 5 drops too; the data cannot replace it, so it is kept (rule 3) after the
+    groups DAPO accepts, in draw order. Step 2, the last, trains on rows 6-9."""
+    monkeypatch.setattr(_SimTrainer, "__init__", _with_rows(10))
+    results = [_run(monkeypatch, True, timing, steps=2, one_pass=True)[0] for timing in range(3)]
+    assert all(r == results[0] for r in results)
+    (drawn1, layout1, m1), (drawn2, layout2, _m2) = results[0]
+    assert drawn1 == list(range(6)) and [r for r, _ in layout1[::G]] == [0, 3, 4, 5]
+    assert m1[rules.KEPT_GROUPS] == 1 and m1[rules.LAST_STEP] == 2
+    assert drawn2 == [6, 7, 8, 9] and [r for r, _ in layout2[::G]] == [6, 7, 8, 9]
+
+
+def _with_rows(n):
+    init = _SimTrainer.__init__
+
+    def __init__(self, rewards, timing, n_rows=n):
+        init(self, rewards, timing, n_rows=n)
+        self.total_training_steps = n // B
+
+    return __init__
+
+
+# ---- canaries: the verl internals the option touches ------------------------------------------------------------
+
+def test_verl_internals_deterministic_touches_still_exist():
+    """verl 0.9.1: every prompt sent to generation (prepare_step's B, the refills, rollout-skip's cache misses) goes
+    through `PPOTrainer._submit_batch_to_rollout(batch)`, whose `batch["uid"]` lists the prompts in data-loader order;
+    our copy of the sync loop calls verl's helpers with these signatures and mirrors its credit rule."""
+    from verl.trainer.ppo.v1 import replay_buffer as rb
+    from verl.trainer.ppo.v1.trainer_base import PPOTrainer
+
+    def params(fn):
+        return list(inspect.signature(fn).parameters)
+
+    assert params(PPOTrainer._submit_batch_to_rollout) == ["self", "batch"]
+    assert 'tq.kv_batch_put(keys=list(batch["uid"])' in inspect.getsource(PPOTrainer._submit_batch_to_rollout)
+    assert "return self._submit_batch_to_rollout(batch)" in inspect.getsource(PPOTrainer._add_prompts_to_generate)
+    assert "self._submit_batch_to_rollout(batch)" in inspect.getsource(PPOTrainer._add_batch_to_generate)
+    assert 'batch_dict["uid"] = np.array([str(uuid.uuid4())' in inspect.getsource(PPOTrainer._fetch_one_gen_batch)
+    sample = inspect.getsource(rb.ReplayBuffer.sample)
+    for line in ("refill_credit += 2 * dapo_count + failed_count",
+                 "max_inflight_prompts = self.max_inflight_gen_batches * self.train_batch_size",
+                 "dispatch_count -= dispatch_count % self.gen_batch_size",
+                 "can_select = has_enough_samples and (not dapo_enabled or inflight_count == 0)",
+                 "self._materialize_batch(partition_id, selected_prompt_uids, partition_snapshot), eviction_metrics"):
+        assert line in sample, line
+    assert params(rb.ReplayBuffer._evict_terminal_groups) == ["self", "global_steps", "partition_id",
+                                                              "eviction_reasons"]
+    assert params(rb.ReplayBuffer._sampleable_terminal_keys) == ["self", "partition_id", "eviction_reasons"]
+    assert params(rb._accumulate_eviction_metrics) == ["acc", "new", "stale_count"]
+    assert "for key, tag in partition_snapshot.items():" in inspect.getsource(rb.ReplayBuffer._materialize_batch)
+
+
+def test_deterministic_needs_verls_trainer():
+    linked = {"filter_groups": {"enable": False}, "train_batch_size": 8, "gen_batch_size": None,
+              "sync_refill_failed_groups": False, "reward_model_enable": False,
+              "reward_model_enable_resource_pool": False}
+    from verl_ebpo.samplers.replay import TrackedReplayBuffer
+
+    with pytest.raises(ValueError, match="deterministic needs verl's V1 trainer"):
+        TrackedReplayBuffer(trainer_mode="sync", trainer_config={}, max_off_policy_threshold=None,
+                            max_off_policy_strategy="drop", sampler_kwargs={"verl": linked, "deterministic": True},
+                            refill_fn=lambda n: n)
