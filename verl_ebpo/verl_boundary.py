@@ -95,6 +95,15 @@ TOUCHES: tuple[Touch, ...] = (
         "sets `total_training_steps` (fit's loop bound) and wraps the instance's `on_train_begin` hook",
     ),
     Touch(
+        "prompt submission (deterministic)",
+        "private",
+        "verl.trainer.ppo.v1.trainer_base:PPOTrainer._submit_batch_to_rollout",
+        "verl_ebpo.samplers.replay:TrackedReplayBuffer._number_the_prompts",
+        "tests/test_samplers_replay_order.py::test_verl_internals_deterministic_touches_still_exist",
+        "with `deterministic`, wrapped on the trainer instance to number every prompt sent to generation (the step's "
+        "batch and each refill) in data-loader order; its `batch[\"uid\"]` is read",
+    ),
+    Touch(
         "dataset read hook",
         "private",
         "verl.utils.dataset.rl_dataset:RLHFDataset._read_files_and_tokenize",
@@ -117,6 +126,15 @@ TOUCHES: tuple[Touch, ...] = (
         "verl_ebpo.advantage.verl_glue:why_not_registered",
         "tests/test_checkpoint_startup.py::test_our_plugin_policy_rule_is_verls",
         "why `ebpo` is missing in a process: verl's `VERL_USE_EXTERNAL_PLUGINS` rule (auto / none / names) restated",
+    ),
+    Touch(
+        "sync sampling loop (deterministic)",
+        "copied rule",
+        "verl.trainer.ppo.v1.replay_buffer:ReplayBuffer.sample",
+        "verl_ebpo.samplers.replay:TrackedReplayBuffer._sample_settled",
+        "tests/test_samplers_replay_order.py::test_verl_internals_deterministic_touches_still_exist",
+        "with `deterministic`, verl's sync loop restated to act only when nothing is pending or running: its refill "
+        "credit, in-flight bound, selection and surplus rules (their source lines are checked)",
     ),
     Touch(
         "DAPO buffer arguments",
