@@ -118,11 +118,18 @@ def test_recipes_run_the_keys_of_the_one_algorithm_definition(protocol):
 def test_the_demo_compares_what_the_recipes_run():
     from verl_ebpo.tools.demo.options import ALGORITHMS, DemoOptions
 
+    from verl_ebpo.samplers.replay_rules import DETERMINISTIC_OVERRIDE
+
     options = DemoOptions()
     for algo in ALGORITHMS:
+        # the demo's keys are the recipe's, plus the replay buffer's `deterministic` (a CPU demo's choice, not a
+        # recipe's: docs/ordering.md#deterministic)
+        demo = options.overrides(algo)
+        assert demo[-1] == DETERMINISTIC_OVERRIDE and DETERMINISTIC_OVERRIDE not in demo[:-1], algo
         argv = dry_run("qwen3_8b", algo, {"MAX_RESPONSE_LENGTH": str(options.max_response_length), "OVERLONG_PENALTY": "0"})
-        recipe_keys = argv[argv.index(options.overrides(algo)[0]):][:len(options.overrides(algo))]
-        assert recipe_keys == options.overrides(algo), algo
+        assert DETERMINISTIC_OVERRIDE not in argv, algo
+        recipe_keys = argv[argv.index(demo[0]):][:len(demo) - 1]
+        assert recipe_keys == demo[:-1], algo
     assert "actor_rollout_ref.actor.loss_scale_factor=${data.max_response_length}" in options.overrides("drgrpo")
 
 

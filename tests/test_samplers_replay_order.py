@@ -47,12 +47,13 @@ def test_the_option_and_its_override():
         rules.ReplayOptions.from_mapping({"deterministic": "maybe"})
 
 
-def test_the_demo_sets_it_for_dapo_only():
-    from verl_ebpo.tools.demo.options import DemoOptions
+def test_the_demo_sets_it_for_every_algorithm():
+    """DAPO for its refills; GRPO, Dr.GRPO and EBPO for the batch layout (finish order parted 60-step runs)."""
+    from verl_ebpo.tools.demo.options import ALGORITHMS, DemoOptions
 
     options = DemoOptions()
-    assert rules.DETERMINISTIC_OVERRIDE in options.overrides("dapo")
-    assert all(rules.DETERMINISTIC_OVERRIDE not in options.overrides(a) for a in ("grpo", "drgrpo", "ebpo"))
+    assert all(options.overrides(a).count(rules.DETERMINISTIC_OVERRIDE) == 1 for a in ALGORITHMS)
+    assert set(ALGORITHMS) == {"grpo", "drgrpo", "dapo", "ebpo"}
 
 
 # ---- verl's sampling loop on a simulated TransferQueue ----------------------------------------------------------
