@@ -247,17 +247,22 @@ class TrackedReplayBuffer(ReplayBuffer):
                     continue
             last_debug = self._wait_for_next_poll(partition_id, last_debug)  # as verl: wait for what cannot come
         selected, snapshot, _steps = self._select_prompt_uids(partition_id, sampleable, batch_size)
-        surplus = sampleable - set(selected)
+        chosen = set(selected)
+        surplus = sampleable - chosen
         if dapo and surplus:
             self._clear_groups(partition_id, surplus)
-            key = f"{self._metrics_prefix(partition_id)}/filter_groups/discarded_surplus_samples"
+            key = self._surplus_key(partition_id)
             eviction_metrics[key] = eviction_metrics.get(key, 0) + len(surplus)
-        if not any(key.split("_")[0] in set(selected) for key in snapshot):
+        if not any(key.split("_")[0] in chosen for key in snapshot):
             message = "Sync replay buffer selected terminal groups with no materializable trajectories."
             if not self.sync_refill_failed_groups:
                 message += " Enable trainer.v1.sampler.sync_refill_failed_groups to replace failed groups."
             raise RuntimeError(message)
         return self._materialize_batch(partition_id, selected, snapshot), eviction_metrics
+
+    def _surplus_key(self, partition_id: str) -> str:
+        """verl's metric of the informative groups discarded because the batch was full."""
+        return f"{self._metrics_prefix(partition_id)}/filter_groups/discarded_surplus_samples"
 
     @staticmethod
     def _trained(batch) -> set[str]:
@@ -267,12 +272,7 @@ class TrackedReplayBuffer(ReplayBuffer):
         """Rule 3, at the end of the data: a refill found no prompt left. Wait for the answers in flight, then
         train on what there is (verl's choice, the groups DAPO accepts first, at most `batch_size`); the rest is
         discarded. verl pads a short batch (`PPOTrainer._balance_batch`)."""
-        last_debug = 0.0
-        while True:
-            self._sync_metadata_from_transfer_queue()
-            if not (self.pending_keys[partition_id] or self.running_keys[partition_id]):
-                break
-            last_debug = self._wait_for_next_poll(partition_id, last_debug)
+        self._settle(partition_id, 0.0)
         _stale, _filtered, failed, _counts = self._terminal_eviction_reasons(global_steps, partition_id)
         pool = (self.finished_keys[partition_id] | self.failure_keys[partition_id]) - failed
         if not pool:  # kept although a group is only evicted while a refill can replace it: verl would fail later
@@ -280,5 +280,4 @@ class TrackedReplayBuffer(ReplayBuffer):
         selected, snapshot, _steps = self._select_prompt_uids(partition_id, pool, batch_size)
         rest = pool - set(selected)
         self._clear_groups(partition_id, rest | failed)
-        key = f"{self._metrics_prefix(partition_id)}/filter_groups/discarded_surplus_samples"
-        return self._materialize_batch(partition_id, selected, snapshot), {key: len(rest)}
+        return self._materialize_batch(partition_id, selected, snapshot), {self._surplus_key(partition_id): len(rest)}
