@@ -13,8 +13,8 @@ DEFAULT_ESTIMATORS = ("grpo", "drgrpo", "rfpp_baseline", "rloo", "dapo", "js", "
 LR_GRIDS = {"adam": (0.1, 0.3, 1.0, 3.0, 10.0, 30.0), "sgd": (1.0, 3.0, 10.0, 30.0, 100.0, 300.0),
             "nsgd": (0.1, 0.3, 1.0, 3.0, 10.0, 30.0)}
 REGIME_NAMES = ("shared", "shared_clean", "per_prompt", "per_prompt_clean", "hard", "hard_clean")
-# `regime all`: the regimes with gradient noise. Without it (`*_clean`) a larger step is always better in this
-# model (success can only rise), so no learning rate is best inside any grid: those run only by name.
+# `regime all`: the regimes with gradient noise. Without it (`*_clean`) one step does most of the learning even at
+# the best lr (docs/simulator.md): those run only by name.
 ALL_REGIMES = ("shared", "per_prompt", "hard")
 # what a named regime fixes (see regimes.py); with a named regime (or `all`) these must stay at their defaults
 REGIME_KNOBS = ("beta", "transfer", "score_noise")

@@ -7,7 +7,7 @@ A regime fixes the model knobs that decide where all-fail groups matter (`REGIME
 | `shared` | 0.5 1.5 (mean 0.25) | 0.3 0.3 0.2 0.2: learning mostly global | 10 |
 | `per_prompt` | 0.5 1.5 | 0.05 0.05 0.1 0.8: per-prompt parameters dominate | 10 |
 | `hard` | 0.3 3 (mean 0.09) | 0.3 0.3 0.2 0.2 | 10 |
-| `*_clean` | as above | as above | 0 (not in `all`: no lr is best inside a grid) |
+| `*_clean` | as above | as above | 0 (not in `all`: one step does most of the learning) |
 
 Learning rate: for every (regime, estimator, G) all grid values run at once (rows of one batched run, seeds x
 lrs); the lr with the highest mean AUC on the *tuning* seeds (`SimOptions.tune_seed_list`, disjoint from the
