@@ -28,6 +28,7 @@ import sys
 
 import numpy as np
 import pytest
+from numeric import differences  # tests/numeric.py: floats within a stated tolerance
 
 from verl_ebpo.tools import results_docs
 from verl_ebpo.tools.demo import docs as demo_docs, report as demo_report
@@ -140,25 +141,60 @@ def test_default_results_keep_their_promises():
             assert all("noise_ratio" in c for c in comps[pair].values())
 
 
-def _without_timings(x):
-    if isinstance(x, dict):
-        return {k: _without_timings(v) for k, v in x.items() if k != "seconds"}
-    if isinstance(x, list):
-        return [_without_timings(v) for v in x]
-    return x
+def _numeric_perturbation() -> dict:
+    """Environment variables that make this machine compute with other SIMD kernels: ATen's DEFAULT capability
+    instead of its best, numpy's lowest dispatch target instead of its highest, one thread. Each moves the last
+    digits of simulator values here (measured: up to 2.2e-16 relative; docs/demo.md#reproducibility), as another
+    CPU does, so a test that asks for bit-equal floats fails on our own machine before it fails on a user's."""
+    env = {"ATEN_CPU_CAPABILITY": "default", "OMP_NUM_THREADS": "1"}
+    try:
+        from numpy._core._multiarray_umath import __cpu_dispatch__, __cpu_features__
+        above_lowest = [t for t in __cpu_dispatch__ if __cpu_features__.get(t)][1:]
+    except ImportError:
+        above_lowest = []
+    if above_lowest:
+        env["NPY_DISABLE_CPU_FEATURES"] = " ".join(above_lowest)
+    return env
 
 
+@pytest.mark.parametrize("perturbed", [False, True], ids=["native", "perturbed"])
 @pytest.mark.parametrize("name", ["simulate_small", "simulate_topics_small"])
-def test_small_configuration_reproduces_its_committed_file(tmp_path, name):
+def test_small_configuration_reproduces_its_committed_file(tmp_path, name, perturbed):
+    """The committed file's command, re-run: every float within tests/numeric.py's tolerance (REL 1e-9 / ABS
+    1e-12; machines differ by ~1e-16), every label, count and key exactly. `perturbed`: the same under other
+    SIMD kernels (`_numeric_perturbation`), the guard against a test that holds only where the file was written."""
     committed = _summary(name)
     argv = shlex.split(committed["command"])
     assert argv[:2] == ["verl-ebpo", "simulate"]
+    env = {**os.environ, **(_numeric_perturbation() if perturbed else {})}
     # in a fresh interpreter, as a user runs it: a run must not depend on what this test process did before
     done = subprocess.run([sys.executable, "-m", "verl_ebpo.tools.cli", *argv[1:], "--out", str(tmp_path),
-                           "--no-figure", "--quiet"], capture_output=True, text=True, timeout=600)
+                           "--no-figure", "--quiet"], capture_output=True, text=True, timeout=600, env=env)
     assert done.returncode == 0, done.stderr[-2000:]
     fresh = json.loads((tmp_path / "summary.json").read_text())
-    assert _without_timings(fresh) == _without_timings(committed)
+    if perturbed:  # the perturbation took effect in the run
+        assert fresh["environment"]["torch_cpu_capability"] == "DEFAULT"
+        assert fresh["environment"]["env"]["ATEN_CPU_CAPABILITY"] == "default"
+    assert differences(fresh, committed) == []
+
+
+def test_the_reproduction_check_fails_on_an_edited_number_or_label():
+    """The tolerance keeps the check's point: a number edited in its 7th digit, or a verdict label, is caught."""
+    committed = _summary("simulate_small")
+    assert differences(committed, json.loads(json.dumps(committed))) == []
+    edited = json.loads(json.dumps(committed))
+    cell = next(iter(edited["comparisons"].values()))
+    key = next(iter(cell))
+    ratio = cell[key]["noise_ratio"]
+    cell[key]["noise_ratio"] = ratio * (1 + 1e-7)
+    assert differences(edited, committed) == [f"/comparisons/{next(iter(edited['comparisons']))}/{key}/noise_ratio: "
+                                              f"{ratio * (1 + 1e-7)!r} against {ratio!r}"]
+    cell[key]["noise_ratio"] = ratio * (1 + 1e-13)  # machine noise is ~1e-16
+    assert differences(edited, committed) == []
+    labels = [k for k, v in cell[key].items() if isinstance(v, str)]
+    assert labels, cell[key]
+    cell[key][labels[0]] += "x"
+    assert len(differences(edited, committed)) == 1
 
 
 @pytest.mark.parametrize("name", ["simulate_default", "simulate_no_erosion", "simulate_small", "simulate_topics",

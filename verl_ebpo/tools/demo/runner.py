@@ -11,6 +11,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from verl_ebpo.tools.demo.options import DemoOptions
+from verl_ebpo.tools.provenance import environment
 from verl_ebpo.tools.folders import claim_folder, owned_subfolders
 
 
@@ -340,6 +341,7 @@ def run_demo(options: DemoOptions) -> dict:
     summary.update({
         "seconds": seconds,
         "settings": settings,
+        "environment": environment(),  # what computed it: per-seed numbers move with it (docs/demo.md)
         "timings": {"peak_pss_gib": memory.peak_pss / 2**30, "peak_rss_sum_gib": memory.peak_rss / 2**30,
                     "per_algo": rows},
     })

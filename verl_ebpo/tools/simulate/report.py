@@ -15,6 +15,7 @@ from typing import Optional
 import numpy as np
 
 from verl_ebpo.files import atomic_output, atomic_write_text
+from verl_ebpo.tools.provenance import environment
 from verl_ebpo.tools.simulate.engine import Sweep
 from verl_ebpo.tools.simulate.estimators import parse_estimator
 from verl_ebpo.tools.stats import classify, mean_ci, mean_ci_rows, paired_diff_ci, signed, verdict
@@ -278,6 +279,7 @@ def _write_files(out_dir: str, summary: dict, markdown: str, csv_text: str,
     """FILES into out_dir (created if missing), each atomically; the figure shows `figure_of`, a sweep and its
     summary (None: no figure)."""
     os.makedirs(out_dir, exist_ok=True)
+    summary["environment"] = environment()  # what computed it (the last digits depend on it)
     atomic_write_text(os.path.join(out_dir, "summary.json"), json.dumps(summary, indent=2) + "\n")
     atomic_write_text(os.path.join(out_dir, "results.md"), markdown)
     atomic_write_text(os.path.join(out_dir, "curves.csv"), csv_text)

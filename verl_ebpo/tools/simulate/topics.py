@@ -42,6 +42,7 @@ import time
 import numpy as np
 import torch
 
+from verl_ebpo.tools.provenance import environment
 from verl_ebpo.tools.simulate.topic_prior import CountingCaller, TopicPriorCaller
 
 F64 = torch.float64
@@ -315,6 +316,7 @@ def main(args) -> int:
     finally:
         bar.close()
     summary = summarize(results, blowups, options, time.perf_counter() - t0, command_of(options))
+    summary["environment"] = environment()  # what computed it (the last digits depend on it)
     try:
         os.makedirs(args.out, exist_ok=True)
         atomic_write_text(os.path.join(args.out, "summary.json"), json.dumps(summary, indent=2) + "\n")
