@@ -6,7 +6,7 @@
 `<!-- /results -->` block in README.md and docs/*.md, the body becomes block KEY of `blocks(summary)`, the
 rendering of docs/results/NAME/summary.json by the tool that wrote it:
 
-- `verl-ebpo simulate`: `simulate.docs.doc_blocks` and `readme` (`simulate.docs.readme_block`);
+- `verl-ebpo simulate`: `simulate.docs.doc_blocks`, `readme` (`simulate.docs.readme_block`) and `readme_against`;
 - `verl-ebpo simulate --study topics` (`"study": "topics"`): `simulate.topics.doc_blocks`;
 - `verl-ebpo demo` (a summary with `tail_steps`): `demo.docs.doc_blocks`;
 - a set of simulate sweeps that differ in their drift penalty (`"study": "drift"`, its `sources` the results
@@ -137,7 +137,8 @@ def blocks(summary: dict) -> dict:
         return doc_blocks(summary)
     from verl_ebpo.tools.simulate import docs
 
-    return {**docs.doc_blocks(summary), "readme": docs.readme_block(summary)}
+    return {**docs.doc_blocks(summary), "readme": docs.readme_block(summary),
+            "readme_against": docs.readme_against(summary)}
 
 
 def replace_blocks(text: str, rendered: dict, name: str) -> str:

@@ -161,6 +161,52 @@ def against(summary: dict) -> str:
     return "\n".join(lines)
 
 
+def _directions(classes: dict) -> str:
+    """'2 lower (1 possibly negligible), 0 higher': resolved verdicts by direction, the rest left out."""
+    out = []
+    for word in ("lower", "higher"):
+        strict, maybe = classes.get(word, 0), classes.get(f"{word} (possibly negligible)", 0)
+        out.append(f"{strict + maybe} {word}" + (f" ({maybe} possibly negligible)" if maybe else ""))
+    return ", ".join(out)
+
+
+def readme_against(summary: dict) -> str:
+    """The README's short form of `against` and `dapo_budget`: the counts that go against EBPO, with their family
+    sizes and Holm counts, the design's power, and EBPO against DAPO at an equal answer budget."""
+    e = next(x for x in next(iter(summary["regimes"].values())) if parse_estimator(x).is_ebpo)
+    present = next(iter(summary["regime_comparisons"].values()))
+    pairs = [p for p in PAIRS if p in present]
+    fin = family_counts(family_of(summary, "final success", set(pairs)), summary["negligible"])
+    parts = [f"final success vs Dr.GRPO/JS {_directions(fin['classes'])} of {fin['n']} "
+             f"({fin['holm_resolved']} after Holm)"]
+    if f"{e}-rfpp_baseline" in present:
+        rf = family_counts(family_of(summary, "AUC", {f"{e}-rfpp_baseline"}), summary["negligible"])
+        parts.append(f"AUC vs verl's REINFORCE++-baseline {_directions(rf['classes'])} of "
+                     f"{rf['n']} ({rf['holm_resolved']} after Holm)")
+    near = sorted({f"{e}-{b}" for b in NEAREST} & set(present))
+    cells = [c for comps in summary["regime_comparisons"].values() for key in near for c in comps.get(key, {}).values()]
+    better = sum(any(classify(iv, summary["negligible"]).startswith("higher")
+                     for kind, iv in comparison_intervals(c, summary["seeds"]).items() if kind != "gradient noise")
+                 for c in cells)
+    parts.append(f"above Dr.GRPO, GRPO or RLOO in {better} of {len(cells)}")
+    det = {}
+    for name, comps in summary["regime_comparisons"].items():
+        d = [comparison_intervals(c, summary["seeds"])["AUC"].detectable() for key in pairs + near
+             for c in comps.get(key, {}).values()]
+        det[name] = float(np.median([x for x in d if math.isfinite(x)]))
+    text = ("Against EBPO: " + "; ".join(parts) + ". Median 80%-power AUC resolution: "
+            + ", ".join(f"±{v:.2g} {k}" for k, v in det.items()) + ".")
+    dapo = [x for x in next(iter(summary["regimes"].values())) if parse_estimator(x).dynamic_sampling]
+    if dapo:
+        r = [per[e][str(G)]["grad_noise_budget"] / per[dapo[0]][str(G)]["grad_noise_budget"]
+             for per in summary["regimes"].values() for G in summary["G"]
+             if per[e][str(G)].get("grad_noise_budget") and per[dapo[0]][str(G)].get("grad_noise_budget")]
+        if r:
+            text += (f" At an equal answer budget EBPO's noise is {min(r):.2f}-{max(r):.2f}x DAPO's "
+                     f"({sum(x < 1 for x in r)} of {len(r)} cells below 1).")
+    return text
+
+
 def doc_blocks(summary: dict) -> dict:
     """The docs' generated blocks, each rendered from `summary` alone."""
     cells = [c for per in summary["regimes"].values() for per_g in per.values() for c in per_g.values()]
@@ -190,23 +236,26 @@ def doc_blocks(summary: dict) -> dict:
 
 
 def readme_block(summary: dict) -> str:
-    """The README's table: per regime, EBPO's gradient noise over Dr.GRPO's and over James-Stein's at each G
-    (paired by seed, geometric mean), and a sentence with the learning-curve verdicts of those pairs."""
+    """The README's sentence: EBPO's gradient noise over Dr.GRPO's and over James-Stein's (paired by seed,
+    geometric mean; range over regimes) at the smallest G and at the others, and the AUC verdicts of those pairs
+    with their family size and Holm count."""
     Gs = [str(g) for g in summary["G"]]
-    head = ("| regime | " + " | ".join(f"EBPO / Dr.GRPO, G={g}" for g in Gs) + " | "
-            + " | ".join(f"EBPO / JS, G={g}" for g in Gs) + " |")
-    rows = [head, "|---|" + "---:|" * (2 * len(Gs))]
-    for name, comps in summary["regime_comparisons"].items():
-        cells = []
-        for p in PAIRS:
-            for g in Gs:
-                c = comps.get(p, {}).get(g)
-                cells.append("" if c is None or c.get("noise_ratio") is None else f"{c['noise_ratio']:.2f}")
-        rows.append(f"| {name} | " + " | ".join(cells) + " |")
+    names = {"ebpo-drgrpo": "Dr.GRPO's", "ebpo-js": "James-Stein's"}
+    parts = []
+    for p in PAIRS:
+        per = [(G, c["noise_ratio"]) for comps in summary["regime_comparisons"].values()
+               for G, c in comps.get(p, {}).items() if c.get("noise_ratio") is not None]
+        if not per:
+            continue
+        small = [r for G, r in per if G == Gs[0]]
+        rest = [r for G, r in per if G != Gs[0]]
+        text = f"over {names.get(p, p)} {min(small):.2f}-{max(small):.2f} at G={Gs[0]}"
+        if rest:
+            text += f", {min(rest):.2f}-{max(rest):.2f} at G={'/'.join(Gs[1:])}"
+        parts.append(text)
     auc = family_counts(family_of(summary, "AUC", set(PAIRS)), summary["negligible"])
-    return "\n".join(rows) + (f"\n\nAUC (mean success over the run), EBPO against these two, {auc['n']} comparisons: "
-                               f"{_words(auc['classes'])}; {holm_words(auc)}, family-wise error 5%.")
-
+    return (f"EBPO's gradient noise {'; '.join(parts)}. AUC vs these two: "
+            f"{_directions(auc['classes'])} of {auc['n']} ({auc['holm_resolved']} after Holm).")
 
 
 # ---- the learning verdicts under several drift penalties (docs/results/simulate_drift) ----
@@ -287,11 +336,10 @@ def drift_blocks(summaries: dict) -> dict:
                         sum(all(cls == next(iter(table[k].values()))[0] and cls in STRICT
                                 for cls, _ in table[k].values()) for k in keys),
                         sum(any(cls in STRICT for cls, _ in table[k].values()) for k in keys))
-    settings = ", ".join(setting_label(s) for s in summaries.values())
     n, same, _, _ = counts["gradient noise"]
-    readme = (f"Across {len(names)} drift penalties ({settings}): {same} of {n} gradient-noise verdicts are the "
-              "same under every setting (measured at the initial policy, where no penalty acts); learning verdicts "
-              "depend on the penalty: " + "; ".join(
-                  f"{kind}: \"higher\"/\"lower\" under every setting {c[2]} of {c[0]}, under at least one {c[3]}"
-                  for kind, c in counts.items() if kind != "gradient noise") + ".")
+    readme = (f"Under {len(names)} [drift penalties](docs/simulator.md#erosion), {same} of {n} gradient-noise verdicts "
+              "hold; learning verdicts "
+              "do not (\"higher\"/\"lower\" in all / some: " + "; ".join(
+                  f"{kind} {c[2]} / {c[3]} of {c[0]}" for kind, c in counts.items() if kind != "gradient noise")
+              + ").")
     return {"settings": "\n".join(rows), "robust": "\n".join(lines), "readme": readme}
