@@ -259,6 +259,17 @@ def findings(summary: dict) -> str:
                      f"({', '.join(f'{n} {k}' for k, n in sorted(noise.items()))}); prior error "
                      f"x{_span([(G, c['prior_err']['ratio']) for G, c in per_g.items()])} "
                      f"({', '.join(f'{n} {k}' for k, n in sorted(pe.items()))}).")
+    from verl_ebpo.tools.stats import family_counts, interval_of
+
+    for what, key in (("gradient-noise", "noise"), ("prior-error", "prior_err")):
+        fam = [interval_of(math.log(c[key]["ratio"]), [None if x is None else math.log(x) for x in c[key]["ci95"]],
+                           summary["seeds"])
+               for group in summary["comparisons"].values() for per_g in group.values() for c in per_g.values()
+               if key in c]
+        if fam:
+            n = family_counts(fam, summary.get("noise_delta", NOISE_DELTA))
+            lines.append(f"- The study's {n['n']} {what} comparisons, Holm's correction (family-wise error 5%): "
+                         f"{n['holm_resolved']} resolved ({n['holm_higher']} higher, {n['holm_lower']} lower).")
     w, large = summary["worth_threshold"], summary.get("per_topic_large_at_G", [])
     lines.append(f"- The per-topic prior's noise over EBPO's resolved below {w:g} (a tenth less noise; the threshold "
                  f"is a choice): " + (f"at G = {', '.join(str(g) for g in large)}" if large else "at no G")
