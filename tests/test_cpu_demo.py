@@ -404,7 +404,9 @@ def test_demo_report_through_compare_gives_the_numbers_of_the_old_report_code():
     md = report.markdown_report(summary, settings, rows)
     drgrpo = md[md.index("## How EBPO relates to Dr.GRPO"):md.index("## Where the time went")]
     assert text_differences(md.replace(drgrpo, ""), ref["report_md"]) == []  # the section added since, nothing else
-    assert "times 1 + S/(G - 1)" in drgrpo and "expected gradient is zero" in drgrpo
+    # the identity is not restated: the report links to its one statement and says why it does not apply here
+    assert "docs/estimator.md (#expectation)" in drgrpo and "S/(G" not in drgrpo
+    assert "seq-mean-token-sum-norm" in drgrpo and "token-mean" in drgrpo
     assert "--algos grpo,drgrpo,dapo,ebpo" in drgrpo  # Dr.GRPO not run here: the report says how to run it
     runs_dr = {**runs, "drgrpo": runs["grpo"]}
     assert "The comparison with Dr.GRPO is above." in report.markdown_report(report.summarize(runs_dr), settings, rows)

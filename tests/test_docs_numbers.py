@@ -85,7 +85,10 @@ def test_simulator_doc_shows_the_erosion_knob_both_ways():
 
 def test_readme_quotes_the_committed_default_results():
     found = _blocks_in(_read("README.md"), "simulate_default")
-    assert found == {"readme": sim_docs.readme_block(_summary("simulate_default"))}
+    s = _summary("simulate_default")
+    expected = results_docs.blocks(s)
+    assert set(found) == {"readme", "readme_against"}
+    assert all(body == expected[key] for key, body in found.items())
 
 
 def test_results_sections_hold_no_number_outside_the_generated_blocks():
@@ -197,7 +200,8 @@ def test_the_reproduction_check_fails_on_an_edited_number_or_label():
     assert len(differences(edited, committed)) == 1
 
 
-@pytest.mark.parametrize("name", ["simulate_default", "simulate_no_erosion", "simulate_small", "simulate_topics",
+@pytest.mark.parametrize("name", ["simulate_default", "simulate_no_erosion", "simulate_erosion_002",
+                                  "simulate_erosion_03", "simulate_weight_decay", "simulate_small", "simulate_topics",
                                   "simulate_topics_small"])
 def test_results_files_name_their_command(name):
     s = _summary(name)
@@ -207,7 +211,7 @@ def test_results_files_name_their_command(name):
 
 def test_simulator_doc_quotes_the_committed_topic_study():
     found = _blocks_in(_read("docs", "simulator.md"), "simulate_topics")
-    expected = topics.doc_blocks(_summary("simulate_topics"))
+    expected = {k: v for k, v in topics.doc_blocks(_summary("simulate_topics")).items() if k != "readme"}
     assert set(found) == set(expected), (set(found), set(expected))
     for key, body in found.items():
         assert body == expected[key], f"docs/simulator.md block {key} differs from docs/results/simulate_topics"
@@ -239,7 +243,15 @@ def test_topic_study_prose_matches_its_results():
     assert all(per_topic[g]["prior_err"]["ratio"] < 0.5 and per_topic[g]["prior_err"]["class"] == "lower" for g in Gs)
     noise = [per_topic[g]["noise"]["ratio"] for g in Gs]
     assert all(x < 1 for x in noise) and min(noise) == per_topic["2"]["noise"]["ratio"]
-    assert s["per_topic_worth_building"] is False
+    # the decision's grounds (docs/simulator.md, "topic-decision"): G=4 in the study; at every G the per-topic
+    # prior's noise ratio over EBPO's is closer to 1 than EBPO's own over Dr.GRPO at G=2 in the default sweep, which
+    # resolved into no learning gain over the group-mean baselines
+    assert 4 in s["G"] and s["worth_threshold"] == topics.WORTH
+    d = _summary("simulate_default")
+    ebpo_dr = max(c["ebpo-drgrpo"]["2"]["noise_ratio"] for c in d["regime_comparisons"].values())
+    assert all(per_topic[g]["noise"]["ratio"] > ebpo_dr for g in Gs)
+    assert "resolved higher (final success or AUC) in 0 of 27 cells" in sim_docs.against(d)
+    assert s["per_topic_large_at_G"] == [int(g) for g in Gs if per_topic[g]["noise"]["ci95"][1] < topics.WORTH]
     # the fixed all-fail bug: neither verl's ebpo nor the study's priors ever blow up; verl's ebpo is eb_running
     assert all(s["cells"][o][lab][g]["blowups"] == 0 for o in topics.ORDERS for lab in ("ebpo", *topics.PRIORS)
                for g in Gs)
@@ -398,10 +410,21 @@ def test_results_docs_rewrites_a_stale_block_and_refuses_a_missing_file_in_one_l
     assert "nokey" in capsys.readouterr().err
 
 
-def test_simulate_docs_is_still_the_same_command():
+def test_results_docs_and_simulate_docs_import_in_one_direction():
+    """Issue 39: results_docs and simulate.docs imported each other. results_docs renders through simulate.docs;
+    simulate.docs (and the simulate report it uses) never import results_docs."""
+    import ast
+    import inspect
+
     from verl_ebpo.tools.simulate import docs as simulate_docs
 
-    assert simulate_docs.main is results_docs.main and simulate_docs.update is results_docs.update
+    for module in (simulate_docs, report, topics):
+        tree = ast.parse(inspect.getsource(module))
+        names = [a.name for n in ast.walk(tree) if isinstance(n, ast.Import) for a in n.names]
+        names += [n.module or "" for n in ast.walk(tree) if isinstance(n, ast.ImportFrom)]
+        names += [f"{n.module}.{a.name}" for n in ast.walk(tree) if isinstance(n, ast.ImportFrom) for a in n.names]
+        assert not any("results_docs" in name for name in names), module.__name__
+    assert "simulate.docs" in inspect.getsource(results_docs)
 
 
 def test_readme_fits_its_word_bound_with_a_default_demo_run():
@@ -414,3 +437,112 @@ def test_readme_fits_its_word_bound_with_a_default_demo_run():
     assert block.count("not resolved") == 2 and "3,840 answers" in block
     readme = results_docs.replace_blocks(_read("README.md"), {"readme": block}, "demo_default")
     assert len(readme.split()) <= 1500
+
+
+# -- issue 39: the learning verdicts under several drift penalties ---------------------------------------------
+
+DRIFT = {"simulate_no_erosion": (0.0, 0.0), "simulate_erosion_002": (0.02, 0.0), "simulate_default": (0.1, 0.0),
+         "simulate_erosion_03": (0.3, 0.0), "simulate_weight_decay": (0.0, 0.05)}
+
+
+def test_drift_results_files_are_the_default_sweep_with_one_penalty_changed():
+    """Each setting's file: the default sweep whose options differ only in erosion / weight decay, its command
+    saying so; the gradient measurement (at theta = 0) gives the same numbers in every one."""
+    base = _summary("simulate_default")
+    assert _summary("simulate_drift")["sources"] == list(DRIFT)
+    for name, (kappa, wd) in DRIFT.items():
+        s = _summary(name)
+        assert s["options"]["erosion"] == kappa and s["options"].get("weight_decay", 0.0) == wd
+        assert {k: v for k, v in s["options"].items() if k not in ("erosion", "weight_decay")} == {
+            k: v for k, v in base["options"].items() if k not in ("erosion", "weight_decay")}
+        assert f"--erosion {kappa:g}" in s["command"] or kappa == 0.1
+        for regime, comps in s["regime_comparisons"].items():
+            for pair, per_g in comps.items():
+                for G, c in per_g.items():
+                    ref = base["regime_comparisons"][regime][pair][G]
+                    assert (c["noise_ratio"], c["noise_ratio_ci95"]) == (ref["noise_ratio"], ref["noise_ratio_ci95"])
+
+
+def test_drift_results_render_into_the_docs():
+    """The kappa and weight-decay results files render into docs/simulator.md and the README, block for block."""
+    found = _blocks_in(_read("docs", "simulator.md"), "simulate_drift")
+    blocks = results_docs.blocks(results_docs.load(ROOT, "simulate_drift"))
+    assert set(found) == {"settings", "robust"} and all(body == blocks[k] for k, body in found.items())
+    assert _blocks_in(_read("README.md"), "simulate_drift") == {"readme": blocks["readme"]}
+    for name in DRIFT:
+        assert f"`{name}`" in blocks["settings"]
+    # the claims the prose makes: every noise verdict holds under every setting, no learning verdict does
+    assert "54 of 54 verdicts are the same under every setting" in blocks["robust"].splitlines()[0]
+    assert "the numbers themselves are identical" in blocks["robust"]
+    assert '"higher"/"lower" in all / some: AUC 0 / ' in blocks["readme"] and "final success 0 / " in blocks["readme"]
+    assert "54 of 54 gradient-noise verdicts hold" in blocks["readme"]
+
+
+def test_drift_blocks_known_answer():
+    """drift_blocks on two hand-made settings: a verdict that holds in both is listed with both numbers, one that
+    flips is counted as 'under at least one'."""
+    def comp(diff, lo, hi):
+        return {"diff": diff, "ci95": [lo, hi], "auc_diff": diff, "auc_ci95": [lo, hi], "noise_ratio": 0.7,
+                "noise_ratio_ci95": [0.65, 0.75]}
+
+    def summary(kappa, second):
+        return {"seeds": 5, "negligible": 0.005, "options": {"erosion": kappa},
+                "regime_comparisons": {"r": {"ebpo-js": {"2": comp(0.05, 0.02, 0.08), "8": second}}}}
+
+    b = sim_docs.drift_blocks({"a": summary(0.0, comp(0.05, 0.02, 0.08)), "b": summary(0.1, comp(0.0, -0.1, 0.1))})
+    robust = b["robust"]
+    assert "- AUC: 1 of 2 verdicts are the same under every setting (1 higher)" in robust
+    assert 'under every setting: 1, under at least one: 2' in robust
+    assert "`ebpo-js` AUC, r, G=2: higher under every setting (erosion 0: +0.050 [+0.020, +0.080]; erosion 0.1" in robust
+    assert "| erosion 0.1 | `b` |" in b["settings"]
+
+
+# -- issue 36: the renderer names the file and what is wrong, for every results-file kind ----------------------
+
+def _tree_with(tmp_path, name, body):
+    (tmp_path / "docs" / "results" / name).mkdir(parents=True, exist_ok=True)
+    (tmp_path / "docs" / "results" / name / "summary.json").write_text(body)
+    (tmp_path / "README.md").write_text(f"<!-- results:{name}:run -->\n<!-- /results -->\n")
+
+
+@pytest.mark.parametrize("body, words", [
+    ("[]", "holds [] (list); expected a JSON object"),
+    ("null", "holds null (null); expected a JSON object"),
+    ('{"seeds": 5, "G": [2', "not valid JSON"),
+    ('"text"', "holds \"text\" (str)"),
+])
+def test_results_docs_bad_file_is_one_line_naming_the_file(tmp_path, capsys, body, words):
+    _tree_with(tmp_path, "simulate_x", body)
+    assert results_docs.main(["--root", str(tmp_path)]) == 2
+    err = capsys.readouterr().err
+    assert len(err.strip().splitlines()) == 1 and "Traceback" not in err
+    assert err.startswith("results_docs: error: docs/results/simulate_x/summary.json") and words in err
+
+
+@pytest.mark.parametrize("name, path, value, words", [
+    ("simulate_small", ("regimes", "hard", "ebpo", "2", "final_mean"), "0.5",
+     'regimes.hard.ebpo.2.final_mean holds "0.5" (str); expected a number'),
+    ("simulate_small", ("regime_comparisons", "hard", "ebpo-js", "4", "auc_ci95"), None,
+     "regime_comparisons.hard.ebpo-js.4.auc_ci95 holds null (null); expected a list"),
+    ("simulate_topics_small", ("cells", "random", "ebpo", "4", "grad_noise"), "big",
+     'cells.random.ebpo.4.grad_noise holds "big" (str); expected a number'),
+    ("demo_default", ("algos", "ebpo", "final_reward_mean"), [0.2], "algos.ebpo.final_reward_mean holds [0.2]"),
+    ("demo_default", ("tail_steps",), 2.5, "tail_steps holds 2.5 (float); expected a whole number"),
+    ("simulate_drift", ("sources",), "simulate_default", 'sources holds "simulate_default" (str); expected a list'),
+])
+def test_results_docs_wrong_field_names_the_field_for_every_kind(tmp_path, capsys, name, path, value, words):
+    s = _summary(name)
+    at = s
+    for key in path[:-1]:
+        at = at[key]
+    at[path[-1]] = value
+    _tree_with(tmp_path, name, json.dumps(s))
+    assert results_docs.main(["--root", str(tmp_path)]) == 2
+    err = capsys.readouterr().err
+    assert len(err.strip().splitlines()) == 1 and "Traceback" not in err
+    assert f"docs/results/{name}/summary.json" in err and words in err, err
+
+
+def test_results_docs_accepts_every_committed_results_file():
+    for name in sorted(os.listdir(RESULTS)):
+        results_docs.load(ROOT, name)  # raises ValueError naming the field otherwise

@@ -121,14 +121,83 @@ def test_verdict_words_on_intervals_built_by_hand():
 
 
 def test_negligible_is_decided_by_the_interval_not_the_point_estimate():
-    """The issue's case: 0.0049 [0.001, 0.009] with threshold 0.005 was called negligible from its mean; the
-    interval reaches 0.009 > 0.005, so it is 'higher'."""
+    """0.0049 [0.001, 0.009] with threshold 0.005: resolved, but neither negligible (it reaches 0.009 > 0.005) nor
+    "higher" (it reaches 0.001 < 0.005): "higher (possibly negligible)"."""
     from verl_ebpo.tools.stats import classify
 
     d = Interval(0.0049, 0.001, 0.009, 5)
-    assert classify(d, negligible=0.005) == "higher"
+    assert classify(d, negligible=0.005) == "higher (possibly negligible)"
     assert classify(d, negligible=0.01) == "negligible"
-    assert classify(Interval(-0.0049, -0.009, -0.001, 5), negligible=0.005) == "lower"
+    assert classify(d) == "higher"  # no threshold: resolved is enough
+    assert classify(Interval(-0.0049, -0.009, -0.001, 5), negligible=0.005) == "lower (possibly negligible)"
+
+
+def test_higher_only_when_the_whole_interval_lies_beyond_the_threshold():
+    """Issue 39: +0.0049 [+0.0001, +0.0098] with threshold 0.005 is not "higher"; [+0.006, +0.02] is; the
+    boundary itself counts as beyond."""
+    from verl_ebpo.tools.stats import classify
+
+    d = Interval(0.0049, 0.0001, 0.0098, 5)
+    assert classify(d, negligible=0.005) != "higher"
+    assert classify(d, negligible=0.005) == "higher (possibly negligible)"
+    text = verdict("ebpo", "js", d, "AUC", negligible=0.005)
+    assert "possibly negligibly" in text and "±0.005" in text and not text.startswith("ebpo is higher than js on AUC (")
+    assert classify(Interval(0.013, 0.006, 0.02, 5), negligible=0.005) == "higher"
+    assert classify(Interval(0.0125, 0.005, 0.02, 5), negligible=0.005) == "higher"
+    assert classify(Interval(-0.013, -0.02, -0.006, 5), negligible=0.005) == "lower"
+    assert classify(Interval(-0.01, -0.02, -0.004, 5), negligible=0.005) == "lower (possibly negligible)"
+    # ratios on the log scale (the gradient noise, delta 0.05): log(0.90) = -0.105 [-0.112, -0.099] is lower
+    assert classify(Interval(math.log(0.9), math.log(0.894), math.log(0.905), 5), negligible=0.05) == "lower"
+    assert classify(Interval(math.log(0.96), math.log(0.93), math.log(0.99), 5), negligible=0.05) == \
+        "lower (possibly negligible)"
+
+
+def test_p_value_from_an_interval_is_the_paired_t_test():
+    """Interval.p_value recovers scipy's one-sample t test p-value from the interval alone."""
+    from scipy.stats import ttest_1samp
+
+    rng = np.random.default_rng(3)
+    for n in (3, 5, 10):
+        x = rng.normal(0.02, 0.03, n)
+        assert mean_ci(x).p_value() == pytest.approx(ttest_1samp(x, 0.0).pvalue, rel=1e-9)
+    assert math.isnan(Interval(0.1, math.nan, math.nan, 1).p_value())
+    assert mean_ci([0.2, 0.2, 0.2]).p_value() == 0.0 and mean_ci([0.0, 0.0]).p_value() == 1.0
+
+
+def test_holm_against_hand_computed_p_values():
+    """Holm at 0.05 over p = (0.01, 0.04, 0.03, 0.005): sorted 0.005 <= 0.05/4, 0.01 <= 0.05/3, 0.03 > 0.05/2
+    stops it: the two smallest are rejected. NaN counts in m and is never rejected."""
+    from verl_ebpo.tools.stats import holm
+
+    assert holm([0.01, 0.04, 0.03, 0.005]) == [True, False, False, True]
+    assert holm([0.01, 0.02, 0.03, 0.04]) == [True, False, False, False]  # 0.02 > 0.05/3
+    assert holm([0.012, 0.013]) == [True, True]  # 0.012 <= 0.025, 0.013 <= 0.05
+    assert holm([0.012, float("nan")]) == [True, False]  # m = 2: 0.012 <= 0.025
+    assert holm([0.03, float("nan")]) == [False, False]  # 0.03 > 0.025
+    assert holm([]) == []
+
+
+def test_family_counts_corrected_against_hand_computed_p_values():
+    """Three intervals over 5 seeds whose t statistics are chosen so that their p-values are (by scipy) 0.0009,
+    0.03 and 0.04: uncorrected all three are resolved; Holm over the 18 comparisons the issue counted keeps only
+    the first (0.0009 <= 0.05/18 = 0.00278; 0.03 > 0.05/17)."""
+    from scipy.stats import t as student
+
+    from verl_ebpo.tools.stats import family_counts
+
+    n, half_t = 5, student.ppf(0.975, 4)
+
+    def with_p(p, se=0.01):  # the interval of a mean whose t test gives p
+        mean = student.ppf(1 - p / 2, n - 1) * se
+        return Interval(mean, mean - half_t * se, mean + half_t * se, n)
+
+    family = [with_p(0.0009), with_p(0.03), with_p(0.04)] + [Interval(0.0, -0.05, 0.05, n)] * 15
+    assert [d.p_value() for d in family[:3]] == pytest.approx([0.0009, 0.03, 0.04], rel=1e-9)
+    c = family_counts(family, negligible=0.005)
+    assert c["n"] == 18 and c["holm_resolved"] == 1 and c["holm_higher"] == 1 and c["holm_lower"] == 0
+    resolved = sum(v for k, v in c["classes"].items() if k.startswith(("higher", "lower")))
+    assert resolved == 3
+    assert family_counts(family[:1] + family[3:5])["holm_resolved"] == 1
 
 
 def test_equivalent_when_the_interval_covers_0_inside_the_threshold():
@@ -198,7 +267,8 @@ def test_simulator_verdicts_use_the_practical_threshold_and_the_half_width():
     assert "resolved but negligible" in v["grpo"] and "threshold ±0.005" in v["grpo"]
     assert v["dapo"].startswith("ebpo is higher than dapo on final success at G=2")
     power80 = paired_diff_ci(base, cases["drgrpo"]).detectable()
-    assert "not resolved" in v["drgrpo"] and f"±{power80:.3g} with 80% power" in v["drgrpo"] and "not excluded" in v["drgrpo"]
+    # the 80%-power difference on each verdict; its explanation once per report (issue 41), not per verdict
+    assert "not resolved" in v["drgrpo"] and f"±{power80:.3g} at 80% power" in v["drgrpo"] and "not excluded" not in v["drgrpo"]
     assert s["n_comparisons"] == len(s["verdicts"]) == 6 and s["negligible"] == 0.005  # final and AUC per pair
     # the same differences without a threshold: the tiny one is "higher", never "no difference"
     assert "ebpo is higher than grpo" in summarize(sweep)["comparisons"]["ebpo-grpo"]["2"]["verdict"]

@@ -10,18 +10,25 @@ Shared by `verl-ebpo demo` and `verl-ebpo simulate`, so both state results the s
   Pass@1 per problem) with an interval for both samplings: seeds and problems are two crossed random factors.
 - `classify(diff, negligible)`: the verdict as a word, computed from the interval alone (never from the point
   estimate), with delta = `negligible`, the practical threshold (0: none):
-  "higher" / "lower" (the interval excludes 0 and is not inside ±delta), "negligible" (it excludes 0 and lies
+  "higher" / "lower" (the whole interval lies beyond +delta / -delta, so the difference is resolved AND at least
+  delta), "higher (possibly negligible)" / "lower (possibly negligible)" (the interval excludes 0 but reaches
+  inside ±delta: resolved, yet the data allow a practically zero difference), "negligible" (it excludes 0 and lies
   inside ±delta: resolved but practically zero), "equivalent" (it covers 0 and lies inside ±delta: any difference
   is practically zero, at the 95% level -- stricter than the 90% interval of a TOST test), "not resolved" (it
   covers 0 and reaches beyond ±delta), "zero width" (n >= 2 seeds all give the same difference: no spread to
   test against, so no interval), "one seed" (no interval).
+- `Interval.p_value()`: the two-sided paired t test's p-value for "the difference is 0", recovered from the interval
+  (se = half-width / t_{(1+level)/2,n-1}); `holm(p_values, alpha)`: Holm's step-down correction over a family
+  (which hypotheses it rejects at family-wise error `alpha`); `family_counts(intervals, negligible)` the verdict
+  counts of a family and how many stay resolved after Holm.
 - `verdict(...)`: the same as a sentence. "Not resolved" carries the difference these seeds would resolve with
   80% power (`Interval.detectable`): (t_{0.975,n-1} + t_{0.80,n-1}) sd / sqrt(n) -- a true difference that
   large excludes 0 from the 95% interval in 80% of repetitions; the half-width t_{0.975,n-1} sd / sqrt(n) is only
   the observed difference that would have been just significant (about 50% power).
 
-With one seed there is no interval: the bounds are NaN and the verdict says so. Callers print how many
-comparisons they made beside their verdicts (the intervals are not corrected for multiplicity).
+With one seed there is no interval: the bounds are NaN and the verdict says so. Each interval is a 95% interval
+of its own comparison (not corrected for multiplicity); a table that counts verdicts over a family states how many
+comparisons it holds and how many stay resolved after Holm's correction (`family_counts`).
 """
 
 from __future__ import annotations
@@ -32,9 +39,11 @@ from typing import Sequence
 
 import numpy as np
 
-__all__ = ["Interval", "classify", "crossed_mean_ci", "mean_ci", "mean_ci_rows", "paired_diff_ci", "signed", "verdict", "VERDICTS"]
+__all__ = ["Interval", "classify", "crossed_mean_ci", "family_counts", "holm", "interval_of", "mean_ci", "mean_ci_rows",
+           "paired_diff_ci", "power_note", "signed", "t_p_value", "verdict", "VERDICTS"]
 
-VERDICTS = ("higher", "lower", "negligible", "equivalent", "not resolved", "zero width", "one seed")
+VERDICTS = ("higher", "lower", "higher (possibly negligible)", "lower (possibly negligible)", "negligible", "equivalent",
+            "not resolved", "zero width", "one seed")
 
 
 @dataclass(frozen=True)
@@ -73,6 +82,17 @@ class Interval:
 
     def as_list(self) -> list[float | None]:
         return [_json_float(self.lo), _json_float(self.hi)]
+
+    def p_value(self, level: float = 0.95) -> float:
+        """Two-sided p-value of the t test of "the true difference is 0", from this interval (a `mean_ci` at
+        `level` over n values): t = mean / se with se = half / t_{(1+level)/2,n-1}. NaN with one seed; a
+        zero-width interval gives 0 (every seed the same non-zero difference) or 1 (all zero)."""
+        if self.n < 2 or not (math.isfinite(self.lo) and math.isfinite(self.hi)):
+            return math.nan
+        if self.zero_width or self.half <= 0:
+            return 1.0 if self.mean == 0 else 0.0
+        se = self.half / _t_quantile(level, self.n - 1)
+        return t_p_value(self.mean / se, self.n - 1)
 
 
 def _json_float(x: float) -> float | None:
@@ -198,6 +218,57 @@ def paired_diff_ci(a: Sequence[float], b: Sequence[float], level: float = 0.95) 
     return mean_ci(a - b, level)
 
 
+def t_p_value(t: float, dof: float) -> float:
+    """P(|T| >= |t|) for Student's T with `dof` >= 1 degrees of freedom: I_{dof/(dof+t^2)}(dof/2, 1/2) (mpmath, as
+    `_t_quantile`; equal to scipy's `2 * t.sf(|t|, dof)` to 1e-12 relative)."""
+    import mpmath
+
+    if not (math.isfinite(dof) and dof >= 1):
+        raise ValueError(f"t_p_value needs finite dof >= 1, got {dof!r}")
+    if not math.isfinite(t):
+        return 0.0 if not math.isnan(t) else math.nan
+    with mpmath.workdps(30):
+        v = mpmath.mpf(dof)
+        return float(mpmath.betainc(v / 2, mpmath.mpf(1) / 2, 0, v / (v + mpmath.mpf(t) ** 2), regularized=True))
+
+
+def holm(p_values: Sequence[float], alpha: float = 0.05) -> list[bool]:
+    """Holm's step-down correction: which of the m hypotheses (p-values, any order; NaN: never rejected, still
+    counted in m) are rejected with family-wise error <= `alpha`. Sorted ascending, p_(k) is rejected while
+    p_(j) <= alpha / (m - j + 1) for every j <= k (k 1-based); the first that fails stops it."""
+    if not 0 < alpha < 1:
+        raise ValueError(f"alpha must be in (0, 1), got {alpha!r}")
+    p = [math.inf if (x is None or math.isnan(x)) else float(x) for x in p_values]
+    m = len(p)
+    out = [False] * m
+    for rank, i in enumerate(sorted(range(m), key=lambda i: p[i])):
+        if p[i] > alpha / (m - rank):
+            break
+        out[i] = True
+    return out
+
+
+def interval_of(mean, ci, n: int) -> Interval:
+    """An `Interval` from a results file's `mean` and `[lo, hi]` (None bounds: one seed) over n seeds."""
+    lo, hi = (math.nan if x is None else float(x) for x in ci)
+    return Interval(float(mean), lo, hi, int(n))
+
+
+def family_counts(intervals: Sequence[Interval], negligible: float = 0.0, alpha: float = 0.05) -> dict:
+    """The verdict counts of a family of comparisons, and its multiplicity-corrected count.
+
+    Returns {"n": m, "classes": {verdict: count}, "holm_resolved": k, "holm_higher": h, "holm_lower": l}: k of the m
+    differences stay resolved (non-zero) after Holm's correction at family-wise error `alpha` (`holm` on each
+    interval's `p_value`), h of them positive and l negative."""
+    from collections import Counter
+
+    classes = Counter(classify(d, negligible) for d in intervals)
+    keep = holm([d.p_value() for d in intervals], alpha)
+    kept = [d for d, k in zip(intervals, keep) if k]
+    return {"n": len(intervals), "classes": dict(classes), "holm_resolved": len(kept),
+            "holm_higher": sum(d.mean > 0 for d in kept), "holm_lower": sum(d.mean < 0 for d in kept), "alpha": alpha}
+
+
 def signed(x: float) -> str:
     """`x` with its sign: 3 decimals, or 2 significant digits when that would print as 0.000."""
     return f"{x:+.3f}" if x == 0 or abs(x) >= 0.0005 else f"{x:+.1e}"
@@ -217,13 +288,23 @@ def classify(diff: Interval, negligible: float = 0.0) -> str:
         return "equivalent" if inside else "not resolved"
     if inside:
         return "negligible"
-    return "higher" if diff.lo > 0 else "lower"
+    word = "higher" if diff.lo > 0 else "lower"
+    beyond = diff.lo >= negligible if word == "higher" else diff.hi <= -negligible
+    return word if beyond else f"{word} (possibly negligible)"
+
+
+def power_note(power: float = 0.8) -> str:
+    """The sentence a report prints once beside verdicts made with `verdict(..., explain_power=False)`."""
+    return (f"\"±X at {power * 100:g}% power\" after a \"not resolved\" verdict: the true difference those seeds would "
+            f"resolve with {power * 100:g}% power (`stats.Interval.detectable`); a smaller effect is not excluded.")
 
 
 def verdict(a: str, b: str, diff: Interval, what: str, level: float = 0.95, negligible: float = 0.0, *,
-            power: float = 0.8) -> str:
+            power: float = 0.8, explain_power: bool = True) -> str:
     """One sentence on `a - b` of `what`, decided by the interval alone (`classify`); `power` is the power at which
-    a "not resolved" sentence states the difference these seeds would resolve (`Interval.detectable`)."""
+    a "not resolved" sentence states the difference these seeds would resolve (`Interval.detectable`);
+    explain_power=False: that difference without the explanation, which the report then prints once
+    (`power_note`)."""
     pct = f"{level * 100:g}%"
     kind = classify(diff, negligible)
     if kind == "one seed":
@@ -233,6 +314,9 @@ def verdict(a: str, b: str, diff: Interval, what: str, level: float = 0.95, negl
         return (f"{a} vs {b} on {what}: every one of the {diff.n} seeds gives {same}; zero-width interval "
                 "(no seed-to-seed spread to test against).")
     span = f"{signed(diff.mean)}, {pct} CI [{signed(diff.lo)}, {signed(diff.hi)}], {diff.n} seeds"
+    if kind == "not resolved" and not explain_power:
+        return (f"{a} vs {b} on {what}: not resolved ({span}; ±{diff.detectable(power, level):.3g} at "
+                f"{power * 100:g}% power).")
     if kind == "not resolved":
         return (f"{a} vs {b} on {what}: not resolved ({span}); these seeds would resolve a true difference of "
                 f"±{diff.detectable(power, level):.3g} with {power * 100:g}% power, so a smaller effect is not "
@@ -243,4 +327,8 @@ def verdict(a: str, b: str, diff: Interval, what: str, level: float = 0.95, negl
     if kind == "negligible":
         return (f"{a} vs {b} on {what}: resolved but negligible ({span}; the whole interval lies inside the "
                 f"practical threshold ±{negligible:g}).")
+    if kind.endswith("(possibly negligible)"):
+        word = kind.split()[0]
+        return (f"{a} is {word} than {b} on {what}, possibly negligibly ({span}; resolved, but the interval reaches "
+                f"inside the practical threshold ±{negligible:g}).")
     return f"{a} is {kind} than {b} on {what} ({span})."

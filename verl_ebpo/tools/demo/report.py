@@ -305,12 +305,11 @@ def markdown_report(summary: dict, settings: dict, time_rows_: list[dict]) -> st
     lines += [
         "## How EBPO relates to Dr.GRPO",
         "",
-        "With equal group sizes and EBPO's `batch` (or `center`) normalisation, EBPO's advantage is "
-        "r_i - (1 - S) mean_group - S mean_batch (for `batch` divided by one scale shared by the whole batch). The "
-        "batch-mean term is the same for every answer of the batch, so its expected gradient is zero, and for a "
-        "fixed S EBPO's expected gradient per prompt is Dr.GRPO's (r_i - mean_group) times 1 + S/(G - 1): an "
-        "all-wrong group's non-zero advantage carries no expected signal. Any gain of EBPO over Dr.GRPO must come "
-        "from a lower-variance baseline. "
+        "How EBPO's expected gradient relates to Dr.GRPO's, and under which conditions (normalize=center, a fixed "
+        "S, equal G, equal per-answer weights; under the default normalize=batch only the direction agrees, with a "
+        "batch-dependent scale), is stated once in docs/estimator.md (#expectation). These runs do not meet them: "
+        "Dr.GRPO uses loss_agg_mode=seq-mean-token-sum-norm, EBPO token-mean with normalize=batch, so a difference "
+        "between them is one of estimator, loss aggregation and normalisation together, not of the baseline alone. "
         + ("The comparison with Dr.GRPO is above." if "drgrpo" in algos else
            "`verl-ebpo demo --algos grpo,drgrpo,dapo,ebpo` runs Dr.GRPO too."),
         "",

@@ -156,6 +156,24 @@ def command_line(options) -> str:
     return " ".join(words)
 
 
+GRID_STEP = 3.5  # the widest ratio between neighbouring grid lrs that the 1-3 sequence (x3, x3.33) stays under
+
+
+def grid_warnings(options) -> list[str]:
+    """Before a sweep: an lr grid with neighbours more than GRID_STEP apart. The extension past an edge
+    (`regimes.run_cell`) only searches outward, so a best lr between two grid values is never tried: with
+    `--lr-grid 1 10`, a cell whose optimum is 3 but whose tuning AUC at 1 beats 10 walks down 0.3, 0.1, ... and
+    can end at 0.01 (issue 41)."""
+    grid = sorted(options.lrs)
+    wide = [(a, b) for a, b in zip(grid, grid[1:]) if b / a > GRID_STEP]
+    if not wide:
+        return []
+    gaps = ", ".join(f"{a:g} -> {b:g}" for a, b in wide)
+    return [f"--lr-grid {' '.join(f'{x:g}' for x in grid)} has neighbours more than x{GRID_STEP:g} apart ({gaps}); a "
+            "best lr between two of them is never tried (the grid is only extended outward, past its ends), so a "
+            "cell may settle on an edge far from its best lr; use a 1-3 grid such as 0.1 0.3 1 3 10 30"]
+
+
 def run(args: argparse.Namespace) -> int:
     import os
 
@@ -181,6 +199,8 @@ def run(args: argparse.Namespace) -> int:
 
     from tqdm import tqdm
 
+    for line in grid_warnings(options):
+        print(f"verl-ebpo simulate: warning: {line}", file=sys.stderr)
     names = ["custom"] if options.regime == "custom" else list(options.regime_names)
     cells = len(names) * len(options.estimators) * len(options.G)
     if not args.quiet:
@@ -206,16 +226,24 @@ def run(args: argparse.Namespace) -> int:
     except (OutputPathError, OSError) as e:
         print(f"verl-ebpo simulate: error: cannot write to {args.out}: {e}", file=sys.stderr)
         return 1
+    from verl_ebpo.tools.simulate.docs import lr_warnings, verdict_counts
+    from verl_ebpo.tools.stats import power_note
+
     print(family_table(summary))
     print()
     print(cells_table(summary))
-    print(f"\n{summary['n_comparisons']} comparisons (95% intervals, not corrected for multiplicity; |difference| "
+    print(f"\n{summary['n_comparisons']} comparisons (95% intervals, each uncorrected; |difference| "
           f"< {summary['negligible']:g} is negligible):")
     for sentence in summary["verdicts"]:
         print(sentence)
-    print(f"\n{summary['seconds']:.1f} s; wrote {os.path.join(args.out, 'summary.json')} and the figure, tables, curves")
+    print(f"\n{power_note()}\n{verdict_counts(summary)}")
+    for line in lr_warnings(summary):
+        print(f"verl-ebpo simulate: warning: {line}", file=sys.stderr)
+    wrote = "summary.json, results.md, curves.csv" + ("" if args.no_figure else ", simulate.png")
+    print(f"\n{summary['seconds']:.1f} s; wrote {wrote} in {args.out}")
     return 0
 
 
 __all__ = ["HELP", "MAX_BYTES", "MAX_SECONDS", "add_arguments", "check_out_folder", "cost_line", "estimate_cost",
+           "grid_warnings",
            "options_from_args", "options_from_args_raw", "run"]

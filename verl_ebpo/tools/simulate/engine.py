@@ -137,7 +137,7 @@ def run_one(task: Task, spec: EstimatorSpec, G: int, options: SimOptions, seeds=
 
     theta = torch.zeros(S, task.n_params, dtype=F64)
     lr = torch.as_tensor(np.full(S, options.lrs[0]) if lrs is None else np.asarray(lrs, dtype=np.float64))
-    opt = Optimizer(options.optimizer, lr.to(F64).reshape(S, 1), theta.shape)
+    opt = Optimizer(options.optimizer, lr.to(F64).reshape(S, 1), theta.shape, weight_decay=options.weight_decay)
     warm = options.lr_warmup * budget  # answers over which the lr rises linearly (verl's lr_warmup_steps_ratio)
     caller = AdvantageCaller(spec, S)
     cursor = np.zeros(S, dtype=np.int64)

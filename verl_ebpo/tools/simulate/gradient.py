@@ -11,7 +11,8 @@ G (common random numbers), so differences between estimators are paired. Per see
     cos_mean   cos(E[g], grad J): the direction of the expected step (1: no bias in direction; GRPO's std
                division and DAPO's filter reweight prompts, so theirs is below 1)
     noise      tr Cov(g) / |E[g]|^2: the estimate's variance relative to its expected size (scale-free, so an
-               advantage's scale -- GRPO's std, EBPO's 1 + S(1-1/B)/(G-1) -- does not count); the score noise
+               advantage's scale -- GRPO's std, EBPO's batch std and scale factor (docs/estimator.md,
+               #expectation) -- does not count); the score noise
                adds its exact expectation sigma_n^2 (n_shared + 1) E[sum_i A_i^2] / N^2
     cos_draw   E[cos(g, grad J)] without the score noise: how well one batch's step points uphill
     answers    answers generated per training batch / answers_per_step (1, DAPO more): noise x answers is the

@@ -188,7 +188,7 @@ class SimOptions(Spec):
                                   "when they yield fewer non-degenerate groups than a batch holds, the step trains on "
                                   "those it has (counted as `short_batches`).")
     optimizer: str = option("adam", choices=("adam", "sgd", "nsgd"), doc="`adam`: Adam, betas 0.9/0.999 (verl's "
-                            "actor uses AdamW; no weight decay here). `sgd`: plain gradient ascent (an advantage's "
+                            "actor uses AdamW; weight decay: `weight_decay`). `sgd`: plain gradient ascent (an advantage's "
                             "scale is then a learning-rate factor). `nsgd`: a step of length `lr` along the gradient.")
     lr_warmup: float = option(0.1, number=(0.0, 1.0), doc="share of the answer budget over which the lr rises "
                               "linearly to its value: a step's lr is lr x min(1, answers generated so far / "
@@ -204,6 +204,10 @@ class SimOptions(Spec):
                             "random walk of the parameters lowers success (without it, it raises a hard prompt's "
                             "success toward 1/2, and the largest learning rates win by coin flips). 0: the model "
                             "before it (docs/simulator.md shows both).")
+    weight_decay: float = option(0.0, number=(0.0, 0.5), doc="another drift penalty than `erosion`: every optimizer "
+                                 "step first multiplies the parameters by (1 - weight_decay), pulling the policy "
+                                 "back toward the initial one (theta = 0) with a horizon of about 1/weight_decay "
+                                 "steps (AdamW's decoupled decay, not scaled by the lr). 0: none. Range [0, 0.5].")
     features: int = option(16, number=(0, 10_000), integer=True, doc="dimension d of each prompt's random feature "
                            "vector e_q.")
     transfer: tuple = option(

@@ -18,7 +18,8 @@ from verl_ebpo.files import atomic_output, atomic_write_text
 from verl_ebpo.tools.provenance import environment
 from verl_ebpo.tools.simulate.engine import Sweep
 from verl_ebpo.tools.simulate.estimators import parse_estimator
-from verl_ebpo.tools.stats import classify, mean_ci, mean_ci_rows, paired_diff_ci, signed, verdict
+from verl_ebpo.tools.stats import (classify, family_counts, interval_of, mean_ci, mean_ci_rows, paired_diff_ci,
+                                  power_note, signed, verdict)
 
 FILES = ("summary.json", "results.md", "curves.csv", "simulate.png")
 
@@ -56,7 +57,7 @@ def _grad_cell(g) -> dict:
 def _grad_comparison(e, b, ge, gb, G: int, where: str) -> tuple[dict, str]:
     """EBPO's gradient noise over the baseline's, paired by seed, as a ratio with its interval (log scale)."""
     diff = paired_diff_ci(np.log(ge.noise), np.log(gb.noise))
-    sentence = verdict(e, b, diff, f"log gradient noise at G={G}{where}", negligible=GRAD_DELTA)
+    sentence = verdict(e, b, diff, f"log gradient noise at G={G}{where}", negligible=GRAD_DELTA, explain_power=False)
     ci = diff.as_list()
     return {"noise_ratio": _r(float(np.exp(diff.mean))),
             "noise_ratio_ci95": [_r(float(np.exp(x))) if x is not None else None for x in ci],
@@ -123,8 +124,8 @@ def summarize(sweep: Sweep, negligible: float = 0.0, lrs: dict | None = None, wh
             ra, rb = sweep.runs[(e, G)], sweep.runs[(b, G)]
             diff = paired_diff_ci(ra.final, rb.final)
             adiff = paired_diff_ci(auc(ra.curve), auc(rb.curve))
-            sentence = verdict(e, b, diff, f"final success at G={G}{where}", negligible=negligible)
-            asentence = verdict(e, b, adiff, f"AUC at G={G}{where}", negligible=negligible)
+            sentence = verdict(e, b, diff, f"final success at G={G}{where}", negligible=negligible, explain_power=False)
+            asentence = verdict(e, b, adiff, f"AUC at G={G}{where}", negligible=negligible, explain_power=False)
             comparisons.setdefault(key, {})[str(G)] = {
                 "diff": _r(diff.mean),
                 "ci95": [_r(x) for x in diff.as_list()],
@@ -155,6 +156,84 @@ def summarize(sweep: Sweep, negligible: float = 0.0, lrs: dict | None = None, wh
                            for label in results},
         "seconds": _r(sweep.seconds, 2),
     }
+
+
+def comparison_intervals(c: dict, n: int) -> dict:
+    """The intervals of one comparison entry of summary.json over n seeds: {"final success": ..., "AUC": ...,
+    "gradient noise": ...} (the last on the log scale, as it was classified; absent without a gradient)."""
+    out = {"final success": interval_of(c["diff"], c["ci95"], n), "AUC": interval_of(c["auc_diff"], c["auc_ci95"], n)}
+    if c.get("noise_ratio") is not None:
+        out["gradient noise"] = interval_of(math.log(c["noise_ratio"]), [None if x is None else math.log(x)
+                                                                         for x in c["noise_ratio_ci95"]], n)
+    return out
+
+
+def reclassify(summary: dict) -> dict:
+    """`summary` (a family's summary.json, changed in place and returned) with every verdict word and sentence
+    recomputed from its stored interval by today's `stats.classify` / `stats.verdict`: a results file written
+    under an earlier verdict rule re-rendered without re-running the sweep. The sentences keep summarize's order
+    (per regime, pair and G: final, AUC, gradient noise)."""
+    n, delta = summary["seeds"], summary["negligible"]
+    gdelta = summary.get("grad_delta", GRAD_DELTA)
+    verdicts = []
+    for name, comps in summary["regime_comparisons"].items():
+        where = f" ({name})" if "regimes" in summary else ""
+        for key, per_g in comps.items():
+            e, b = key.split("-", 1)
+            for G, c in per_g.items():
+                iv = comparison_intervals(c, n)
+                c["class"], c["auc_class"] = classify(iv["final success"], delta), classify(iv["AUC"], delta)
+                c["verdict"] = verdict(e, b, iv["final success"], f"final success at G={G}{where}", negligible=delta,
+                                       explain_power=False)
+                c["auc_verdict"] = verdict(e, b, iv["AUC"], f"AUC at G={G}{where}", negligible=delta,
+                                           explain_power=False)
+                verdicts += [c["verdict"], c["auc_verdict"]]
+                if "gradient noise" in iv:
+                    c["noise_class"] = classify(iv["gradient noise"], gdelta)
+                    c["noise_verdict"] = verdict(e, b, iv["gradient noise"], f"log gradient noise at G={G}{where}",
+                                                 negligible=gdelta, explain_power=False)
+                    verdicts.append(c["noise_verdict"])
+    head = "shared" if "shared" in summary["regime_comparisons"] else next(iter(summary["regime_comparisons"]))
+    summary["comparisons"] = summary["regime_comparisons"][head]
+    summary["verdicts"], summary["n_comparisons"] = verdicts, len(verdicts)
+    return summary
+
+
+KINDS = ("final success", "AUC", "gradient noise")
+
+
+def _words(classes: dict) -> str:
+    return ", ".join(f"{n} {k}" for k, n in sorted(classes.items(), key=lambda kv: (-kv[1], kv[0])))
+
+
+def holm_words(counts: dict) -> str:
+    """'k resolved after Holm (h higher, l lower)' for a `stats.family_counts` result."""
+    return (f"{counts['holm_resolved']} resolved after Holm ({counts['holm_higher']} higher, "
+            f"{counts['holm_lower']} lower)")
+
+
+def family_of(summary: dict, kind: str, pairs=None) -> list:
+    """The intervals of one kind ("final success", "AUC", "gradient noise") over every regime, pair and G (pairs:
+    only these comparison keys), in the summary's order."""
+    return [iv for name, comps in summary["regime_comparisons"].items() for key, per_g in comps.items()
+            if pairs is None or key in pairs for G, c in per_g.items()
+            for iv in [comparison_intervals(c, summary["seeds"]).get(kind)] if iv is not None]
+
+
+def verdict_counts(summary: dict) -> str:
+    """One sentence: how many comparisons of each kind (final, AUC, gradient noise) got each verdict, and how many
+    stay resolved after Holm's correction over that kind's family (family-wise error 5%)."""
+    parts = []
+    for kind in KINDS:
+        fam = family_of(summary, kind)
+        if fam:
+            c = family_counts(fam, summary["negligible"] if kind != "gradient noise" else
+                              summary.get("grad_delta", GRAD_DELTA))
+            parts.append(f"{kind} ({c['n']}): {_words(c['classes'])}; {holm_words(c)}")
+    return ("Verdicts, each from its own 95% interval (final success and AUC: delta "
+            f"{summary['negligible']:g}; gradient noise: delta {summary.get('grad_delta', GRAD_DELTA):g} in log "
+            "ratio; \"higher\"/\"lower\" only when the whole interval lies beyond delta), and how many stay resolved "
+            "after Holm's correction over each family (family-wise error 5%) -- " + "; ".join(parts) + ".")
 
 
 def results_table(summary: dict) -> str:
@@ -414,8 +493,8 @@ def family_markdown(summary: dict) -> str:
         "final success and AUC differences, paired by seed, 95% CI\n\n"
         f"{family_table(summary)}\n\n## Gradient noise tr Cov(g) / |E g|^2 at the initial policy (cosine of one "
         f"batch's step with the exact gradient)\n\n{gradient_table(summary)}\n\n## Cells\n\n{cells_table(summary)}\n\n## Verdicts ({summary['n_comparisons']} "
-        f"comparisons, 95% intervals not corrected for multiplicity; |difference| < {summary['negligible']:g}: "
-        f"negligible)\n\n{verdicts}\n"
+        f"comparisons, each from its own 95% interval; |difference| < {summary['negligible']:g}: "
+        f"negligible)\n\n{verdicts}\n\n{power_note()}\n\n{verdict_counts(summary)}\n"
     )
 
 

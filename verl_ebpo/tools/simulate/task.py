@@ -159,10 +159,16 @@ class Optimizer:
     Elementwise, so seeds batched in the leading dimension are exactly independent runs.
     """
 
-    def __init__(self, kind: str, lr: float, shape, betas=(0.9, 0.999), eps: float = 1e-8):
+    def __init__(self, kind: str, lr: float, shape, betas=(0.9, 0.999), eps: float = 1e-8, weight_decay: float = 0.0):
         if kind not in ("adam", "sgd", "nsgd"):
             raise ValueError(f"optimizer must be 'adam', 'sgd' or 'nsgd', got {kind!r}")
+        if not 0.0 <= weight_decay < 1.0:
+            raise ValueError(f"weight_decay must be in [0, 1), got {weight_decay!r}")
         self.kind, self.base_lr, self.betas, self.eps = kind, lr, betas, eps
+        # each active step first multiplies theta by (1 - weight_decay): decay toward the initial policy theta = 0,
+        # decoupled from the gradient as in AdamW, but not scaled by the lr (so one value means the same drift
+        # horizon, about 1 / weight_decay steps, at every lr of a grid)
+        self.weight_decay = weight_decay
         self.lr = lr
         self.m = torch.zeros(shape, dtype=F64)
         self.v = torch.zeros(shape, dtype=F64)
@@ -172,6 +178,8 @@ class Optimizer:
         """New theta (S, n): rows where `active` (S,) bool is False are left exactly as they were. scale: (S,)
         factors on each row's lr this step (a warmup), default 1."""
         a = active.unsqueeze(1)
+        if self.weight_decay:
+            theta = torch.where(a, theta * (1.0 - self.weight_decay), theta)
         self.t = self.t + active.to(F64)
         self.lr = self.base_lr if scale is None else self.base_lr * torch.as_tensor(scale, dtype=F64).reshape(-1, 1)
         if self.kind == "sgd":

@@ -1,0 +1,136 @@
+"""Issues 39, 36 and 41 on `verl-ebpo simulate`: the verdict rule in its reports, the power sentence once per report,
+what `--no-figure` says it wrote, the lr grid warnings, weight decay toward the initial policy, and re-rendering a
+results file written under an earlier verdict rule."""
+
+from __future__ import annotations
+
+import copy
+import json
+import math
+import os
+
+import numpy as np
+import pytest
+import torch
+
+from verl_ebpo.tools import cli
+from verl_ebpo.tools.simulate import report, task as simtask
+from verl_ebpo.tools.simulate.options import SimOptions
+
+ROOT = os.path.join(os.path.dirname(__file__), "..")
+SMALL = ["--G", "2", "4", "--seeds", "2", "--steps", "3", "--prompts", "16", "--answers-per-step", "8",
+         "--estimators", "grpo", "ebpo", "--regime", "custom", "--grad-draws", "2", "--grad-warmup", "1"]
+
+
+def _summary(name: str) -> dict:
+    with open(os.path.join(ROOT, "docs", "results", name, "summary.json"), encoding="utf-8") as f:
+        return json.load(f)
+
+
+def test_no_figure_run_does_not_claim_a_figure(tmp_path, capsys):
+    """Issue 36: `--no-figure` ended with "wrote ... and the figure"; it now names the files it wrote."""
+    out = tmp_path / "sim"
+    assert cli.main(["simulate", "--out", str(out), *SMALL, "--no-figure", "--quiet"]) == 0
+    text = capsys.readouterr().out.replace(str(out), "OUT")  # the test's folder name holds the word
+    assert not (out / "simulate.png").exists()
+    assert "figure" not in text and "simulate.png" not in text
+    assert "summary.json, results.md, curves.csv in" in text
+    assert cli.main(["simulate", "--out", str(tmp_path / "with"), *SMALL, "--quiet"]) == 0
+    assert "simulate.png" in capsys.readouterr().out and (tmp_path / "with" / "simulate.png").exists()
+
+
+def test_power_sentence_once_per_report_and_holm_counts_printed(tmp_path, capsys):
+    """Issue 41: the 80%-power explanation was repeated on every verdict; now each "not resolved" verdict carries
+    its number and the report explains it once, beside the counts with Holm's correction."""
+    assert cli.main(["simulate", "--out", str(tmp_path / "s"), *SMALL, "--quiet"]) == 0
+    text = capsys.readouterr().out
+    assert text.count("a smaller effect is not excluded") == 1
+    assert text.count("at 80% power") >= 2  # the number on each unresolved verdict
+    assert "resolved after Holm" in text
+    md = (tmp_path / "s" / "results.md").read_text()
+    assert md.count("a smaller effect is not excluded") == 1 and "resolved after Holm" in md
+
+
+def test_a_coarse_lr_grid_is_warned_about_before_the_run():
+    """Issue 41: `--lr-grid 1 10` skips 3; the grid is only extended outward, so a best lr between the two is
+    never tried. The 1-3 grid gives no warning."""
+    from verl_ebpo.tools.simulate import grid_warnings
+
+    warn = grid_warnings(SimOptions(lr_grid=(1.0, 10.0)))
+    assert len(warn) == 1 and "1 -> 10" in warn[0] and "only extended outward" in warn[0]
+    assert grid_warnings(SimOptions()) == [] and grid_warnings(SimOptions(lr_grid=(0.3,))) == []
+
+
+def test_why_lr_grid_1_10_picked_0_01_for_dapo():
+    """Issue 41's `--lr-grid 1 10` case (the committed small configuration, DAPO at G=4): every lr lowers the
+    tuning AUC, so the smallest wins, the grid walks down to 0.01 and stops there at an edge. The run now says so."""
+    from verl_ebpo.tools.simulate.docs import lr_warnings
+
+    s = _summary("simulate_small")
+    assert s["regimes"]["hard"]["dapo"]["4"]["lr"] == 0.01
+    auc = s["tune_auc"]["hard"]["dapo|4"]
+    assert all(a >= b for a, b in zip(auc, auc[1:]))
+    lines = lr_warnings(s)
+    assert any(line.startswith("hard/dapo/4: the tuning AUC falls as the lr rises") for line in lines)
+    assert any("chosen lr at an edge" in line and "hard/dapo/4" in line for line in lines)
+    # a summary whose lrs are all inside their grids and never extended warns about nothing
+    quiet = {"lr_grid": [0.1, 1.0, 10.0], "regimes": {"r": {"a": {"2": {"lr": 1.0}}}},
+             "lr_grids": {"r": {"a|2": [0.1, 1.0, 10.0]}}, "tune_auc": {"r": {"a|2": [0.1, 0.3, 0.2]}}}
+    assert lr_warnings(quiet) == []
+
+
+def test_cli_prints_the_lr_warnings_on_stderr(tmp_path, capsys):
+    assert cli.main(["simulate", "--out", str(tmp_path / "s"), *SMALL, "--lr-grid", "1", "10", "--quiet"]) == 0
+    err = capsys.readouterr().err
+    assert "warning: --lr-grid 1 10 has neighbours more than x3.5 apart" in err
+
+
+def test_weight_decay_pulls_the_parameters_toward_the_initial_policy():
+    """Every active step multiplies theta by (1 - w) before the update; inactive rows do not move; the option's
+    range is [0, 0.5]."""
+    theta = torch.tensor([[1.0, -2.0], [3.0, 4.0]], dtype=torch.float64)
+    opt = simtask.Optimizer("sgd", 0.1, theta.shape, weight_decay=0.2)
+    grad = torch.tensor([[1.0, 1.0], [1.0, 1.0]], dtype=torch.float64)
+    new = opt.step(theta, grad, torch.tensor([True, False]))
+    assert torch.allclose(new[0], theta[0] * 0.8 + 0.1) and torch.equal(new[1], theta[1])
+    with pytest.raises(ValueError, match="weight_decay"):
+        simtask.Optimizer("adam", 0.1, theta.shape, weight_decay=1.0)
+    with pytest.raises(ValueError, match="weight_decay"):
+        SimOptions(weight_decay=0.6)
+    assert SimOptions().weight_decay == 0.0
+
+
+def test_weight_decay_changes_learning_not_the_initial_gradient():
+    from verl_ebpo.tools.simulate import engine
+
+    base = dict(G=(2,), seeds=2, prompts=16, heldout=4, steps=4, answers_per_step=8, features=4, regime="custom",
+                estimators=("grpo",), erosion=0.0, lr_grid=(3.0,))
+    off = engine.run_sweep(SimOptions(**base)).runs[("grpo", 2)]
+    on = engine.run_sweep(SimOptions(**base, weight_decay=0.3)).runs[("grpo", 2)]
+    assert np.array_equal(off.curve[:, :2], on.curve[:, :2])  # the first step starts from theta = 0 either way
+    assert not np.allclose(off.curve[:, -1], on.curve[:, -1])
+
+
+def test_reclassify_rerenders_a_file_written_under_the_old_rule():
+    """A committed summary re-classified: numbers untouched, every class what `stats.classify` gives today, and
+    the shared regime's 'higher' AUC over James-Stein at G=8 (+0.010 [+0.001, +0.020]) no longer plain 'higher'."""
+    s = _summary("simulate_default")
+    old = copy.deepcopy(s)
+    c8 = old["regime_comparisons"]["shared"]["ebpo-js"]["8"]
+    c8["auc_class"] = "higher"  # what the old rule wrote
+    new = report.reclassify(old)
+    c = new["regime_comparisons"]["shared"]["ebpo-js"]["8"]
+    assert c["auc_diff"] == s["regime_comparisons"]["shared"]["ebpo-js"]["8"]["auc_diff"]
+    assert c["auc_class"] == "higher (possibly negligible)" and "possibly negligibly" in c["auc_verdict"]
+    assert new["n_comparisons"] == len(new["verdicts"]) == 162
+    assert new["comparisons"] is new["regime_comparisons"]["shared"]
+    # the committed file is already re-classified: doing it again changes nothing
+    assert report.reclassify(copy.deepcopy(s)) == s
+
+
+def test_comparison_intervals_recover_the_noise_ratio_on_the_log_scale():
+    c = _summary("simulate_default")["regime_comparisons"]["hard"]["ebpo-drgrpo"]["2"]
+    iv = report.comparison_intervals(c, 5)["gradient noise"]
+    assert math.exp(iv.mean) == pytest.approx(c["noise_ratio"], rel=1e-12)
+    assert math.exp(iv.lo) == pytest.approx(c["noise_ratio_ci95"][0], rel=1e-12)
+    assert iv.p_value() < 1e-4
