@@ -266,7 +266,8 @@ def test_a_small_dev_shm_host_memory_and_a_long_validation(readme_run, capsys, m
     # one node: the fp32 reference, 8.19 B x 4 B = 32.8 GB pinned, > 16 GB
     _one_line_refusal(rc, err, "/dev/shm: 64 MB", "--shm-size", "host memory:", "32.8 GB a node")
     # validation: 30 stand-in prompts x 16 x 8,192 tokens on 8 GPUs at 3,000 tokens/s a GPU: 3.9 M tokens, ~3 min
-    assert re.search(r"validation\s+ok\s+30 prompts x 16 samples x up to 8,192 tokens = 3.9 M tokens .*~3 min on 8",
+    assert re.search(r"validation\s+ok\s+30 prompts x 16 samples x up to 8,192 tokens = 3.9 M tokens before the first "
+                     r"step \(trainer.val_before_train\).*~3 min on 8",
                      out)
 
 

@@ -104,7 +104,9 @@ def test_every_recipe_passes_preflight_with_its_defaults(cluster, protocol):
     else:  # authors' EBPO: 20 epochs x 33 steps, every 10 -> 66 checkpoints of weights only (4 B a parameter)
         assert "660 steps, 66 saves (every 10), 66 kept" in rows[("qwen3_8b", "ebpo")]["checkpoints"]
         assert "66 x 32.8 GB = 2.16 TB" in rows[("qwen3_8b", "ebpo")]["checkpoints"]
-        assert "66 x 59.1 GB = 3.90 TB" in rows[("qwen3_14b", "ebpo_topic")]["checkpoints"]
+        # topic order pads 17,398 rows to 34 batches: 680 steps, 68 checkpoints
+        assert "680 steps, 68 saves" in rows[("qwen3_14b", "ebpo_topic")]["checkpoints"]
+        assert "68 x 59.1 GB = 4.02 TB" in rows[("qwen3_14b", "ebpo_topic")]["checkpoints"]
         assert "warn" in rows[("qwen3_8b", "ebpo")]["checkpoints: resume"]
         assert "198 steps, 4 saves (every 50), 4 kept" in rows[("qwen3_8b", "grpo")]["checkpoints"]  # 6 epochs
 

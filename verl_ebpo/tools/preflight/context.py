@@ -46,10 +46,12 @@ class Report:
         """The last line: every FAIL, else the warnings by name, else ok (never a plain ok over a warning)."""
         if self.blocking:
             return self.blocking
-        warned = [c for c, s, _ in self.rows if s == "warn"]
+        warned = list(dict.fromkeys(c for c, s, _ in self.rows if s == "warn"))
+        skipped = list(dict.fromkeys(c for c, s, _ in self.rows if s == "n/a"))
+        tail = f"; not checked: {', '.join(skipped)}" if skipped else ""
         if warned:
-            return f"no blocking problem; {len(warned)} warning(s) to read: {', '.join(dict.fromkeys(warned))}"
-        return "ok: every check passed"
+            return f"no blocking problem; {len(warned)} warning(s) to read: {', '.join(warned)}{tail}"
+        return "ok: every check passed" + (f" (not checked: {', '.join(skipped)})" if skipped else "")
 
     def table(self) -> str:
         width = max([len(c) for c, _, _ in self.rows] + [5])

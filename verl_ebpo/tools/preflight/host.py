@@ -185,8 +185,9 @@ def _check_validation(ctx: Context, report: Report) -> None:
     gpus = num(cfg, "trainer.nnodes", int, 1) * num(cfg, "trainer.n_gpus_per_node", int, 1)
     tokens = est.validation_tokens(rows, n, resp)
     minutes = tokens / (VAL_TOKENS_PER_S_PER_GPU * gpus) / 60
-    when = "before the first step (trainer.val_before_train) and " if before else ""
-    figure = (f"{rows:,} prompts x {n} samples x up to {resp:,} tokens = {tokens / 1e6:,.1f} M tokens {when}every "
-              f"{freq} steps: up to ~{minutes:,.0f} min on {gpus} GPUs (estimate at {VAL_TOKENS_PER_S_PER_GPU:,.0f} "
-              "tokens/s a GPU), with nothing printed meanwhile")
+    when = [w for w, on in (("before the first step (trainer.val_before_train)", before),
+                            (f"every {freq} steps (trainer.test_freq)", freq > 0)) if on]
+    figure = (f"{rows:,} prompts x {n} samples x up to {resp:,} tokens = {tokens / 1e6:,.1f} M tokens {' and '.join(when)}"
+              f": up to ~{minutes:,.0f} min on {gpus} GPUs (estimate at {VAL_TOKENS_PER_S_PER_GPU:,.0f} tokens/s a "
+              "GPU), with nothing printed meanwhile")
     report.add("validation", "warn" if minutes >= 5 else "ok", figure)
