@@ -541,7 +541,7 @@ recipe_run() {
     if ((${#flags[@]} == 0)); then
         # several nodes: the data, checkpoints and metrics must be on a folder every node mounts
         if ((NNODES > 1)) && [[ -z "$SHARED_DIR" ]]; then
-            _recipe_die "NNODES=$NNODES: set SHARED_DIR to the folder every node mounts (DATA_DIR and CKPTS_ROOT default under it; the preflight checks every path is)"
+            _recipe_die "NNODES=$NNODES: set SHARED_DIR to the folder every node mounts (DATA_DIR and CKPTS_ROOT default under it; the preflight checks every path is), or NNODES=1 to run on this one node"
         fi
         mkdir -p "$(dirname "$METRICS_FILE")"
         if [[ "$SKIP_PREFLIGHT" != 1 ]]; then

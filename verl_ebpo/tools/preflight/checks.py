@@ -14,7 +14,7 @@ from verl_ebpo.tools.preflight import estimates as est
 from verl_ebpo.tools.preflight.context import (GT, ORDERED, Context, Report, _files, _local, _remote, _sel,
                                                check_numbers, num)
 from verl_ebpo.tools.preflight.host import check_cluster, check_host, gpu_memory
-from verl_ebpo.tools.preflight.memory import check_memory, uses_reference
+from verl_ebpo.tools.preflight.memory import check_memory
 from verl_ebpo.tools.preflight.plan import check_backend, check_checkpoints, check_model, check_nodes
 
 

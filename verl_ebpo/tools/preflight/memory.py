@@ -4,7 +4,6 @@ formulas and the verl source lines they follow: docs/preflight.md)."""
 from __future__ import annotations
 
 import math
-import warnings
 
 from verl_ebpo.tools.preflight import estimates as est
 from verl_ebpo.tools.preflight.context import A, F, R, Context, Report, _gb, _sel, num
@@ -118,10 +117,3 @@ def check_memory(ctx: Context, report: Report) -> None:
                                           " or set actor_rollout_ref.actor.entropy_from_logits_with_chunking=True")
         report.add(f"memory: {name}", STATUS[v], figure)
 
-
-def uses_reference(cfg) -> bool:
-    with warnings.catch_warnings():
-        warnings.simplefilter("ignore")
-        from verl.trainer.ppo.utils import need_reference_policy
-
-        return bool(need_reference_policy(cfg))
