@@ -17,13 +17,15 @@
 # Main variables [defaults; PROTOCOL=paper value first, authors after a slash]:
 #   PRESET            1gpu: Qwen3-0.6B(-Base) on 1 GPU | 1node: Qwen3-1.7B(-Base) on 8 GPUs | unset: the paper
 #   SEED [42 / 1]  MODEL_PATH [model.env]  TRAIN_BATCH_SIZE [512]  PPO_MINI_BATCH_SIZE [128]  LR [1e-6]
-#   MAX_PROMPT_LENGTH [4096]  MAX_RESPONSE_LENGTH [8192]  GROUP_SIZE [4]  NNODES [4]  N_GPUS_PER_NODE [8]
+#   MAX_PROMPT_LENGTH [4096]  MAX_RESPONSE_LENGTH [8192]  GROUP_SIZE [4]
+#   NNODES, N_GPUS_PER_NODE [detected (nvidia-smi here; the Ray cluster at RAY_ADDRESS when set); else 1, 8]
 #   ROLLOUT vllm|sglang [vllm]  BACKEND fsdp|megatron [fsdp]  PROTOCOL paper|authors [paper]
 #   LAUNCH ray-job|local [ray-job; local under SMOKE=cpu]  SMOKE cpu: the CPU smoke (verl_ebpo.tools.cpu.smoke)
 #   RECIPE_DRY_RUN=1  print the command, one argument a line, and exit (nothing launched); =preflight: the
 #                     preflight's command instead; 0 or unset: launch (any other value is refused)
 #   SHARED_DIR        the folder every node mounts (several nodes: required; DATA_DIR and CKPTS_ROOT default under it)
-#   GPU_MEMORY_GB [141]  one GPU's memory: below 120 the token budgets halve (the 80 GB preset: GPU_MEMORY_GB=80)
+#   GPU_MEMORY_GB [detected; else 80]  one GPU's memory: below 120 the 80 GB preset (token budgets halved, vLLM's
+#                     share GPU_MEM_UTIL_80GB of model.env)
 #   SKIP_PREFLIGHT=1  launch without `verl-ebpo preflight` (run before every launch; FREE_DISK_GB: the volume's free space)
 # and the rest in recipes/README.md ("Variables").
 #
@@ -150,8 +152,23 @@ PYTHON="${PYTHON:-python3}"                # the trainer's (on the cluster under
 RECIPE_PYTHON="${RECIPE_PYTHON:-python3}"  # this machine's, for the algorithm keys and SMOKE=cpu
 
 # ---- cluster and launch -----------------------------------------------------------------------
-NNODES="${NNODES:-4}"
-N_GPUS_PER_NODE="${N_GPUS_PER_NODE:-8}"
+# NNODES, N_GPUS_PER_NODE and GPU_MEMORY_GB not set: what `verl-ebpo preflight` detects (this machine's GPUs with
+# nvidia-smi; every alive node of the Ray cluster at RAY_ADDRESS when it is set), else one node of 8 GPUs of
+# unknown memory (the preflight then assumes 80 GB and says so). Never under SMOKE=cpu (its own hardware keys).
+_ray_address_set="${RAY_ADDRESS:-}"
+DETECTED="- - - not_run"
+if [[ -z "$SMOKE" && (-z "${NNODES:-}" || -z "${N_GPUS_PER_NODE:-}" || -z "${GPU_MEMORY_GB:-}") ]]; then
+    DETECTED="$(PYTHONPATH="$REPO_ROOT${PYTHONPATH:+:$PYTHONPATH}" "$RECIPE_PYTHON" -m verl_ebpo.tools.preflight.cluster \
+        ${_ray_address_set:+--ray-address "$_ray_address_set"} 2>/dev/null | tail -n 1)" || DETECTED="- - - failed"
+fi
+read -r _det_nodes _det_gpus _det_gb _ <<<"$DETECTED"
+[[ "$_det_nodes" =~ ^[1-9][0-9]*$ ]] || _det_nodes=1
+[[ "$_det_gpus" =~ ^[1-9][0-9]*$ ]] || _det_gpus=8
+[[ "$_det_gb" =~ ^[1-9][0-9]*$ ]] || _det_gb=""
+NNODES="${NNODES:-$_det_nodes}"
+N_GPUS_PER_NODE="${N_GPUS_PER_NODE:-$_det_gpus}"
+_gpu_memory_declared="${GPU_MEMORY_GB:-}"  # passed to the preflight only when set by the user (it detects its own)
+GPU_MEMORY_GB="${GPU_MEMORY_GB:-$_det_gb}"
 RAY_ADDRESS="${RAY_ADDRESS:-http://127.0.0.1:8265}"
 WORKING_DIR="${WORKING_DIR:-$REPO_ROOT}"
 RUNTIME_ENV="${RUNTIME_ENV:-$RECIPES_DIR/runtime_env.yaml}"
@@ -207,8 +224,15 @@ else
 fi
 
 # ---- performance (do not change the algorithm) ------------------------------------------------
-GPU_MEM_UTIL="${GPU_MEM_UTIL:-0.7}"
-GPU_MEMORY_GB="${GPU_MEMORY_GB:-141}"  # one GPU (H200: 141); below 120 the token budgets halve (80 GB preset)
+# one GPU's memory in GB [detected; unknown: 80, as the preflight assumes]; below 120 the 80 GB preset: the token
+# budgets halve and vLLM's share is the model's GPU_MEM_UTIL_80GB (model.env), so the learner's resident state fits
+# beside it when vLLM starts (the preflight's "memory: rollout")
+_gpu_gb_for_presets="${GPU_MEMORY_GB:-80}"
+if [[ "$_gpu_gb_for_presets" =~ ^[0-9]+$ ]] && ((_gpu_gb_for_presets < 120)); then
+    GPU_MEM_UTIL="${GPU_MEM_UTIL:-${GPU_MEM_UTIL_80GB:-0.7}}"
+else
+    GPU_MEM_UTIL="${GPU_MEM_UTIL:-0.7}"
+fi
 FREE_DISK_GB="${FREE_DISK_GB:-}"       # the checkpoint volume's free space for the preflight [measured]
 OFFLOAD="${OFFLOAD:-False}"
 ROLLOUT_TP="${ROLLOUT_TP:-1}"
@@ -234,7 +258,7 @@ _recipe_int PPO_MINI_BATCH_SIZE "$PPO_MINI_BATCH_SIZE" 1 1000000
 _recipe_int MAX_PROMPT_LENGTH "$MAX_PROMPT_LENGTH" 1 1048576
 _recipe_int MAX_RESPONSE_LENGTH "$MAX_RESPONSE_LENGTH" 2 1048576
 for _v in ROLLOUT_TP SP_SIZE MEGATRON_TP MEGATRON_PP MEGATRON_CP; do _recipe_int "$_v" "${!_v}" 1 64; done
-_recipe_int GPU_MEMORY_GB "$GPU_MEMORY_GB" 1 4096
+[[ -z "$GPU_MEMORY_GB" ]] || _recipe_int GPU_MEMORY_GB "$GPU_MEMORY_GB" 1 4096
 for _v in ACTOR_MAX_TOKENS_PER_GPU INFER_MAX_TOKENS_PER_GPU; do
     [[ -z "${!_v:-}" ]] || _recipe_int "$_v" "${!_v}" 1 100000000
 done
@@ -312,7 +336,7 @@ _recipe_build() {
     # 120 GB a GPU), divided by the sequence split (FSDP: Ulysses SP_SIZE; Megatron: context parallelism MEGATRON_CP)
     local split=$SP_SIZE mult=2
     [[ "$BACKEND" == megatron ]] && split=$MEGATRON_CP
-    ((GPU_MEMORY_GB >= 120)) || mult=1
+    ((${GPU_MEMORY_GB:-80} >= 120)) || mult=1
     ACTOR_MAX_TOKENS_PER_GPU="${ACTOR_MAX_TOKENS_PER_GPU:-$((_seq_len * mult / split))}"
     INFER_MAX_TOKENS_PER_GPU="${INFER_MAX_TOKENS_PER_GPU:-$((_seq_len * mult * 2 / split))}"
     OVERLONG_BUFFER_LEN="${OVERLONG_BUFFER_LEN:-$((MAX_RESPONSE_LENGTH / 2))}"
@@ -501,7 +525,9 @@ recipe_run() {
             ${RAY_JOB_ARGS} -- bash -c 'mkdir -p "$(dirname "$0")" && exec "$@"' "$METRICS_FILE")
     fi
     # the preflight (verl-ebpo preflight) on the same overrides, in WORKING_DIR (where the job reads relative paths)
-    local preflight=("$RECIPE_PYTHON" -m verl_ebpo.tools.preflight --gpu-memory-gb "$GPU_MEMORY_GB" --working-dir "$WORKING_DIR")
+    local preflight=("$RECIPE_PYTHON" -m verl_ebpo.tools.preflight --working-dir "$WORKING_DIR")
+    [[ -z "$_gpu_memory_declared" ]] || preflight+=(--gpu-memory-gb "$_gpu_memory_declared")
+    [[ "$LAUNCH" != ray-job ]] || preflight+=(--ray-address "$RAY_ADDRESS")
     [[ -z "$FREE_DISK_GB" ]] || preflight+=(--free-disk-gb "$FREE_DISK_GB")
     [[ -z "$SHARED_DIR" ]] || preflight+=(--shared-dir "$SHARED_DIR")
     preflight+=("${trainer[@]:3}")
@@ -515,7 +541,7 @@ recipe_run() {
     if ((${#flags[@]} == 0)); then
         # several nodes: the data, checkpoints and metrics must be on a folder every node mounts
         if ((NNODES > 1)) && [[ -z "$SHARED_DIR" ]]; then
-            _recipe_die "NNODES=$NNODES: set SHARED_DIR to the folder every node mounts (DATA_DIR and CKPTS_ROOT default under it; the preflight checks every path is)"
+            _recipe_die "NNODES=$NNODES: set SHARED_DIR to the folder every node mounts (DATA_DIR and CKPTS_ROOT default under it; the preflight checks every path is), or NNODES=1 to run on this one node"
         fi
         mkdir -p "$(dirname "$METRICS_FILE")"
         if [[ "$SKIP_PREFLIGHT" != 1 ]]; then

@@ -10,6 +10,7 @@ from __future__ import annotations
 import contextlib
 import io
 import os
+import re
 import subprocess
 import sys
 from pathlib import Path
@@ -23,6 +24,20 @@ from test_recipes_scripts import COMPOSED, compose, dry_command, dry_run, flatte
 from verl_ebpo.tools.preflight import main as preflight_main  # noqa: E402
 
 FREE_DISK_GB = "10000"
+H200 = 143_771 * 2**20  # nvidia-smi's memory.total of an H200 (MiB): 150.8e9 bytes
+
+
+@pytest.fixture(autouse=True)
+def paper_cluster(monkeypatch):
+    """The cluster the preflight detects: 4 nodes x 8 H200 with 2 TB of host memory each (Ray's answer faked), and a
+    wandb key (the recipes' default logger has wandb)."""
+    from verl_ebpo.tools.preflight import checks
+    from verl_ebpo.tools.preflight.cluster import Cluster
+
+    found = Cluster(4, 8, 32, H200, 2e12, 0, "stand-in Ray cluster: 4 GPU nodes, 32 GPUs")
+    monkeypatch.setattr(checks, "detect_cluster", lambda ray_address=None: found)
+    monkeypatch.setenv("WANDB_API_KEY", "stand-in")
+    return found
 
 
 @pytest.fixture(scope="module")
@@ -69,7 +84,8 @@ def test_every_recipe_passes_preflight_with_its_defaults(cluster, protocol):
         if p != protocol:
             continue
         argv = preflight_argv(model, algo, _env(cluster, model, PROTOCOL=protocol))
-        assert argv[:4] == ["--gpu-memory-gb", "141", "--working-dir", str(Path(script(model, algo)).parents[2])]
+        assert argv[:6] == ["--working-dir", str(Path(script(model, algo)).parents[2]), "--gpu-memory-gb", "141",
+                            "--ray-address", "http://127.0.0.1:8265"]
         rc, out, err = run_preflight(argv)
         assert rc == 0, (model, algo, err)
         tables[(model, algo)] = out
@@ -88,7 +104,9 @@ def test_every_recipe_passes_preflight_with_its_defaults(cluster, protocol):
     else:  # authors' EBPO: 20 epochs x 33 steps, every 10 -> 66 checkpoints of weights only (4 B a parameter)
         assert "660 steps, 66 saves (every 10), 66 kept" in rows[("qwen3_8b", "ebpo")]["checkpoints"]
         assert "66 x 32.8 GB = 2.16 TB" in rows[("qwen3_8b", "ebpo")]["checkpoints"]
-        assert "66 x 59.1 GB = 3.90 TB" in rows[("qwen3_14b", "ebpo_topic")]["checkpoints"]
+        # topic order pads 17,398 rows to 34 batches: 680 steps, 68 checkpoints
+        assert "680 steps, 68 saves" in rows[("qwen3_14b", "ebpo_topic")]["checkpoints"]
+        assert "68 x 59.1 GB = 4.02 TB" in rows[("qwen3_14b", "ebpo_topic")]["checkpoints"]
         assert "warn" in rows[("qwen3_8b", "ebpo")]["checkpoints: resume"]
         assert "198 steps, 4 saves (every 50), 4 kept" in rows[("qwen3_8b", "grpo")]["checkpoints"]  # 6 epochs
 
@@ -106,7 +124,7 @@ def test_several_nodes_need_a_shared_folder(cluster, tmp_path):
     out = subprocess.run(["bash", str(script("qwen3_8b", "ebpo"))], env=recipe_env(env), capture_output=True, text=True,
                          timeout=60)
     assert out.returncode == 2 and out.stderr.count("\n") == 1
-    assert "NNODES=4: set SHARED_DIR to the folder every node mounts" in out.stderr
+    assert "NNODES=4: set SHARED_DIR to the folder every node mounts" in out.stderr and "or NNODES=1" in out.stderr
     # the preflight also refuses $HOME paths when SHARED_DIR is declared but the folders are elsewhere
     argv = preflight_argv("qwen3_8b", "ebpo", _env(cluster, "qwen3_8b", CKPTS_ROOT=str(tmp_path / "ckpts")))
     rc, _, err = run_preflight(argv)
@@ -167,3 +185,72 @@ def test_paper_dapo_logs_its_discarded_answers_with_the_replay_buffer():
     # nothing dropped, nothing to log: no buffer for GRPO, EBPO or the authors' DAPO (no dynamic sampling)
     for algo, env in (("grpo", {}), ("ebpo", {}), ("dapo", {"PROTOCOL": "authors"})):
         assert "TrackedReplayBuffer" not in " ".join(dry_command("qwen3_8b", algo, env)), algo
+
+
+# ---- one node of 8 x 80 GB, the recipes unchanged (issue 37) ------------------------------------------------------
+
+H100 = 81_559 * 2**20  # nvidia-smi's memory.total of an H100 80GB (MiB): 85.5e9 bytes
+
+
+@pytest.fixture()
+def one_node_80gb(tmp_path, monkeypatch):
+    """This machine: 8 x 80 GB GPUs (a stand-in nvidia-smi on PATH for the recipe's detection, the same figures for the
+    preflight's), 2 TB of host memory; nothing declared (NNODES, N_GPUS_PER_NODE, GPU_MEMORY_GB unset)."""
+    from verl_ebpo.tools.preflight import checks
+    from verl_ebpo.tools.preflight.cluster import Cluster
+
+    bin_dir = tmp_path / "bin"
+    bin_dir.mkdir()
+    (bin_dir / "nvidia-smi").write_text("#!/bin/sh\n" + "echo 81559\n" * 8)
+    (bin_dir / "nvidia-smi").chmod(0o755)
+    found = Cluster(None, 8, None, H100, 2e12, 8, "this machine: 8 GPU(s) (nvidia-smi)")
+    monkeypatch.setattr(checks, "detect_cluster", lambda ray_address=None: found)
+    return {"PATH": f"{bin_dir}:{os.environ['PATH']}", "NNODES": None, "N_GPUS_PER_NODE": None, "GPU_MEMORY_GB": None,
+            "CUDA_VISIBLE_DEVICES": None}
+
+
+def _table_rows(out):
+    return {line.split("  ")[0].strip(): line for line in out.splitlines()[1:]}
+
+
+def test_one_node_of_80_gb_fits_every_recipe_unchanged(cluster, one_node_80gb):
+    """Every paper recipe and the authors' EBPO runs, nothing set but the data and the disk: the recipe detects one node
+    of 8 GPUs of 85 GB (the 80 GB preset: halved token budgets, the model's GPU_MEM_UTIL_80GB) and the plan fits."""
+    cases = [c for c in COMPOSED if c[0] == "paper" or c[2] == "ebpo"]
+    for protocol, model, algo in cases:
+        argv = preflight_argv(model, algo, {**_env(cluster, model, PROTOCOL=protocol), **one_node_80gb})
+        assert "--gpu-memory-gb" not in argv  # nothing declared: the preflight uses what it detects
+        flat = {a.split("=", 1)[0]: a.split("=", 1)[1] for a in argv if "=" in a}
+        assert (flat["trainer.nnodes"], flat["trainer.n_gpus_per_node"]) == ("1", "8")
+        assert flat["actor_rollout_ref.rollout.gpu_memory_utilization"] == ("0.6" if model == "qwen3_14b" else "0.7")
+        rc, out, err = run_preflight(argv)
+        assert rc == 0, (protocol, model, algo, err)
+        rows = _table_rows(out)
+        assert re.search(r"cluster\s+ok\s+trainer.nnodes=1 x trainer.n_gpus_per_node=8 = 8 GPUs of 8", rows["cluster"])
+        assert "85.5 GB (detected)" in rows["memory: update"], rows["memory: update"]
+        for check in ("memory: rollout", "memory: old log-prob", "memory: ref log-prob", "memory: update", "host memory"):
+            assert " ok " in rows[check], (model, algo, rows[check])
+
+
+def test_qwen3_14b_on_one_80_gb_node_is_refused_at_0_7_and_passes_at_the_preset(cluster, one_node_80gb):
+    env = {**_env(cluster, "qwen3_14b"), **one_node_80gb}
+    rc, out, err = run_preflight(preflight_argv("qwen3_14b", "ebpo", {**env, "GPU_MEM_UTIL": "0.7"}))
+    # 12 B x 14.77 B / 8 = 22.2 GB resident; (1 - 0.7) x 85.5 GB - 22.2 GB = 3.5 GB < the 4 GB margin
+    assert rc == 2 and err.count("\n") == 1, err
+    assert "memory: rollout:" in err and "learner state 22.2 GB" in err and "vLLM would refuse to start" in err
+    assert "(recipes: GPU_MEM_UTIL=0.65)" in err
+    rc, out, err = run_preflight(preflight_argv("qwen3_14b", "ebpo", env))  # the preset: 0.6
+    assert rc == 0, err
+    assert re.search(r"memory: rollout\s+ok\s+vLLM starts when gpu_memory_utilization 0.6 x 85.5 GB", out)
+
+
+def test_a_declared_cluster_larger_than_the_detected_one_is_refused_naming_the_variable(cluster, one_node_80gb,
+                                                                                        monkeypatch):
+    from verl_ebpo.tools.preflight import checks
+    from verl_ebpo.tools.preflight.cluster import Cluster
+
+    ray = Cluster(1, 8, 8, H100, 2e12, 8, "Ray cluster at http://127.0.0.1:8265: 1 GPU node(s), 8 GPUs")
+    monkeypatch.setattr(checks, "detect_cluster", lambda ray_address=None: ray)
+    env = {**_env(cluster, "qwen3_8b"), **one_node_80gb, "NNODES": "4"}
+    rc, _, err = run_preflight(preflight_argv("qwen3_8b", "ebpo", env))
+    assert rc == 2 and err.count("\n") == 1 and "(recipes: NNODES=1)" in err and "the cluster has 8" in err, err

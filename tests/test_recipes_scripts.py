@@ -54,8 +54,12 @@ RECIPE_VARS = (
     "ACTOR_MAX_TOKENS_PER_GPU INFER_MAX_TOKENS_PER_GPU PROTOCOL LAUNCH RAY_ADDRESS WORKING_DIR RUNTIME_ENV "
     "RAY_JOB_ARGS POSTTRAINED_MODEL_PATH BASE_MODEL_PATH SEED TRAIN_BATCH_SIZE PPO_MINI_BATCH_SIZE LR "
     "MAX_PROMPT_LENGTH MAX_RESPONSE_LENGTH ROLLOUT PRESET SMOKE SMOKE_STEPS METRICS_FILE RECIPE_PYTHON ALGO_KEYS "
-    "WEIGHT_DECAY KL_LOSS_COEF CLIP_RATIO SHARED_DIR GPU_MEMORY_GB FREE_DISK_GB SKIP_PREFLIGHT MEGATRON_CP CKPT_CONTENTS"
+    "WEIGHT_DECAY KL_LOSS_COEF CLIP_RATIO SHARED_DIR GPU_MEMORY_GB FREE_DISK_GB SKIP_PREFLIGHT MEGATRON_CP CKPT_CONTENTS GPU_MEM_UTIL_80GB"
 ).split()
+# the cluster the recipes were written for (4 nodes x 8 H200), declared: without these the recipes detect the cluster
+# (nvidia-smi, Ray) and default to one node of unknown memory (tests/test_recipes_preflight.py tests that);
+# recipe_env(extra) drops a key whose value is None
+PAPER_CLUSTER = {"NNODES": "4", "N_GPUS_PER_NODE": "8", "GPU_MEMORY_GB": "141"}
 
 
 def script(model: str, algo: str) -> Path:
@@ -65,8 +69,10 @@ def script(model: str, algo: str) -> Path:
 def recipe_env(extra: dict | None = None) -> dict:
     env = {k: v for k, v in os.environ.items() if k not in RECIPE_VARS}
     env["HOME"] = "/home/researcher"
+    if not (extra or {}).get("PRESET"):  # a preset sets its own cluster
+        env.update(PAPER_CLUSTER)
     env.update(extra or {})
-    return env
+    return {k: v for k, v in env.items() if v is not None}
 
 
 def dry_command(model: str, algo: str, env: dict | None = None, args: tuple = ()) -> list[str]:

@@ -11,8 +11,11 @@ import warnings
 from typing import Any, Optional
 
 from verl_ebpo.tools.preflight import estimates as est
-from verl_ebpo.tools.preflight.context import GT, ORDERED, Context, Report, _files, _gb, _local, _remote, _sel
-from verl_ebpo.tools.preflight.plan import _backend, check_backend, check_checkpoints, check_model, check_nodes
+from verl_ebpo.tools.preflight.context import (GT, ORDERED, Context, Report, _files, _local, _remote, _sel,
+                                               check_numbers, num)
+from verl_ebpo.tools.preflight.host import check_cluster, check_host, gpu_memory
+from verl_ebpo.tools.preflight.memory import check_memory
+from verl_ebpo.tools.preflight.plan import check_backend, check_checkpoints, check_model, check_nodes
 
 
 def compose(overrides: list) -> Any:
@@ -27,16 +30,34 @@ def compose(overrides: list) -> Any:
         return hydra_compose(config_name="ppo_trainer", overrides=list(overrides))
 
 
-def run_checks(overrides: list, *, gpu_memory_gb: float = 80.0, free_disk_gb=None, shared_dir=None,
-               working_dir=None) -> Report:
+def detect_cluster(ray_address=None):
+    """The cluster preflight plans for (verl_ebpo.tools.preflight.cluster.detect; tests replace this)."""
+    from verl_ebpo.tools.preflight.cluster import detect
+
+    return detect(ray_address)
+
+
+def run_checks(overrides: list, *, gpu_memory_gb=None, free_disk_gb=None, shared_dir=None, working_dir=None,
+               ray_address=None, host_memory_gb=None) -> Report:
+    import dataclasses
+
     cfg = compose(overrides)
+    check_numbers(cfg)  # a key of the wrong type or range: one line naming it (InputError), before verl reads it
     report = Report()
-    ctx = Context(cfg, os.path.abspath(working_dir or os.getcwd()), gpu_memory_gb * est.GB, free_disk_gb, shared_dir)
+    cluster = detect_cluster(ray_address)
+    if host_memory_gb is not None:
+        cluster = dataclasses.replace(cluster, host_bytes=host_memory_gb * est.GB)
+    gpu_bytes, gpu_label, memory_row = gpu_memory(gpu_memory_gb, cluster)
+    ctx = Context(cfg, os.path.abspath(working_dir or os.getcwd()), gpu_bytes, free_disk_gb, shared_dir,
+                  gpu_source=gpu_label, cluster=cluster)
     check_verl(ctx, report)
+    check_cluster(ctx, report, memory_row)
+    check_ebpo(ctx, report)
     check_data(ctx, report)
     check_model(ctx, report)
     check_checkpoints(ctx, report)
     check_memory(ctx, report)
+    check_host(ctx, report)
     check_nodes(ctx, report)
     check_reward(ctx, report)
     check_backend(ctx, report)
@@ -58,7 +79,31 @@ def check_verl(ctx: Context, report: Report) -> None:
     except Exception as exc:  # noqa: BLE001 - verl's refusal, reported as the blocking line
         report.add("verl config", "FAIL", f"verl's validate_config: {exc}")
         return
+    ctx.uses_ref = bool(ref)
     report.add("verl config", "ok", f"validate_config passed (reference policy: {ref}, critic: {critic})")
+
+
+CALLBACK = "verl_ebpo.EBPOCheckpointCallback"
+
+
+def check_ebpo(ctx: Context, report: Report) -> None:
+    """adv_estimator=ebpo: its options read by the plugin's own spec (EBPOOptions.from_algorithm_config), and the
+    checkpoint callback that saves the running prior."""
+    if _sel(ctx.cfg, "algorithm.adv_estimator") != "ebpo":
+        return
+    from verl_ebpo.advantage.options import EBPOOptions
+
+    try:
+        opts = EBPOOptions.from_algorithm_config(_sel(ctx.cfg, "algorithm"))
+    except ValueError as exc:
+        report.add("ebpo options", "FAIL", str(exc))
+        return
+    report.add("ebpo options", "ok", f"prior_scope={opts.prior_scope}, prior_decay={opts.prior_decay:g}, "
+               f"normalize={opts.normalize}")
+    callback = _sel(ctx.cfg, "trainer.checkpoint_callback_class")
+    if opts.prior_scope == "running" and not callback:
+        report.add("ebpo checkpoint", "warn", "no trainer.checkpoint_callback_class: the running prior is not saved "
+                   f"with the checkpoints, so a resume starts it afresh; set trainer.checkpoint_callback_class={CALLBACK}")
 
 
 # ---- data --------------------------------------------------------------------------------------------------------
@@ -77,7 +122,7 @@ def _ordering(cfg):
 def check_data(ctx: Context, report: Report) -> None:
     cfg = ctx.cfg
     prompt_key = _sel(cfg, "data.prompt_key", "prompt")
-    batch = int(_sel(cfg, "data.train_batch_size"))
+    batch = num(cfg, "data.train_batch_size", int, 1)
     try:
         opts = _ordering(cfg)
     except ValueError as exc:
@@ -97,13 +142,40 @@ def check_data(ctx: Context, report: Report) -> None:
             elif rows_total is not None:
                 rows_total += row
         if which == "train" and rows_total is not None:
-            ctx.train_rows = rows_total
-            spe = rows_total // batch
+            length, how = _dataset_len(ctx, rows_total, opts)
+            ctx.train_len = length
+            spe = est.steps_per_epoch(length, batch)
             status = "ok" if spe >= 1 else "FAIL"
             report.add("data: steps per epoch", status,
-                       f"{rows_total:,} rows // data.train_batch_size {batch} = {spe} steps per epoch"
+                       f"len(train_dataset) {length:,} ({how}) // data.train_batch_size {batch} = {spe} steps per epoch"
                        + ("" if spe >= 1 else " (verl drops the incomplete batch: no step would run)"))
     _check_prompt_lengths(ctx, report, prompt_key)
+
+
+def _dataset_len(ctx: Context, rows: int, opts) -> tuple[int, str]:
+    """len(train_dataset) as verl's V1 trainer counts it: rows after `data.train_max_samples`; the ordered datasets'
+    padded plan (their `build_plan` over every train file, as the dataset orders them)."""
+    limit = num(ctx.cfg, "data.train_max_samples", int, none_ok=True)
+    if limit is not None and 0 < limit < rows:
+        rows, how = limit, f"data.train_max_samples of {rows:,} rows"
+    else:
+        how = "rows"
+    if opts is None or ctx.train_plan_len is None:
+        return rows, how
+    return ctx.train_plan_len, f"the ordered dataset's plan over {rows:,} rows, padded to whole batches"
+
+
+def _prompt_type_problem(values, prompt_key: str) -> Optional[str]:
+    """verl's RLHFDataset reads `prompt_key` as chat messages ([{role, content}, ...]); what is wrong, or None."""
+    for i, v in enumerate(values):
+        if v is None:
+            continue
+        if not isinstance(v, (list, tuple)) or not all(isinstance(m, dict) and "role" in m and "content" in m
+                                                          for m in v):
+            shown = type(v).__name__ if not isinstance(v, (list, tuple)) else f"a list of {type(v[0]).__name__ if v else 'nothing'}"
+            return (f"column {prompt_key!r} holds {shown} (row {i}: {str(v)[:40]!r}), not chat messages "
+                    "(a list of {'role': ..., 'content': ...}, what recipes/data/prepare_data.py writes)")
+    return None
 
 
 def _check_file(ctx, report, which, raw, prompt_key, opts) -> Optional[int]:
@@ -146,6 +218,10 @@ def _check_file(ctx, report, which, raw, prompt_key, opts) -> Optional[int]:
         if empty:
             report.add(check, "FAIL", f"{path}: {empty:,} of {table.num_rows:,} rows have no {name}")
             return None
+    problem = _prompt_type_problem(read_field(table, prompt_key), prompt_key)
+    if problem:
+        report.add(check, "FAIL", f"data.{which}_files: {path}: {problem}")
+        return None
     note = ""
     if opts is not None:
         from verl_ebpo.samplers.dataset import build_plan, loader_batch
@@ -156,6 +232,8 @@ def _check_file(ctx, report, which, raw, prompt_key, opts) -> Optional[int]:
             report.add(check, "FAIL", f"{path}: {exc}")
             return None
         note = f"; {', '.join(opts.value_fields())} on every row ({len(plan):,} rows served)"
+        if which == "train":
+            ctx.train_plan_len = (ctx.train_plan_len or 0) + len(plan)
     if which == "train" and ctx.first_row is None:
         ctx.first_row = {"ground_truth": read_field(table, GT)[0], "data_source": read_field(table, "data_source")[0]}
     report.add(check, "ok", f"{path}: {table.num_rows:,} rows, columns {prompt_key}, {GT}, data_source{note}")
@@ -172,7 +250,9 @@ def _local_tokenizer(ctx: Context) -> Optional[str]:
 
 def _check_prompt_lengths(ctx: Context, report: Report, prompt_key: str) -> None:
     tok_dir = _local_tokenizer(ctx)
-    limit = int(_sel(ctx.cfg, "data.max_prompt_length"))
+    limit = num(ctx.cfg, "data.max_prompt_length", int, 1)
+    if any(c.startswith("data: train") and s == "FAIL" for c, s, _ in report.rows):
+        return  # the train files are refused already
     if tok_dir is None:
         report.add("data: prompt lengths", "n/a", f"not measured: the model's tokenizer is not a local folder "
                    f"(limit data.max_prompt_length={limit})")
@@ -210,85 +290,6 @@ def _check_prompt_lengths(ctx: Context, report: Report, prompt_key: str) -> None
                    f"{limit}: truncated ({_sel(ctx.cfg, 'data.truncation')})")
 
 
-def _tokens(cfg, prefix: str, dyn_key: str, max_key: str, mbs_key: str, seq: int) -> tuple[Optional[int], str]:
-    """Tokens of one micro-batch on one GPU, and the key that sets it."""
-    if _sel(cfg, f"{prefix}.{dyn_key}"):
-        return int(_sel(cfg, f"{prefix}.{max_key}")), f"{prefix}.{max_key}"
-    mbs = _sel(cfg, f"{prefix}.{mbs_key}")
-    return (int(mbs) * seq if mbs else None), f"{prefix}.{mbs_key}"
-
-
-def check_memory(ctx: Context, report: Report) -> None:
-    cfg = ctx.cfg
-    if ctx.params is None:
-        report.add("memory", "n/a", "not estimated (no model config.json)")
-        return
-    backend = _backend(cfg)
-    world = int(_sel(cfg, "trainer.nnodes")) * int(_sel(cfg, "trainer.n_gpus_per_node"))
-    a = "actor_rollout_ref.actor"
-    if backend == "fsdp":
-        tp = pp = cp = 1
-        offload = (bool(_sel(cfg, f"{a}.fsdp_config.param_offload")), bool(_sel(cfg, f"{a}.fsdp_config.optimizer_offload")))
-        ref_offload = bool(_sel(cfg, "actor_rollout_ref.ref.fsdp_config.param_offload"))
-    else:
-        tp, pp, cp = (int(_sel(cfg, f"{a}.megatron.{k}_parallel_size") or 1)
-                      for k in ("tensor_model", "pipeline_model", "context"))
-        offload = (bool(_sel(cfg, f"{a}.megatron.param_offload")), bool(_sel(cfg, f"{a}.megatron.optimizer_offload")))
-        ref_offload = bool(_sel(cfg, "actor_rollout_ref.ref.megatron.param_offload"))
-    model_bytes = est.dtype_bytes(_sel(cfg, f"{a}.fsdp_config.model_dtype"), 4)
-    shards = est.learner_shards(ctx.params, backend, world, tp=tp, pp=pp, cp=cp, model_bytes=model_bytes,
-                                param_offload=offload[0], optimizer_offload=offload[1])
-    ref_shard = 0
-    with warnings.catch_warnings():
-        warnings.simplefilter("ignore")
-        from verl.trainer.ppo.utils import need_reference_policy
-
-        uses_ref = need_reference_policy(cfg)
-    if uses_ref and not ref_offload:
-        ref_shard = est.learner_shards(ctx.params, backend, world, tp=tp, pp=pp, cp=cp, model_bytes=model_bytes).params
-    resident = shards.params + shards.optimizer + ref_shard
-    vocab = int(ctx.model_cfg["vocab_size"])
-    seq = int(_sel(cfg, "data.max_prompt_length")) + int(_sel(cfg, "data.max_response_length"))
-    r = "actor_rollout_ref.rollout"
-    util = float(_sel(cfg, f"{r}.gpu_memory_utilization"))
-    rollout_total = util * ctx.gpu_bytes + resident
-    gpu = f"{ctx.gpu_bytes / est.GB:g} GB (--gpu-memory-gb)"
-    status = {"ok": "ok", "tight": "warn", "fail": "FAIL"}
-    v = est.verdict(rollout_total, ctx.gpu_bytes)
-    report.add("memory: rollout", status[v], f"gpu_memory_utilization {util:g} x {gpu} + resident learner states "
-               f"{_gb(resident)} = {_gb(rollout_total)}")
-    chunk = int(_sel(cfg, f"{a}.entropy_from_logits_chunk_size") or 2048)
-    passes = []
-    t, key = _tokens(cfg, r, "log_prob_use_dynamic_bsz", "log_prob_max_token_len_per_gpu",
-                     "log_prob_micro_batch_size_per_gpu", seq)
-    chunked = bool(_sel(cfg, f"{a}.entropy_from_logits_with_chunking"))
-    if t:
-        passes.append(("old log-prob", t, True, chunked, 1, resident, key))
-    if uses_ref:
-        t, key = _tokens(cfg, "actor_rollout_ref.ref", "log_prob_use_dynamic_bsz", "log_prob_max_token_len_per_gpu",
-                         "log_prob_micro_batch_size_per_gpu", seq)
-        if t:
-            passes.append(("ref log-prob", t, False, False, 1, resident, key))
-    t, key = _tokens(cfg, a, "use_dynamic_bsz", "ppo_max_token_len_per_gpu", "ppo_micro_batch_size_per_gpu", seq)
-    if t:
-        ent = bool(_sel(cfg, f"{a}.calculate_entropy")) or float(_sel(cfg, f"{a}.entropy_coeff") or 0) != 0
-        passes.append(("update", t, ent, chunked, 2, resident + shards.grads, key))
-    for name, tokens, entropy, chunk_on, copies, states, key in passes:
-        logits = copies * est.logits_bytes(tokens, vocab, tp)
-        extra = est.entropy_bytes(tokens, vocab, tp, chunk_on, chunk) if entropy else 0
-        total = logits + extra + states
-        v = est.verdict(total, ctx.gpu_bytes)
-        ent = ("" if not entropy else
-               f" + entropy ({'chunked' if chunk_on else 'not chunked'}) {_gb(extra)}")
-        figure = (f"{tokens:,} tokens/GPU x {vocab:,} vocabulary{f' / TP {tp}' if tp > 1 else ''}: logits"
-                  f"{' + gradient' if copies == 2 else ''} {_gb(logits)}{ent} + states {_gb(states)} = {_gb(total)} "
-                  f"of {gpu}, activations not counted")
-        if v == "fail":
-            figure += (f": lower {key}" + ("" if not entropy or chunk_on else
-                                          " or set actor_rollout_ref.actor.entropy_from_logits_with_chunking=True"))
-        report.add(f"memory: {name}", status[v], figure)
-
-
 # ---- reward, backend ---------------------------------------------------------------------------------------------
 
 
@@ -312,8 +313,9 @@ def check_reward(ctx: Context, report: Report) -> None:
             from verl.utils.reward_score import default_compute_score as fn
 
             label = "verl's default_compute_score"
-    except Exception as exc:  # noqa: BLE001 - verl would fail the same way in the TaskRunner
-        report.add("reward", "FAIL", f"reward.custom_reward_function {path}:{name} does not load: {exc}")
+    except Exception as exc:  # noqa: BLE001 - verl would fail the same way in the reward workers
+        report.add("reward", "FAIL", f"reward.custom_reward_function {path}:{name} does not load: {exc}"
+                   f"{_root_cause(exc, str(path))}")
         return
     if ctx.first_row is None:
         report.add("reward", "n/a", f"{label} loads; not scored (no local training row)")
@@ -323,10 +325,40 @@ def check_reward(ctx: Context, report: Report) -> None:
         out = fn(data_source=source, solution_str=f"Answer: {gt}", ground_truth=gt, extra_info={})
         score = float(out["score"] if isinstance(out, dict) else out)
     except Exception as exc:  # noqa: BLE001
-        report.add("reward", "FAIL", f"{label} raised on the first training row's ground truth {gt!r}: {exc}")
+        fix = ""
+        if not path or isinstance(exc, NotImplementedError):
+            fix = (f"; verl's default_compute_score has no scorer for data_source {source!r}: set "
+                   "reward.custom_reward_function.path=pkg://verl_ebpo.rewards "
+                   "reward.custom_reward_function.name=compute_score")
+        report.add("reward", "FAIL", f"{label} raised on the first training row's ground truth {gt!r} (data_source "
+                   f"{source!r}): {type(exc).__name__}: {exc}{fix}")
         return
     if score != 1.0:
         report.add("reward", "FAIL", f"{label} scores the first training row's ground truth {gt!r} against itself "
                    f"(data_source {source}) as {score:g}, not 1")
         return
     report.add("reward", "ok", f"{label}: 'Answer: {gt}' against ground truth {gt!r} scores 1")
+
+
+def _root_cause(exc: BaseException, path: str) -> str:
+    """' (cause: TYPE: message, FILE line N)': the innermost exception under verl's loader and where it was raised
+    (a SyntaxError's own file and line; else the last frame in the reward file, else the last frame)."""
+    import traceback
+
+    root, seen = exc, set()
+    while (root.__cause__ or root.__context__) is not None and id(root) not in seen:
+        seen.add(id(root))
+        root = root.__cause__ or root.__context__
+    if root is exc and not isinstance(exc, SyntaxError):
+        frames = traceback.extract_tb(exc.__traceback__)
+    else:
+        frames = traceback.extract_tb(root.__traceback__)
+    where = ""
+    if isinstance(root, SyntaxError) and root.lineno:
+        where = f", {root.filename} line {root.lineno}"
+    elif frames:
+        base = os.path.basename(path.removeprefix("pkg://").replace(".", "/")) if path else ""
+        mine = [f for f in frames if base and os.path.basename(f.filename).startswith(base)] or frames
+        where = f", {mine[-1].filename} line {mine[-1].lineno}"
+    message = root.msg if isinstance(root, SyntaxError) else str(root)
+    return f" (cause: {type(root).__name__}: {message}{where})"

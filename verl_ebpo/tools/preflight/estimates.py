@@ -12,7 +12,10 @@ from typing import Mapping
 
 GB = 1e9
 DTYPE_BYTES = {"bfloat16": 2, "bf16": 2, "float16": 2, "fp16": 2, "half": 2, "float32": 4, "fp32": 4, "float": 4}
-TIGHT = 0.9  # a pass above this share of the GPU's memory is "tight" (activations are not counted)
+TIGHT = 0.9  # a pass above this share of the GPU's memory is "tight"
+# CUDA contexts, NCCL buffers and vLLM's CUDA-graph pool: held on every GPU all run, not freed by vLLM's sleep mode
+# (2-4 GB measured by verl users; the upper figure is counted in every pass and is the rollout check's margin)
+RUNTIME_OVERHEAD = 4 * GB
 
 
 class EstimateError(ValueError):
@@ -88,9 +91,10 @@ class CheckpointPlan:
     total_steps: int
     saves: int
     kept: int
+    peak: int = 0  # checkpoints on disk at once (verl saves the new one before deleting the oldest when keep = 1)
 
     def total_bytes(self, per_checkpoint: int) -> int:
-        return self.kept * per_checkpoint
+        return max(self.kept, self.peak) * per_checkpoint
 
 
 def checkpoint_plan(rows: int, train_batch_size: int, total_epochs: int, total_training_steps,
@@ -106,7 +110,16 @@ def checkpoint_plan(rows: int, train_batch_size: int, total_epochs: int, total_t
     else:
         saves = total // save_freq + (1 if total % save_freq else 0)
     kept = saves if keep is None or keep <= 0 else min(saves, keep)
-    return CheckpointPlan(spe, total, saves, kept)
+    # checkpoint_manager.py ensure_checkpoint_capacity: keep >= 2 removes down to keep - 1 before a save; keep = 1
+    # removes nothing before, so the old and the new checkpoint both exist until register_checkpoint
+    peak = min(saves, keep + 1) if keep == 1 else kept
+    return CheckpointPlan(spe, total, saves, kept, peak)
+
+
+def steps_per_epoch(dataset_len: int, train_batch_size: int) -> int:
+    """verl's V1 trainer (trainer/ppo/v1/trainer_base.py:765): `len(train_dataset) // train_batch_size`, where the
+    dataset's length is its rows after verl's filters, or, for the ordered datasets, the padded plan's length."""
+    return dataset_len // train_batch_size
 
 
 # ---- GPU memory ------------------------------------------------------------------------------------------------
@@ -154,6 +167,39 @@ def learner_shards(params: int, backend: str, world: int, *, tp: int = 1, pp: in
     return Shards(0 if param_offload else p, g, 0 if optimizer_offload else o)
 
 
+def checkpointed_inputs_bytes(tokens: int, hidden: int, layers: int, nbytes: int = 2) -> int:
+    """Gradient checkpointing keeps each decoder layer's input (tokens x hidden, bf16) until the backward pass:
+    T x H x L x 2 B. Qwen3-8B at 24,576 tokens: 36 x 24,576 x 4,096 x 2 B = 7.2 GB."""
+    return tokens * hidden * layers * nbytes
+
+
+def layer_working_bytes(tokens: int, cfg: Mapping, backward: bool = True, nbytes: int = 2) -> int:
+    """One decoder layer's activations while it runs (the layer recomputed in the backward pass, and their
+    gradients when `backward`): per token 2 x (H + heads x hd + 2 x kv x hd) (norm outputs, q/k/v, attention
+    output) + 3 x I (gate, up, their product), bf16. Qwen3-8B at 24,576 tokens with gradients: 5.6 GB."""
+    h = _pos_int(cfg, "hidden_size")
+    heads = _pos_int(cfg, "num_attention_heads")
+    kv = _pos_int(cfg, "num_key_value_heads", heads)
+    hd = cfg.get("head_dim") or h // heads
+    per_token = 2 * (h + heads * hd + 2 * kv * hd) + 3 * _pos_int(cfg, "intermediate_size")
+    return tokens * per_token * nbytes * (2 if backward else 1)
+
+
+def unsharded_head_bytes(vocab: int, hidden: int, backward: bool = True) -> int:
+    """FSDP all-gathers a module's parameters while it runs: the lm_head (V x H) in bf16 (2 B), and in the update
+    its fp32 gradient (4 B) before the reduce-scatter: V x H x 6 B (forward only: V x H x 2 B).
+    Qwen3-8B: 151,936 x 4,096 x 6 B = 3.7 GB."""
+    return vocab * hidden * (6 if backward else 2)
+
+
+def rollout_headroom(util: float, gpu_bytes: float, resident: int, overhead: float = RUNTIME_OVERHEAD) -> float:
+    """vLLM refuses to start when the free memory is below gpu_memory_utilization x total: with the learner's
+    resident state on the GPU (the hybrid engine keeps it while vLLM wakes), the memory left above vLLM's share is
+    (1 - util) x GPU - resident; the run starts when that is at least `overhead` (CUDA contexts, NCCL, graph pool).
+    Returns that left-over headroom minus the overhead (< 0: vLLM would refuse)."""
+    return (1 - util) * gpu_bytes - resident - overhead
+
+
 @dataclass(frozen=True)
 class Pass:
     name: str
@@ -165,6 +211,18 @@ class Pass:
     @property
     def total(self) -> int:
         return self.logits + self.entropy + self.states
+
+
+def host_reference_bytes(params: int, world: int, gpus_per_node: int, model_bytes: int = 4) -> int:
+    """The reference model's pinned CPU copy on one node: FSDP2 gives a forward-only model CPUOffloadPolicy
+    (workers/engine/fsdp/transformer_impl.py:462), each rank pins its shard P x model_dtype / W, a node holds its
+    GPUs' shards. Qwen3-8B, fp32, one node of 8: 32.8 GB; Qwen3-14B: 59.1 GB."""
+    return params * model_bytes * gpus_per_node // world
+
+
+def validation_tokens(prompts: int, samples: int, max_response: int) -> int:
+    """Tokens a validation pass generates at most: prompts x val_kwargs.n x max_response_length."""
+    return prompts * samples * max_response
 
 
 def verdict(total: int, gpu_bytes: float) -> str:

@@ -2,58 +2,40 @@
 
 from __future__ import annotations
 
-import json
 import os
 import shutil
 from typing import Optional
 
 from verl_ebpo.tools.preflight import estimates as est
-from verl_ebpo.tools.preflight.context import METRICS_KEY, Context, Report, _files, _gb, _local, _remote, _sel
+from verl_ebpo.tools.preflight.context import METRICS_KEY, Context, Report, _files, _gb, _local, _remote, _sel, num
 
 # ---- the model, the checkpoint plan -------------------------------------------------------------------------------
 
 
-def _model_config(ctx: Context) -> tuple[Optional[dict], str]:
-    path = str(_sel(ctx.cfg, "actor_rollout_ref.model.path"))
-    local = _local(path, ctx.working_dir)
-    file = os.path.join(local, "config.json")
-    if not os.path.isfile(file):
-        file = None
-        try:
-            from huggingface_hub import try_to_load_from_cache
-
-            hit = try_to_load_from_cache(path, "config.json")
-            file = hit if isinstance(hit, str) else None
-        except Exception:  # noqa: BLE001 - not an HF id, no hub: not estimated
-            file = None
-    if file is None:
-        return None, f"{path}: no local config.json (neither a folder nor in the HF cache)"
-    try:
-        with open(file, encoding="utf-8") as fh:
-            data = json.load(fh)
-    except (OSError, ValueError) as exc:
-        return None, f"{file}: not readable JSON ({exc})"
-    if not isinstance(data, dict):
-        return None, f"{file}: not a JSON object"
-    return data, file
-
-
 def check_model(ctx: Context, report: Report) -> None:
-    data, where = _model_config(ctx)
+    from verl_ebpo.tools.preflight.models import find_config
+
+    path = str(_sel(ctx.cfg, "actor_rollout_ref.model.path"))
+    found = find_config(path, ctx.working_dir)
+    if found.missing_local:
+        report.add("model", "FAIL", f"actor_rollout_ref.model.path: {found.where} (a local path; an HF id is "
+                   "written org/name)")
+        return
+    data = found.config
     if data is None:
-        report.add("model", "n/a", f"{where}: checkpoint size and GPU memory not estimated")
+        report.add("model", "warn", f"{found.where}: checkpoint size and GPU memory not estimated")
         return
     data = data.get("text_config", data) if "hidden_size" not in data else data
+    dtype = data.get("torch_dtype") or data.get("dtype")
     try:
-        ctx.params = est.param_count(data)
-        est.dtype_bytes(data.get("torch_dtype") or data.get("dtype"))
+        params = est.param_count(data)
+        est.dtype_bytes(dtype)
     except est.EstimateError as exc:
-        report.add("model", "n/a", f"{where}: {exc}: checkpoint size and GPU memory not estimated")
+        report.add("model", "warn", f"{found.where}: {exc}: checkpoint size and GPU memory not estimated")
         return
-    ctx.model_cfg = data
-    report.add("model", "ok", f"{ctx.params / 1e9:.2f} B parameters ({where}: {data['num_hidden_layers']} layers, "
-               f"hidden {data['hidden_size']}, vocabulary {data['vocab_size']:,}, "
-               f"{data.get('torch_dtype') or data.get('dtype') or 'bfloat16'})")
+    ctx.params, ctx.model_cfg = params, data
+    report.add("model", "ok", f"{params / 1e9:.2f} B parameters ({found.where}: {data['num_hidden_layers']} layers, "
+               f"hidden {data['hidden_size']}, vocabulary {data['vocab_size']:,}, {dtype or 'bfloat16'})")
 
 
 def _backend(cfg) -> str:
@@ -69,21 +51,39 @@ def _free_bytes(ctx: Context, folder: str) -> tuple[float, str]:
     return float(shutil.disk_usage(probe).free), f"{probe} (free space now)"
 
 
+def _existing(folder: str) -> tuple[list, int]:
+    """The `global_step_N` folders already in `folder` (N sorted) and their bytes on disk."""
+    steps, total = [], 0
+    if not os.path.isdir(folder):
+        return steps, 0
+    for name in os.listdir(folder):
+        sub = os.path.join(folder, name)
+        if name.startswith("global_step_") and name[12:].isdigit() and os.path.isdir(sub):
+            steps.append(int(name[12:]))
+            for root, _, files in os.walk(sub):
+                total += sum(os.path.getsize(os.path.join(root, f)) for f in files
+                             if not os.path.islink(os.path.join(root, f)))
+    return sorted(steps), total
+
+
 def check_checkpoints(ctx: Context, report: Report) -> None:
     cfg = ctx.cfg
-    steps = _sel(cfg, "trainer.total_training_steps")
-    if ctx.train_rows is None and steps is None:
-        report.add("checkpoints", "n/a", "not planned: the training rows are unknown and no "
-                   "trainer.total_training_steps is set")
+    steps = num(cfg, "trainer.total_training_steps", int, 1, none_ok=True)
+    if ctx.train_len is None and steps is None:
+        report.add("checkpoints", "warn", "not planned: the training set's length is unknown and no "
+                   "trainer.total_training_steps is set (disk use not checked)")
         return
-    keep = _sel(cfg, "trainer.max_actor_ckpt_to_keep")
-    plan = est.checkpoint_plan(ctx.train_rows or 0, int(_sel(cfg, "data.train_batch_size")),
-                               int(_sel(cfg, "trainer.total_epochs")), steps, int(_sel(cfg, "trainer.save_freq")), keep)
+    keep = num(cfg, "trainer.max_actor_ckpt_to_keep", int, none_ok=True)
+    freq = num(cfg, "trainer.save_freq", int)
+    plan = est.checkpoint_plan(ctx.train_len or 0, num(cfg, "data.train_batch_size", int, 1),
+                               num(cfg, "trainer.total_epochs", int, 1), steps, freq, keep)
     contents = list(_sel(cfg, "actor_rollout_ref.actor.checkpoint.save_contents") or [])
-    head = (f"{plan.total_steps:,} steps, {plan.saves} saves (every {_sel(cfg, 'trainer.save_freq')}), {plan.kept} kept "
-            f"(max_actor_ckpt_to_keep={keep}), save_contents={contents}")
+    peak = f", {plan.peak} at the peak (keep 1: the new one is written before the old one goes)" \
+        if plan.peak > plan.kept else ""
+    head = (f"{plan.total_steps:,} steps, {plan.saves} saves (every {freq}), {plan.kept} kept "
+            f"(max_actor_ckpt_to_keep={keep}){peak}, save_contents={contents}")
     if ctx.params is None:
-        report.add("checkpoints", "n/a", f"{head}; size not estimated (no model config.json)")
+        report.add("checkpoints", "warn", f"{head}; size not estimated (no model config.json): disk use not checked")
         return
     backend = _backend(cfg)
     model_bytes = est.dtype_bytes(_sel(cfg, "actor_rollout_ref.actor.fsdp_config.model_dtype"), 4)
@@ -92,11 +92,18 @@ def check_checkpoints(ctx: Context, report: Report) -> None:
     per = sum(parts.values())
     total = plan.total_bytes(per)
     folder = _local(str(_sel(cfg, "trainer.default_local_dir")), ctx.working_dir)
+    old_steps, old_bytes = _existing(folder)
+    old = ""
+    if old_steps:
+        old = (f" + {len(old_steps)} existing global_step_* folder(s) {_gb(old_bytes)} (verl's rotation list starts "
+               "empty at each start: it never deletes these)")
     free, where = _free_bytes(ctx, folder)
-    figure = f"{head}: {plan.kept} x {_gb(per)} = {_gb(total)}; free {_gb(free)} at {where}"
-    if total > free:
+    count = max(plan.kept, plan.peak)
+    figure = f"{head}: {count} x {_gb(per)} = {_gb(total)}{old}; free {_gb(free)} at {where}"
+    if total + old_bytes > free:
         report.add("checkpoints", "FAIL", f"{figure}: does not fit; set trainer.max_actor_ckpt_to_keep, "
-                   "trainer.total_training_steps, trainer.save_freq or actor checkpoint.save_contents")
+                   "trainer.total_training_steps, trainer.save_freq or actor checkpoint.save_contents"
+                   + (", or remove old global_step_* folders" if old_steps else ""))
     else:
         report.add("checkpoints", "ok", figure)
     if "optimizer" not in contents and plan.saves:
@@ -122,7 +129,7 @@ def _metrics_file(cfg) -> Optional[str]:
 
 def check_nodes(ctx: Context, report: Report) -> None:
     cfg = ctx.cfg
-    nnodes = int(_sel(cfg, "trainer.nnodes"))
+    nnodes = num(cfg, "trainer.nnodes", int, 1)
     metrics = _metrics_file(cfg)
     if metrics is not None:
         folder = os.path.dirname(_local(str(metrics), ctx.working_dir))
@@ -171,12 +178,16 @@ def check_backend(ctx: Context, report: Report) -> None:
                      "nor rollout.max_num_batched_tokens")
     if _backend(cfg) == "megatron":
         sp = [k for k in ("actor_rollout_ref.actor.ulysses_sequence_parallel_size",
-                          "actor_rollout_ref.ref.ulysses_sequence_parallel_size") if (_sel(cfg, k) or 1) > 1]
+                          "actor_rollout_ref.ref.ulysses_sequence_parallel_size") if (num(cfg, k, int, 1, none_ok=True) or 1) > 1]
         if sp:
             notes.append(f"Megatron ignores {', '.join(sp)} (Ulysses is FSDP's): use "
                          "actor_rollout_ref.actor.megatron.context_parallel_size")
-    if notes:
-        for note in notes:
-            report.add("backend", "warn", note)
-    else:
-        report.add("backend", "ok", f"{_backend(cfg)} + {_sel(cfg, 'actor_rollout_ref.rollout.name')}: no known caveat")
+    rollout = _sel(cfg, "actor_rollout_ref.rollout.name")
+    if not rollout:
+        report.add("backend", "FAIL", f"{_backend(cfg)} learner, no rollout engine: verl requires "
+                   "actor_rollout_ref.rollout.name (vllm or sglang)")
+        return
+    for note in notes:
+        report.add("backend", "warn", f"{_backend(cfg)} + {rollout}: {note}")
+    if not notes:
+        report.add("backend", "ok", f"{_backend(cfg)} + {rollout}: no known caveat")
