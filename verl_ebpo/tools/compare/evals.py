@@ -161,7 +161,10 @@ def pass_at_1(rows: list[dict], correct: list[bool], samples: dict, problems: Op
     out = {}
     for bench in order:
         keys = sorted(k for k in by_problem if k[0] == bench)
-        if not keys:
+        if not keys:  # a benchmark the others have and this file lacks: 0 problems, a count like any other
+            if problems and problems.get(bench) and not allow_partial:
+                raise ScoreError(f"{where}{bench}: no rows for this benchmark, which has {problems[bench]} problems "
+                                 "(--allow-partial to accept)")
             continue
         check_counts(by_problem, bench, samples, problems, allow_partial, where)
         ks = {len(by_problem[k]) for k in keys}
