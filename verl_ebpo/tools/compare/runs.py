@@ -126,8 +126,23 @@ def discover_runs(folder: str | Path) -> dict[tuple[str, str], list[str]]:
       `metrics/` attempts inside): the algorithm is `<algo>` with the order and protocol suffix (`ebpo-authors`),
       and `-g<G>` when the folder holds several group sizes; several models in one folder are refused.
 
-    A `CompareError` names a folder that is none of these."""
-    folder = Path(folder)
+    Algorithms come in the order GRPO, Dr.GRPO, DAPO, EBPO, then any other by name (so that, without --baseline,
+    each difference is the later one minus the earlier: EBPO minus the others). A `CompareError` names a folder
+    that is none of these."""
+    found = _discover(Path(folder))
+    rank = {a: i for i, a in enumerate(KNOWN_ORDER)}
+    return dict(sorted(found.items(), key=lambda kv: (rank.get(kv[0][0].split("-")[0].lower(), len(rank)), kv[0][0],
+                                                       _seed_key(kv[0][1]))))
+
+
+KNOWN_ORDER = ("grpo", "grpo_diff", "drgrpo", "drgrpo_diff", "dapo", "dapo_diff", "ebpo", "ebpo_diff", "ebpo_topic")
+
+
+def _seed_key(seed: str):
+    return (0, int(seed), "") if seed.isdigit() else (1, 0, seed)
+
+
+def _discover(folder: Path) -> dict[tuple[str, str], list[str]]:
     if not folder.is_dir():
         raise CompareError(f"--runs {folder}: not a folder (give the folder holding ALGO/seedK/ run folders)")
     found: dict[tuple[str, str], list[str]] = {}
