@@ -81,3 +81,24 @@ def test_only_the_chosen_module_is_imported(monkeypatch):
 def test_console_script_is_installed():
     out = subprocess.run(["verl-ebpo", "--help"], capture_output=True, text=True, timeout=120)
     assert out.returncode == 0 and "inspect" in out.stdout
+
+
+def test_inspect_says_what_a_file_that_is_not_a_prior_is(tmp_path, capsys):
+    """Issue 41: a metrics file is not a "corrupt" prior; inspect names it and says what it reads."""
+    metrics = tmp_path / "metrics.jsonl"
+    metrics.write_text('{"step": 1, "data": {"critic/score/mean": 0.5}}\n{"step": 2, "data": {}}\n')
+    dump = tmp_path / "1.jsonl"
+    dump.write_text('{"input": "3+1=", "output": "4", "score": 1.0, "step": 1}\n')
+    summary = tmp_path / "summary.json"
+    summary.write_text('{\n  "algos": {}\n}\n')
+    run = tmp_path / "run"
+    (run / "checkpoints" / "global_step_3").mkdir(parents=True)
+    (run / "checkpoints" / "latest_checkpointed_iteration.txt").write_text("3")
+    for target, what in ((metrics, "is verl's metrics file"), (dump, "is a verl rollout dump"),
+                         (summary, "is a JSON file without an EBPO prior's \"schema\""),
+                         (run, f"(the checkpoint root below it: {run / 'checkpoints'})")):
+        assert cli.main(["inspect", str(target)]) == 1
+        err = capsys.readouterr().err
+        assert what in err and "corrupt" not in err and len(err.strip().splitlines()) == 1, err
+        if target != run:
+            assert "inspect reads an ebpo_prior.json, the global_step_N folder holding it, or the checkpoint root" in err
