@@ -70,25 +70,31 @@ def value_range(kind: str, values: Sequence[np.ndarray]) -> Optional[tuple[float
 
 def seed_curves(xs: Sequence[np.ndarray], ys: Sequence[np.ndarray], by: str) -> tuple[np.ndarray, np.ndarray]:
     """Per-seed curves on one x grid: by="step": the steps every seed logged (xs: each seed's steps);
-    by="answers": `POINTS` points from the smallest first x to the largest last x (xs: cumulative answers, each
-    seed's curve interpolated, NaN past its own end). Returns (x (points,), curves (seeds, points))."""
+    by="answers": `POINTS` points from the smallest first x to the largest last x, or every seed's own x when each
+    has fewer than `SPARSE` (xs: cumulative answers, each seed's curve interpolated, NaN past its own end and
+    before its start). Returns (x (points,), curves (seeds, points))."""
     if by == "step":
         common = xs[0]
         for x in xs[1:]:
             common = np.intersect1d(common, x)
         return common, np.stack([y[np.searchsorted(x, common)] for x, y in zip(xs, ys)])
-    grid = np.linspace(min(float(x[0]) for x in xs), max(float(x[-1]) for x in xs), POINTS)
-    return grid, np.stack([np.where(grid <= float(x[-1]) + 1e-9, np.interp(grid, x, y), np.nan) for x, y in zip(xs, ys)])
+    if max(len(x) for x in xs) < SPARSE:  # few points (validation): the seeds' own x, so markers sit on data
+        grid = np.unique(np.concatenate([np.asarray(x, dtype=np.float64) for x in xs]))
+    else:
+        grid = np.linspace(min(float(x[0]) for x in xs), max(float(x[-1]) for x in xs), POINTS)
+    inside = [(grid >= float(x[0]) - 1e-9) & (grid <= float(x[-1]) + 1e-9) for x in xs]
+    return grid, np.stack([np.where(ok, np.interp(grid, x, y), np.nan) for ok, x, y in zip(inside, xs, ys)])
 
 
 def draw(ax, x: np.ndarray, curves: np.ndarray, color, label: str, clip: Optional[tuple[float, float]] = None,
          seed_xy: Optional[Sequence[tuple[np.ndarray, np.ndarray]]] = None) -> None:
     """Each seed faint (its own (x, y) from `seed_xy` when given, else the rows of `curves`), the mean bold and,
     with two seeds or more, its 95% band, clipped to `clip`. Markers on curves of fewer than `SPARSE` points."""
-    sparse = len(x) < SPARSE
-    marker = dict(marker="o", markersize=4) if sparse else {}
-    for sx, sy in (seed_xy if seed_xy is not None else [(x, c) for c in curves]):
-        ax.plot(sx, sy, color=color, alpha=0.3, linewidth=0.9, **({"marker": "o", "markersize": 2.5} if sparse else {}))
+    pairs = seed_xy if seed_xy is not None else [(x, c) for c in curves]
+    sparse = max(len(sx) for sx, _ in pairs) < SPARSE
+    marker = dict(marker="o", markersize=4.5) if sparse else {}
+    for sx, sy in pairs:
+        ax.plot(sx, sy, color=color, alpha=0.3, linewidth=0.9, **marker)
     mean, lo, hi = band(curves)
     if len(curves) > 1:
         if clip is not None:
