@@ -33,7 +33,7 @@ SUBCOMMANDS = {
 
 # one example per command, shown at the end of its --help
 EXAMPLES = {
-    "demo": "verl-ebpo demo --quick                       # one seed each, about 9 min on 2 cores",
+    "demo": "verl-ebpo demo --quick                 # one seed each, about 10 min on 2 cores of its own",
     "compare": "verl-ebpo compare --runs runs/demo/runs --batch-size 16 --group-size 4 --out report/",
     "preflight": "verl-ebpo preflight --gpu-memory-gb 80 algorithm.adv_estimator=ebpo data.train_files=train.parquet ...",
     "inspect": "verl-ebpo inspect runs/demo/runs/ebpo/seed0/checkpoints   # the demo keeps this one",
