@@ -558,3 +558,20 @@ def test_step_lines_show_the_reward_of_all_answers_not_dapos_kept_groups():
     assert step_reward(m, o) == pytest.approx(0.75)
     assert step_reward({verl_logs.SCORE: 0.25}, o) == pytest.approx(0.25)  # nothing dropped: verl's figure
     assert step_reward({verl_logs.SCORE: 0.5, "training/filter_groups/evicted_samples": 1}, o) is None  # sum unknown
+
+
+@pytest.mark.parametrize("fmt, magic", [("png", b"\x89PNG"), ("pdf", b"%PDF"), ("svg", b"<?xml")])
+def test_demo_figure_in_each_format_with_its_caption(tmp_path, fmt, magic):
+    """The demo's figure (--figure-format) as PNG at 150 dpi, PDF or SVG; the SVG's text states the smoothing,
+    the seeds and the band's clipping."""
+    path = tmp_path / f"curves.{fmt}"
+    report.plot(_fake_runs(), path)
+    data = path.read_bytes()
+    assert data[:len(magic)] == magic
+    if fmt == "svg":
+        text = " ".join(data.decode().split())
+        for words in ("moving average over 5 logged steps", "3 seeds", "clipped to [0, 1]"):
+            assert all(w in text for w in words.split()), words
+    assert DemoOptions(figure_format=fmt).figure_format == fmt
+    with pytest.raises(ValueError):
+        DemoOptions(figure_format="jpg")

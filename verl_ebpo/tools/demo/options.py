@@ -57,6 +57,8 @@ class DemoOptions(Spec):
                             doc="seconds allowed per run before it is stopped as hung (DAPO runs take longest)")
     out: str = option("runs/demo", doc="output folder (new, empty or an earlier demo's: a re-run replaces its `runs/` "
                       "and `assets/` only when the demo's `.verl-ebpo-owner` marker is there)")
+    figure_format: str = option("png", choices=("png", "pdf", "svg"),
+                                doc="format of the figures (`png` at 150 dpi; `pdf` and `svg` are vector)")
     quiet: bool = option(False, doc="print only the result")
     force: bool = option(False, doc="run even when the time or memory estimate is past the bound (12 h, 16 GiB)")
 

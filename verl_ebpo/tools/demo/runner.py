@@ -327,7 +327,9 @@ def run_demo(options: DemoOptions) -> dict:
     out = Path(options.out).resolve()
     if out.exists() and not out.is_dir():
         raise ValueError(f"--out {out} exists and is not a folder")
-    for name in ("summary.json", "report.md", "reward_curves.png", "steps.csv", *COMPARE_FILES):
+    figure = f"reward_curves.{options.figure_format}"
+    compare_files = [n.replace(".png", f".{options.figure_format}") for n in COMPARE_FILES]
+    for name in ("summary.json", "report.md", figure, "steps.csv", *compare_files):
         check_output_path(out / name)
     # refuses, before any change, a folder whose runs/ or assets/ the demo did not make; else marks the folder
     # and removes this demo's own runs/ and assets/ of an earlier run
@@ -379,14 +381,18 @@ def run_demo(options: DemoOptions) -> dict:
                     "per_algo": rows},
     })
     atomic_write_text(out / "steps.csv", report.steps_csv(runs))
-    report.plot(runs, out / "reward_curves.png")
+    report.plot(runs, out / figure)
+    for fmt in ("png", "pdf", "svg"):  # an earlier demo's figure in another format: not this run's
+        stale = out / f"reward_curves.{fmt}"
+        if fmt != options.figure_format and stale.is_file() and not stale.is_symlink():
+            stale.unlink()
     atomic_write_text(out / "report.md", report.markdown_report(summary, settings, rows))
     atomic_write_text(out / "summary.json", json.dumps(report.json_safe(summary), indent=2, sort_keys=True, allow_nan=False) + "\n")
     # verl-ebpo compare over the same runs (verl's own metrics: critic/score/mean is the trained-on reward)
     compare({(job.algo, str(job.seed)): [str(job.run_dir / "metrics.jsonl")] for job in jobs}, {}, out,
             batch_size=options.batch_size, group_size=options.group_size, report_name="comparison.md",
             warn=lambda message: _say(options, f"  compare: {message}"), views=COMPARE_VIEWS,
-            dapo=tuple(a for a in options.algos if a == "dapo"))
+            dapo=tuple(a for a in options.algos if a == "dapo"), fmt=options.figure_format)
 
     print(f"done in {seconds:.0f} s (peak memory {memory.peak_pss / 2**30:.1f} GiB PSS); results in {out}")
     for algo, a in summary["algos"].items():
@@ -403,7 +409,7 @@ def run_demo(options: DemoOptions) -> dict:
     note = wording.power_note(verdicts)
     if note:
         print(f"  {note}")
-    print(f"  report: {out / 'report.md'}  figures: {out / 'reward_curves.png'} and compare's beside it")
+    print(f"  report: {out / 'report.md'}  figures: {out / figure} and compare's beside it")
     if options.checkpoint_run:
         algo, seed = options.checkpoint_run
         print(f"  checkpoint kept (last step, EBPO's prior in it): verl-ebpo inspect {out / 'runs' / algo / f'seed{seed}' / 'checkpoints'}")
