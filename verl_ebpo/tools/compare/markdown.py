@@ -7,6 +7,8 @@ from verl_ebpo.tools.compare.plots import NAMES
 
 
 def _f(x, digits: int = 4) -> str:
+    if x is not None and abs(x) >= 10 ** digits:  # a count such as answers generated: 13,128, not 1.313e+04
+        return f"{x:,.0f}"
     return "n/a" if x is None else f"{x:.{digits}g}"
 
 
