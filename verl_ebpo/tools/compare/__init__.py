@@ -173,7 +173,8 @@ def score_evals(specs: dict, scorer_name: Optional[str], samples: dict, allow_pa
     for (algo, seed), (rows, correct, where) in scored.items():
         # every benchmark of any file, so that one a file lacks is a count of 0 problems, checked like the others
         pass1.setdefault(algo, {})[seed] = evals.pass_at_1(rows, correct, expected, problems, allow_partial,
-                                                           where=f"{where}: ", benchmarks=list(problems))
+                                                           where=f"{where}: ", benchmarks=list(problems),
+                                                           required=list(problems))
     return rates, pass1
 
 
