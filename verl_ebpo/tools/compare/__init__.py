@@ -74,11 +74,11 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
                    help="final value = mean over each run's last K logged steps, 1..100000 (default 10)")
     p.add_argument("--metrics", default=",".join(DEFAULT_METRICS), metavar="KEY,...",
                    help="the metrics summarised per algorithm in the report (comma-separated verl keys, `prefix/*` "
-                        "for a family); default: the training and all-answer reward, validation, response length, "
-                        "entropy, no-signal share, answers generated, step time, ebpo/* (docs/compare.md)")
+                        "for a family) (default: the training and all-answer reward, validation, response length, "
+                        "entropy, no-signal share, answers generated, step time, ebpo/*; docs/compare.md)")
     p.add_argument("--negligible", default="0",
                    help="a resolved difference smaller than this (metric's units) is called negligible; >= 0 "
-                        "(default 0: none)")
+                        "(default 0, no threshold)")
     p.add_argument("--batch-size", default=None,
                    help="prompts per training step (verl's data.train_batch_size): with --group-size, answers generated")
     p.add_argument("--group-size", default=None,
