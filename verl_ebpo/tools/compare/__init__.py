@@ -366,6 +366,22 @@ def run_specs_of(runs: list[str], folders: list[str]) -> dict:
     return specs
 
 
+def recorded_sizes(folders: list[str]) -> Optional[tuple[int, int, str]]:
+    """(batch size, group size, the file) a demo recorded beside its runs: `<out>/summary.json`'s settings, for
+    `--runs <out>/runs` (or one algorithm's folder below it); None when no such file or it does not say."""
+    for folder in _folders(folders):
+        for up in (Path(folder).parent, Path(folder).parent.parent):
+            path = up / "summary.json"
+            try:
+                settings = json.loads(path.read_text()).get("settings", {})
+                b, g = settings["batch_size"], settings["group_size"]
+            except (OSError, ValueError, KeyError, AttributeError, TypeError):
+                continue
+            if isinstance(b, int) and isinstance(g, int) and not isinstance(b, bool) and not isinstance(g, bool):
+                return b, g, str(path)
+    return None
+
+
 def run(args: argparse.Namespace) -> int:
     from verl_ebpo.files import OutputPathError
     from verl_ebpo.tools.cli import one_line
@@ -391,6 +407,13 @@ def run(args: argparse.Namespace) -> int:
                 nums[flag] = None if text is None else parse(text)
             except argparse.ArgumentTypeError as exc:
                 raise CompareError(f"{flag} {exc}") from None
+        if args.runs and nums["--batch-size"] is None and nums["--group-size"] is None:
+            recorded = recorded_sizes(args.runs)  # the demo's: its summary.json beside its runs/
+            if recorded:
+                nums["--batch-size"], nums["--group-size"] = _int_range(1, 10**6)(str(recorded[0])), \
+                    _int_range(1, 4096)(str(recorded[1]))
+                print(f"verl-ebpo compare: --batch-size {recorded[0]} --group-size {recorded[1]}, as recorded in "
+                      f"{recorded[2]}", file=sys.stderr)
         doc = compare(run_specs_of(args.run, args.runs), _specs(args.eval, "--eval"), Path(args.out),
                       last=nums["--last"], baseline=args.baseline, metrics=metrics, negligible=nums["--negligible"],
                       batch_size=nums["--batch-size"], group_size=nums["--group-size"],
