@@ -56,7 +56,7 @@ def _three_algos(folder: Path) -> list[str]:
 @pytest.fixture
 def three(tmp_path):
     out = tmp_path / "out"
-    rc = main(["compare", *_three_algos(tmp_path / "in"), "--batch-size", str(B), "--group-size", str(G),
+    rc = main(["compare", *_three_algos(tmp_path / "in"), "--metric", "critic/score/mean,reward_all_answers,val-core/*", "--batch-size", str(B), "--group-size", str(G),
                "--out", str(out), "--quiet"])
     assert rc == 0
     return json.loads((out / "comparison.json").read_text()), out
@@ -105,7 +105,8 @@ def test_dapo_dropped_groups_count_as_answers_generated_and_equal_budget(three):
     at = doc["algos"]["dapo"]["metrics"]["critic/score/mean"]["at_equal_budget"]["per_seed"]
     assert at == pytest.approx({s: (12 * 0.1 + 48 * 0.2 + 24 * (0.6 + x)) / 84 for s, x in SHIFTS.items()})
     assert doc["algos"]["grpo"]["metrics"]["critic/score/mean"]["at_equal_budget"]["final_mean"] == pytest.approx(0.4)
-    assert "ebpo-dapo" in doc["comparisons_equal_budget"]
+    # compared only on the --metric ones: DAPO's kept-groups reward never, its all-answer reward is unknown here
+    assert "ebpo-dapo" not in doc["comparisons_equal_budget"] and "ebpo-grpo" in doc["comparisons_equal_budget"]
 
 
 def test_a_resumed_run_merges_by_step_and_the_later_attempt_wins(tmp_path):
@@ -146,7 +147,7 @@ def test_bad_lines_one_seed_unpaired_seeds_missing_metrics_and_lengths(tmp_path,
     b1 = _write(tmp_path / "b1.jsonl", _steps([0.2] * 4, extra={s: {"ebpo/x": 1.0} for s in range(1, 5)}))
     out = tmp_path / "out"
     rc = main(["compare", "--run", f"a@1={a1}", "--run", f"a@2={a2}", "--run", f"b@1={b1}", "--run",
-               f"b@3={_write(tmp_path / 'b3.jsonl', _steps([0.1] * 4))}", "--out", str(out), "--quiet"])
+               f"b@3={_write(tmp_path / 'b3.jsonl', _steps([0.1] * 4))}", "--metric", "critic/score/mean,reward_all_answers,val-core/*", "--out", str(out), "--quiet"])
     assert rc == 0
     err = capsys.readouterr().err
     assert f"{a1}:3: not a verl file-logger line" in err and f"{a1}:7: not a verl file-logger line" in err

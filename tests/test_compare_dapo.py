@@ -45,7 +45,7 @@ def _compare(tmp_path: Path, discarded: bool, dapo_label: str = "dapo", sizes: b
                  "--run", f"{dapo_label}@{seed}={_dapo(tmp_path / f'd{seed}.jsonl', shift, discarded)}"]
     out = tmp_path / "out"
     sizes_args = ["--batch-size", str(B), "--group-size", str(G)] if sizes else []
-    assert main(["compare", *args, *sizes_args, "--last", "4", "--out", str(out), "--quiet"]) == 0
+    assert main(["compare", *args, *sizes_args, "--metric", "critic/score/mean,reward_all_answers", "--last", "4", "--out", str(out), "--quiet"]) == 0
     return json.loads((out / "comparison.json").read_text()), (out / "report.md").read_text()
 
 
@@ -70,8 +70,7 @@ def test_with_the_discarded_answers_dapo_is_compared_on_the_reward_of_all_answer
 def test_without_them_the_report_says_what_dapos_reward_covers_and_recommends_validation_accuracy(tmp_path):
     doc, report = _compare(tmp_path, discarded=False)
     assert "reward_all_answers" not in doc["algos"]["dapo"]["metrics"]
-    assert "critic/score/mean" not in doc["comparisons"]["dapo-grpo"]
-    assert "reward_all_answers" not in doc["comparisons"]["dapo-grpo"]
+    assert "dapo-grpo" not in doc["comparisons"]  # neither reward compared: nothing else was asked for (--metric)
     caveat = ("dapo@1, dapo@2: DAPO's training reward `critic/score/mean` covers only the groups it kept (it drops "
               "the groups whose answers all scored the same), so it is not compared with other algorithms' and the "
               "reward of all its answers is unknown")
@@ -97,7 +96,7 @@ def test_two_dapo_runs_still_compare_their_trained_on_reward(tmp_path):
         args += ["--run", f"dapo@{seed}={_dapo(tmp_path / f'a{seed}.jsonl', shift)}",
                  "--run", f"dapo_topic@{seed}={_dapo(tmp_path / f'b{seed}.jsonl', shift + 0.05)}"]
     out = tmp_path / "out"
-    assert main(["compare", *args, "--batch-size", str(B), "--group-size", str(G), "--out", str(out), "--quiet"]) == 0
+    assert main(["compare", *args, "--batch-size", str(B), "--metric", "critic/score/mean,reward_all_answers", "--group-size", str(G), "--out", str(out), "--quiet"]) == 0
     c = json.loads((out / "comparison.json").read_text())["comparisons"]["dapo_topic-dapo"]
     assert c["critic/score/mean"]["diff"] == pytest.approx(0.05)
     assert c["reward_all_answers"]["diff"] == pytest.approx(0.05)

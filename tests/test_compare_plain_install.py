@@ -75,7 +75,7 @@ def test_compare_runs_end_to_end_without_scipy_and_matplotlib(tmp_path):
     doc = json.loads((out / "comparison.json").read_text())
     half = T2 * 0.1 / math.sqrt(3)
     assert doc["algos"]["a"]["metrics"]["critic/score/mean"]["ci95"] == pytest.approx([0.4 - half, 0.4 + half])
-    diff = doc["comparisons"]["b-a"]["critic/score/mean"]
+    diff = doc["comparisons"]["b-a"]["reward_all_answers"]  # = critic/score/mean: b trains on every answer
     assert diff["ci95"] == pytest.approx([0.11 - T2 * 0.01 / math.sqrt(3), 0.11 + T2 * 0.01 / math.sqrt(3)])
     # per-problem rates (seeds x problems) [[50, 75], [75, 75]]: MS_seed = MS_problem = MS_error = 156.25, so
     # Var(mean) = 156.25 / 4 = 39.0625, the one-way floor, with 1 degree of freedom

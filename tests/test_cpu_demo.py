@@ -403,7 +403,17 @@ def test_demo_report_through_compare_gives_the_numbers_of_the_old_report_code():
     assert text_differences(report.steps_csv(runs), ref["steps_csv"]) == []
     md = report.markdown_report(summary, settings, rows)
     drgrpo = md[md.index("## How EBPO relates to Dr.GRPO"):md.index("## Where the time went")]
-    assert text_differences(md.replace(drgrpo, ""), ref["report_md"]) == []  # the section added since, nothing else
+    from verl_ebpo.tools.compare import wording
+
+    def parts(text):  # (the text without its verdict list and files list, the verdicts)
+        head, rest = text.split("## EBPO minus each baseline (paired by seed)\n\n", 1)
+        verdicts, tail = rest.split("\n\n## ", 1)
+        return head + tail[:tail.index("## Files")], [v for v in verdicts.splitlines() if v.startswith("- ")]
+
+    ours, theirs = parts(md.replace(drgrpo, "")), parts(ref["report_md"])
+    assert text_differences(ours[0], theirs[0]) == []  # the Dr.GRPO section added since, and the verdicts' wording (issue 41): all
+    assert text_differences("\n".join(ours[1]), "\n".join(wording.short(v) for v in theirs[1])) == []  # each verdict's numbers kept; the power sentence once
+    assert md.count("in 80% of repetitions") == 1 and md.count("with 80% power") == 0
     # the identity is not restated: the report links to its one statement and says why it does not apply here
     assert "docs/estimator.md (#expectation)" in drgrpo and "S/(G" not in drgrpo
     assert "seq-mean-token-sum-norm" in drgrpo and "token-mean" in drgrpo
@@ -434,28 +444,34 @@ def test_runs_start_longest_first_and_the_estimate_spreads_them_over_the_lanes()
     order = schedule(o, jobs)
     assert [j.algo for j in order] == ["dapo", "dapo", "grpo", "ebpo", "grpo", "ebpo"]  # ties keep seed order
     assert [j.seed for j in order] == [0, 1, 0, 0, 1, 1]
-    # by hand: runs of 54 + 10 x 1.48 = 68.8 s (GRPO, EBPO) and 54 + 10 x 3.552 = 89.52 s (DAPO); longest first on
-    # 2 lanes: lanes 89.52 + 68.8 + 68.8 each; x (1 + 0.4) for sharing the CPU
+    # by hand: runs of 78 + 10 x (0.25 + 0.023 x 64) = 95.22 s (GRPO, EBPO) and 78 + 10 x 1.722 x 3.4 = 136.548 s
+    # (DAPO); longest first on 2 lanes, both busy all along: (136.548 + 2 x 95.22) x 1.4, plus 30 s of overhead
     seconds, nbytes = o.cost_estimate()
-    assert seconds == pytest.approx((89.52 + 2 * 68.8) * 1.4)
-    assert DemoOptions(steps=10, parallel=1, seeds=2).cost_estimate()[0] == pytest.approx(2 * 89.52 + 4 * 68.8)
+    assert seconds == pytest.approx((136.548 + 2 * 95.22) * 1.4 + 30)
+    assert DemoOptions(steps=10, parallel=1, seeds=2).cost_estimate()[0] == pytest.approx(2 * 136.548 + 4 * 95.22 + 30)
     assert nbytes == pytest.approx(2 * 4.6 * 2**30 + 2048 * o.train_rows)
+    # --quick's lanes end apart: DAPO alone on one, GRPO then EBPO on the other. Both run at 1/1.4 until DAPO's
+    # 136.548 s of work is done (191.17 s), then EBPO's last 190.44 - 136.548 = 53.892 s alone at full speed
+    quick = DemoOptions(steps=10, quick=True)
+    assert quick.cost_estimate()[0] == pytest.approx(136.548 * 1.4 + 53.892 + 30)
 
 
 def test_time_left_weighs_finished_and_running_runs_by_their_estimates(tmp_path):
-    from verl_ebpo.tools.demo.runner import Job, steps_done, time_left
+    from verl_ebpo.tools.demo.runner import Job, steps_done, steps_logged, time_left
 
     o = DemoOptions(steps=10, parallel=1, algos="grpo,ebpo", seeds=1)
     jobs = [Job("grpo", 0, tmp_path / "g"), Job("ebpo", 0, tmp_path / "e")]
-    # nothing logged yet: the demo's own estimate minus the time spent
-    assert time_left(o, jobs, 10.0, {}) == pytest.approx(2 * 68.8 - 10.0)
-    assert time_left(o, jobs, 200.0, {}) is None  # past the estimate with nothing logged: not known
+    # nothing logged yet: the demo's own estimate minus the time spent (2 runs of 95.22 s + 30 s)
+    assert time_left(o, jobs, 10.0, {}) == pytest.approx(2 * 95.22 + 30 - 10.0)
+    assert time_left(o, jobs, 300.0, {}) is None  # past the estimate with nothing logged: not known
     # GRPO done: half the work (two equal runs) took 100 s, so 100 s are left
     jobs[0].wall_s = 100.0
     assert time_left(o, jobs, 100.0, {}) == pytest.approx(100.0)
-    # EBPO logged 5 of 10 steps: done = 68.8 + 54 + 5 x 1.48
-    done = 68.8 + 54 + 7.4
-    assert time_left(o, jobs, 130.0, {("ebpo", 0): 5}) == pytest.approx(130.0 * (2 * 68.8 - done) / done)
+    # EBPO logged 5 of 10 steps: done = 95.22 + 78 + 5 x 1.722
+    done = 95.22 + 78 + 5 * 1.722
+    assert time_left(o, jobs, 130.0, {("ebpo", 0): 5}) == pytest.approx(130.0 * (2 * 95.22 - done) / done)
+    # the bar counts steps: a finished run all of its steps, a running one those it logged
+    assert steps_logged(o, jobs, {("ebpo", 0): 5}) == 15
     # steps_done reads verl's metrics file (steps with a score), 0 when there is none yet
     assert steps_done(jobs[1]) == 0
     jobs[1].run_dir.mkdir()
@@ -516,3 +532,50 @@ def test_lanes_run_every_job_once_a_cluster_each_and_a_failure_stops_the_rest(tm
     with pytest.raises(launch.TrainerFailed, match="exited with 1"):
         runner._run_lanes(o, jobs, assets_, runner._Progress(o, jobs, _time.time()), _time.time())
     assert not ran and jobs[2].wall_s is None  # the slow run was stopped, the third never started
+
+
+def test_one_ebpo_run_keeps_its_last_checkpoint_and_the_others_none():
+    """Issue 41: `verl-ebpo inspect` has a checkpoint to read after a demo: EBPO's first seed saves its last step
+    only (one kept); no other run saves any (the CPU runs' default is save_freq=-1)."""
+    from verl_ebpo.tools.demo.runner import Job, checkpoint_overrides, make_run
+
+    o = DemoOptions(steps=7, seeds=2)
+    assert o.checkpoint_run == ("ebpo", 0) and DemoOptions(algos="grpo,dapo").checkpoint_run is None
+    info = {"model": "m", "train": "t", "val": "v"}
+    for algo, seed in (("ebpo", 0), ("ebpo", 1), ("grpo", 0), ("dapo", 0)):
+        job = Job(algo, seed, Path(f"/x/{algo}{seed}"))
+        keys = [k for k in make_run(o, job, info, None).overrides() if k.startswith(("trainer.save_freq=",
+                                                                                      "trainer.max_actor_ckpt"))]
+        if (algo, seed) == ("ebpo", 0):
+            assert keys == ["trainer.save_freq=7", "trainer.max_actor_ckpt_to_keep=1"]
+        else:
+            assert keys == ["trainer.save_freq=-1"] and checkpoint_overrides(o, job) == []
+
+
+def test_step_lines_show_the_reward_of_all_answers_not_dapos_kept_groups():
+    """A DAPO step that trained on 8 answers at 0.5 and dropped 2 groups of 4 (reward sum 8, all right): the line
+    shows (0.5 x 8 + 8) / 16 = 0.75, what the report compares, not verl's kept-groups 0.5."""
+    from verl_ebpo.tools.demo.runner import step_reward
+
+    o = DemoOptions(batch_size=2, group_size=4)
+    m = {verl_logs.SCORE: 0.5, "training/filter_groups/evicted_samples": 2, verl_logs.DISCARDED_REWARD_SUM: 8.0}
+    assert step_reward(m, o) == pytest.approx(0.75)
+    assert step_reward({verl_logs.SCORE: 0.25}, o) == pytest.approx(0.25)  # nothing dropped: verl's figure
+    assert step_reward({verl_logs.SCORE: 0.5, "training/filter_groups/evicted_samples": 1}, o) is None  # sum unknown
+
+
+@pytest.mark.parametrize("fmt, magic", [("png", b"\x89PNG"), ("pdf", b"%PDF"), ("svg", b"<?xml")])
+def test_demo_figure_in_each_format_with_its_caption(tmp_path, fmt, magic):
+    """The demo's figure (--figure-format) as PNG at 150 dpi, PDF or SVG; the SVG's text states the smoothing,
+    the seeds and the band's clipping."""
+    path = tmp_path / f"curves.{fmt}"
+    report.plot(_fake_runs(), path)
+    data = path.read_bytes()
+    assert data[:len(magic)] == magic
+    if fmt == "svg":
+        text = " ".join(data.decode().split())
+        for words in ("moving average over 5 logged steps", "3 seeds", "clipped to [0, 1]"):
+            assert all(w in text for w in words.split()), words
+    assert DemoOptions(figure_format=fmt).figure_format == fmt
+    with pytest.raises(ValueError):
+        DemoOptions(figure_format="jpg")

@@ -341,7 +341,7 @@ def test_demo_render_with_some_algorithms_known_answer():
     assert blocks["doc"].startswith("`verl-ebpo demo --seeds 4 --algos grpo,ebpo --steps 12` (verl's real V1 trainer "
                                     "on CPU: a tiny Llama of 83,008 parameters learns `n+1=`; GRPO, EBPO; 4 seeds x "
                                     "12 steps x 16 prompts x G=4; lr 0.0025).\n\n| algorithm |")
-    assert readme.endswith("\n\nNo signal (advantage 0), first / last 10 steps: GRPO 50% / 50%, EBPO 50% / 50%.")
+    assert "No signal" not in readme  # EBPO's all-fail term has zero expected gradient: not shown as "signal"
     # EBPO alone: no comparison, no verdict line
     alone = results_docs.blocks(_fake_demo({"ebpo": [0.3, 0.4, 0.5]}))
     assert "\n- " not in alone["readme"] and "\n- " not in alone["doc"]
@@ -355,11 +355,15 @@ def test_demo_readme_block_gives_dapo_its_equal_budget_verdict():
     blocks = results_docs.blocks(s)
     dapo, grpo = s["comparisons"]["ebpo-dapo"], s["comparisons"]["ebpo-grpo"]
     assert "equal budget" in dapo["equal_budget_verdict"] and dapo["equal_budget_diff"] != dapo["diff"]
+    from verl_ebpo.tools.compare.wording import short
+
     verdicts = [line[2:] for line in blocks["readme"].splitlines() if line.startswith("- ")]
-    assert verdicts == [grpo["verdict"], dapo["equal_budget_verdict"]]
+    assert verdicts == [short(grpo["verdict"]), short(dapo["equal_budget_verdict"])]
     doc_verdicts = [line[2:] for line in blocks["doc"].splitlines() if line.startswith("- ")]
-    assert doc_verdicts == [c[k] for c in (grpo, dapo)
+    assert doc_verdicts == [short(c[k]) for c in (grpo, dapo)
                             for k in ("verdict", "equal_budget_verdict", "greedy_accuracy_verdict")]
+    for block in blocks.values():  # the power explanation once per block, not per verdict
+        assert block.count("80% power") == block.count("resolvable at 80% power") + 1
     assert "| DAPO | 0.600 [0.352, 0.848] |" in blocks["readme"] and "| 2,304 |" in blocks["readme"]
 
 

@@ -332,9 +332,16 @@ def test_demo_runs_verls_trainer_on_two_lanes_and_writes_the_summary(demo):
     assert summary["seconds"] > 0 and summary["timings"]["peak_pss_gib"] > 0.5
     # the two runs ran at once, a Ray cluster each; progress on stderr: runs done of total, with the time left
     assert "2 at once" in demo["stdout"] and demo["stdout"].count("Ray cluster") >= 2
-    assert "verl-ebpo demo runs: 0/2" in demo["stderr"] and "verl-ebpo demo runs: 2/2" in demo["stderr"]
-    assert re.search(r"runs: [0-2]/2 .* about \d+\.\d min left", demo["stderr"])
+    # the bar counts training steps (2 runs x STEPS), so it moves before the first run ends
+    assert f"verl-ebpo demo, 2 runs: 0/{2 * STEPS} steps" in demo["stderr"]
+    assert f"verl-ebpo demo, 2 runs: {2 * STEPS}/{2 * STEPS} steps" in demo["stderr"]
+    assert re.search(rf"2 runs: \d+/{2 * STEPS} steps .* about \d+\.\d min left", demo["stderr"])
+    assert "trained-on reward" not in demo["stdout"]
     assert (out / "reward_curves.png").read_bytes()[:4] == b"\x89PNG"
+    # EBPO's first seed keeps its last checkpoint, the prior in it, for `verl-ebpo inspect`; DAPO's keeps none
+    assert (out / "runs" / "ebpo" / "seed0" / "checkpoints" / f"global_step_{STEPS}" / "ebpo_prior.json").is_file()
+    assert not (out / "runs" / "dapo" / "seed0" / "checkpoints").exists()
+    assert f"verl-ebpo inspect {out / 'runs' / 'ebpo' / 'seed0' / 'checkpoints'}" in demo["stdout"]
 
 
 def test_demo_gives_one_initial_model_and_dapo_filters_through_the_cpu_buffer(demo):
@@ -388,5 +395,5 @@ def test_demo_writes_verl_ebpo_compare_over_the_same_runs(demo):
             summary["algos"][algo]["final_reward_mean"])
     c = doc["comparisons"]["ebpo-dapo"]["reward_all_answers"]
     assert set(c) >= {"diff", "ci95", "n", "verdict"} and c["n"] == 1 and c["verdict"] in (out / "comparison.md").read_text()
-    for png in ("training_reward.png", "validation_accuracy.png"):
-        assert (out / png).read_bytes()[:4] == b"\x89PNG"
+    assert (out / "validation_accuracy.png").read_bytes()[:4] == b"\x89PNG"
+    assert not (out / "training_reward.png").exists()  # the demo's reward_curves.png is that view

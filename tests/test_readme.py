@@ -100,3 +100,40 @@ def test_verls_file_logger_writes_where_the_gpu_command_points_it(tmp_path, monk
     logger.log({"critic/score/mean": 0.5}, step=1)
     logger.finish()
     assert '"step":1' in path.read_text()
+
+
+def test_readme_first_block_is_the_lines_a_verl_user_adds(tmp_path):
+    """Issue 41: the README's first fenced block holds the lines added to one's own verl command, each commented with
+    what it turns on; run by bash as pasted (python3 recording its arguments), they reach verl as overrides that its
+    config composes."""
+    import contextlib
+    import io
+
+    import yaml
+    from omegaconf import OmegaConf
+
+    import verl.trainer.main_ppo as main_ppo
+
+    first = re.search(r"```(\w*)\n(.*?)```", README, re.S)
+    assert first.group(1) == "bash" and "algorithm.adv_estimator=ebpo" in first.group(2)
+    lines = [line for line in first.group(2).splitlines() if line.strip()]
+    assert all("  # " in line for line in lines), "every line says what it turns on"
+    stub = 'python3() { printf "%s\\n" "$@" > "$ARGV_OUT"; }\nYOUR_ARGS=(trainer.total_training_steps=3)\n'
+    out = subprocess.run(["bash", "-euc", stub + first.group(2)], capture_output=True, text=True, timeout=60,
+                         env={"PATH": os.environ["PATH"], "ARGV_OUT": str(tmp_path / "argv")})
+    assert out.returncode == 0, out.stderr
+    argv = (tmp_path / "argv").read_text().splitlines()
+    assert argv[:3] == ["-m", "verl.trainer.main_ppo", "trainer.total_training_steps=3"]
+    saved, buf = sys.argv, io.StringIO()
+    sys.argv = ["verl.trainer.main_ppo", *argv[2:], "--cfg", "job"]
+    try:
+        with contextlib.redirect_stdout(buf):
+            main_ppo.main()
+    finally:
+        sys.argv = saved
+    cfg = OmegaConf.create(yaml.safe_load(buf.getvalue()))
+    assert cfg.algorithm.adv_estimator == "ebpo"
+    assert cfg.trainer.checkpoint_callback_class == "verl_ebpo.EBPOCheckpointCallback"
+    assert (cfg.reward.custom_reward_function.path, cfg.reward.custom_reward_function.name) == (
+        "pkg://verl_ebpo.rewards", "compute_score")  # verl's default name: the package's function
+    assert cfg.data.custom_cls.name == "TopicOrderedDataset" and cfg.data.shuffle is False

@@ -1,9 +1,10 @@
-"""`verl-ebpo` console script. Each subcommand lives in its own module, imported only when used.
+"""`verl-ebpo`: EBPO for verl. Train with it on CPU, compare runs over seeds, check a run before it starts.
 
-Each target named below (a module, or `module:object`) exposes `add_arguments(parser)` and `run(args) -> int`.
-
-A subcommand whose modules are missing (the GPU install, `pip install -e .`, has no extras) stops before it parses
-or does anything, with one line naming the `pip install` that fixes it (exit 2).
+Each subcommand lives in its own module, imported only when used; each target named in `SUBCOMMANDS` (a module,
+or `module:object`) exposes `add_arguments(parser)` and `run(args) -> int`. A subcommand whose modules are missing
+(the GPU install, `pip install -e .`, has no extras) stops before it parses or does anything, with one line naming
+the `pip install` that fixes it (exit 2). Every help page ends with an example (`EXAMPLES`), and defaults are
+written one way, `(default: X)`, whatever the module wrote (`uniform_defaults`).
 """
 
 from __future__ import annotations
@@ -11,17 +12,34 @@ from __future__ import annotations
 import argparse
 import importlib
 import importlib.util
+import re
 import sys
 
+DESCRIPTION = ("EBPO (Empirical Bayes Policy Optimization) for verl: add `algorithm.adv_estimator=ebpo` to a verl "
+               "run; these commands try it on CPU, compare runs over seeds and check a run before it starts.")
+
 SUBCOMMANDS = {
-    # name: (module, one-line help)
-    "compare": ("verl_ebpo.tools.compare", "EBPO vs GRPO / DAPO over seeds from verl's metrics files and generations"),
-    "demo": ("verl_ebpo.tools.demo", "EBPO vs GRPO / DAPO (/ Dr.GRPO) on CPU with verl's real trainer, over seeds"),
-    "inspect": ("verl_ebpo.tools.inspect_prior", "print the EBPO prior saved in a verl checkpoint folder"),
-    "label-topics": ("verl_ebpo.tools.labeling.cli:TOPICS", "add a topic label to a verl RL parquet file"),
-    "label-difficulty": ("verl_ebpo.tools.labeling.cli:DIFFICULTY", "add a pass-rate difficulty to a verl RL parquet file"),
-    "simulate": ("verl_ebpo.tools.simulate", "seeded RLVR simulator: EBPO vs GRPO, DAPO, ... over seeds and G"),
-    "preflight": ("verl_ebpo.tools.preflight", "check a verl run before it starts: data, disk, GPU memory, nodes, reward"),
+    # name: (module, what the command is for, in one line)
+    "demo": ("verl_ebpo.tools.demo", "try EBPO against GRPO and DAPO on this CPU with verl's real trainer, over seeds"),
+    "compare": ("verl_ebpo.tools.compare", "compare your verl runs (and evaluations) over seeds: table, verdicts, figures"),
+    "preflight": ("verl_ebpo.tools.preflight", "check a verl command before it starts: data, disk, GPU memory, reward"),
+    "inspect": ("verl_ebpo.tools.inspect_prior", "show the EBPO prior saved in a checkpoint (mu, variances, shrinkage)"),
+    "simulate": ("verl_ebpo.tools.simulate", "see when EBPO helps, in a seeded simulator of RL with verifiable rewards"),
+    "label-topics": ("verl_ebpo.tools.labeling.cli:TOPICS", "label each prompt of a verl parquet file with a topic "
+                     "(for EBPO-topic's data order)"),
+    "label-difficulty": ("verl_ebpo.tools.labeling.cli:DIFFICULTY", "label each prompt of a verl parquet file with "
+                         "its pass rate (for EBPO-diff's curriculum)"),
+}
+
+# one example per command, shown at the end of its --help
+EXAMPLES = {
+    "demo": "verl-ebpo demo --quick                 # one seed each, about 10 min on 2 cores of its own",
+    "compare": "verl-ebpo compare --runs runs/demo/runs --batch-size 16 --group-size 4 --out report/",
+    "preflight": "verl-ebpo preflight --gpu-memory-gb 80 algorithm.adv_estimator=ebpo data.train_files=train.parquet ...",
+    "inspect": "verl-ebpo inspect runs/demo/runs/ebpo/seed0/checkpoints   # the demo keeps this one",
+    "simulate": "verl-ebpo simulate --G 2 8 --seeds 3 --out runs/simulate_small",
+    "label-topics": "verl-ebpo label-topics --from-field data_source train.parquet train_topics.parquet",
+    "label-difficulty": "verl-ebpo label-difficulty train.parquet rollouts.jsonl train_diff.parquet --workers 4",
 }
 
 CPU_EXTRA = "pip install 'verl-ebpo[cpu]'"
@@ -57,18 +75,44 @@ def one_line(text) -> str:
     return " ".join(str(text).split())
 
 
+_DEFAULT_FORMS = (
+    (re.compile(r"\(default (?!:)"), "(default: "),  # "(default 9)" -> "(default: 9)"
+    (re.compile(r"\s*\[([^\[\]]+)\]$"), r" (default: \1)"),  # a trailing "[80]" -> "(default: 80)"
+)
+
+
+def uniform_defaults(parser: argparse.ArgumentParser) -> None:
+    """Every option's default written one way, `(default: X)`, whichever way its module wrote it."""
+    for action in parser._actions:
+        if action.help and action.help is not argparse.SUPPRESS:
+            for pattern, repl in _DEFAULT_FORMS:
+                action.help = pattern.sub(repl, action.help)
+
+
 def build_parser(command: str | None = None) -> argparse.ArgumentParser:
     """The parser; only `command`'s module is imported (so one subcommand never breaks another)."""
-    parser = argparse.ArgumentParser(prog="verl-ebpo", description=__doc__.splitlines()[0])
-    sub = parser.add_subparsers(dest="command", required=True)
+    from verl_ebpo import __version__
+
+    import textwrap
+
+    parser = argparse.ArgumentParser(
+        prog="verl-ebpo", description=textwrap.fill(DESCRIPTION, 100),
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+        epilog=f"example:\n  {EXAMPLES['demo']}\n\n`verl-ebpo COMMAND --help`: a command's options and an example.")
+    parser.add_argument("--version", action="version", version=f"verl-ebpo {__version__}",
+                        help="print the package's version and exit")
+    sub = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
     for name, (module, help_text) in SUBCOMMANDS.items():
-        p = sub.add_parser(name, help=help_text, description=help_text)
+        p = sub.add_parser(name, help=help_text, description=textwrap.fill(help_text, 100),
+                           epilog=f"example:\n  {EXAMPLES[name]}",
+                           formatter_class=argparse.RawDescriptionHelpFormatter)
         if name != command:
             continue
         module_name, _, attr = module.partition(":")
         target = importlib.import_module(module_name)
         target = getattr(target, attr) if attr else target
         target.add_arguments(p)
+        uniform_defaults(p)
         p.set_defaults(_run=target.run)
     return parser
 

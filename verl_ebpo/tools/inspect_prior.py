@@ -57,10 +57,22 @@ def resolve_prior_path(target: str | os.PathLike) -> str:
         if not os.path.lexists(path):
             raise EBPOCheckpointError(f"the latest checkpoint {latest} holds no EBPO prior ({PRIOR_FILENAME})")
         return path
+    below = sorted(os.path.dirname(os.path.join(d, TRACKER_FILENAME)) for d, _, files in _walk(target, 2)
+                   if TRACKER_FILENAME in files)
+    hint = f" (the checkpoint root below it: {below[0]})" if below else ""
     raise EBPOCheckpointError(
-        f"{target} holds neither {PRIOR_FILENAME} nor {TRACKER_FILENAME}; give a global_step_N folder, "
+        f"{target} holds neither {PRIOR_FILENAME} nor {TRACKER_FILENAME}{hint}; give a global_step_N folder, "
         "the prior file, or the checkpoint root (trainer.default_local_dir)"
     )
+
+
+def _walk(top: str, depth: int):
+    """os.walk down to `depth` levels below `top` (a run folder's checkpoints/, not a whole disk)."""
+    base = top.rstrip(os.sep).count(os.sep)
+    for d, dirs, files in os.walk(top):
+        if d.count(os.sep) - base >= depth:
+            dirs[:] = []
+        yield d, dirs, files
 
 
 def check_prior_file(path: str) -> None:
@@ -85,6 +97,48 @@ def check_prior_file(path: str) -> None:
         raise EBPOCheckpointError(
             f"EBPO prior file {path}: version must be an integer, got {type(version).__name__} {json.dumps(version):.40}"
         )
+
+
+WANTS = ("inspect reads an ebpo_prior.json, the global_step_N folder holding it, or the checkpoint root "
+         "(trainer.default_local_dir)")
+
+
+def not_a_prior(path: str) -> str | None:
+    """What a file that is not named `ebpo_prior.json` is, when it is plainly not a prior file (a one-line
+    message saying what it is and what inspect wants); None when it may be one (the loader then checks it).
+    A metrics file is not "corrupt": it is another kind of file."""
+    if os.path.basename(path) == PRIOR_FILENAME or unreadable_reason(path) is not None:
+        return None
+    try:
+        with open(path, "rb") as f:
+            head = f.read(1 << 20)
+    except OSError:
+        return None
+    try:
+        whole = json.loads(head)
+    except (ValueError, RecursionError):
+        whole = None
+    lines = [line for line in head.splitlines()[:2] if line.strip()]
+    try:
+        first = json.loads(lines[0]) if lines else None
+    except (ValueError, RecursionError):
+        first = None
+    record = whole if isinstance(whole, dict) else first
+    if isinstance(record, dict) and {"step", "data"} <= set(record):
+        what = "verl's metrics file (the file logger's JSON lines, one per step)"
+    elif isinstance(record, dict) and {"input", "output"} <= set(record):
+        what = "a verl rollout dump (trainer.rollout_data_dir)"
+    elif whole is not None:
+        if isinstance(whole, dict) and "schema" in whole:
+            return None  # may be a prior: the loader says what is wrong with it, if anything
+        what = "a JSON file without an EBPO prior's \"schema\" (e.g. a results summary)"
+    elif first is not None:
+        what = "a JSON-lines file"
+    elif head.lstrip().startswith(b"{"):
+        return None  # a cut JSON object, maybe a prior: the loader's "corrupt" is the right word
+    else:
+        what = "not JSON"
+    return f"{path} is {what}, not an EBPO prior file; {WANTS}"
 
 
 def describe_prior(prior: EBPOPrior, global_step: int, group_sizes=INSPECT_GROUP_SIZES,
@@ -130,6 +184,9 @@ def run(args: argparse.Namespace) -> int:
     try:
         epsilon = _epsilon(args.epsilon)
         path = resolve_prior_path(args.path)
+        other = not_a_prior(path)
+        if other:
+            raise EBPOCheckpointError(other)
         check_prior_file(path)
         prior, step = read_prior_file(path)
     except (EBPOCheckpointError, OSError) as e:

@@ -1,7 +1,11 @@
 """`verl-ebpo compare`: algorithms over seeds from what verl and the recipes write, with intervals. See docs/compare.md.
 
+    verl-ebpo compare --runs runs/demo/runs --batch-size 16 --group-size 4 --out DIR     # ALGO/seedK/ folders
     verl-ebpo compare --run grpo@1=RUN --run grpo@2=RUN --run ebpo@1=RUN --run ebpo@2=RUN \\
         [--eval grpo@1=GENERATIONS.jsonl ...] [--baseline grpo] [--last 10] --out DIR
+
+Prints a table (mean and 95% interval per algorithm and metric) and the verdicts of the metrics asked for
+(`--metric`; default the reward of all answers and validation accuracy), the 80%-power explanation once.
 
 Writes to DIR only comparison.json, report.md, training_reward.png and validation_accuracy.png (a plot not drawn
 this time is removed, so that DIR never mixes two comparisons).
@@ -19,7 +23,12 @@ from typing import Callable, Optional
 
 DEFAULT_METRICS = ("critic/score/mean", "reward_all_answers", "val-core/*", "response_length/mean", "actor/entropy",
                    "no_signal_share", "answers_generated", "timing_s/step", "ebpo/*")
-OUTPUTS = ("comparison.json", "report.md", "training_reward.png", "validation_accuracy.png")
+VERDICT_METRICS = ("reward_all_answers", "val-core/*")  # compared between algorithms unless --metric says otherwise
+# the stdout table's rows (besides the --metric ones); report.md and comparison.json hold every metric
+TABLE_METRICS = ("reward_all_answers", "critic/score/mean", "val-core/*", "no_signal_share", "answers_generated")
+from verl_ebpo.tools.compare.plots import PLOTS  # noqa: E402 - the figures compare may draw
+
+OUTPUTS = ("comparison.json", "report.md", *PLOTS)
 
 
 def _int_range(lo: int, hi: int):
@@ -45,19 +54,31 @@ def _negligible(text: str) -> float:
 
 
 def add_arguments(p: argparse.ArgumentParser) -> None:
+    p.add_argument("--runs", action="append", default=[], metavar="DIR",
+                   help="a folder of runs, ALGO/seedK/ (the demo's runs/), seedK/ (one algorithm: the folder's name) "
+                        "or the recipes' <model>-<algo>-g<G>-s<seed>/; algorithm and seed from the names, rollout "
+                        "dumps ignored; repeatable, or a glob")
     p.add_argument("--run", action="append", default=[], metavar="ALGO@SEED=PATH",
                    help="verl's file-logger metrics (JSONL), a TensorBoard event file, or a folder of them (attempts "
                         "of a resumed run); repeatable; a repeated ALGO@SEED is one run merged by step")
+    p.add_argument("--dapo", action="append", default=[], metavar="ALGO",
+                   help="an algorithm that trains only on the groups it keeps (DAPO's dynamic sampling), when its "
+                        "runs did not log verl's group filter (training/filter_groups/*); repeatable or comma-separated")
+    p.add_argument("--metric", default=",".join(VERDICT_METRICS), metavar="KEY,...",
+                   help="the metrics compared between algorithms (paired differences and verdicts); `prefix/*` for "
+                        "a family (default: %(default)s)")
     p.add_argument("--eval", action="append", default=[], metavar="ALGO@SEED=FILE",
                    help="generations JSONL of recipes/eval/generate.py (scored as recipes/eval/score.py does)")
     p.add_argument("--baseline", default=None, help="compare every other algorithm to this one (default: every pair)")
     p.add_argument("--last", default="10",
                    help="final value = mean over each run's last K logged steps, 1..100000 (default 10)")
-    p.add_argument("--metrics", default=",".join(DEFAULT_METRICS),
-                   help="comma-separated verl metric keys, `prefix/*` for a family (default: %(default)s)")
+    p.add_argument("--metrics", default=",".join(DEFAULT_METRICS), metavar="KEY,...",
+                   help="the metrics summarised per algorithm in the report (comma-separated verl keys, `prefix/*` "
+                        "for a family) (default: the training and all-answer reward, validation, response length, "
+                        "entropy, no-signal share, answers generated, step time, ebpo/*; docs/compare.md)")
     p.add_argument("--negligible", default="0",
                    help="a resolved difference smaller than this (metric's units) is called negligible; >= 0 "
-                        "(default 0: none)")
+                        "(default 0, no threshold)")
     p.add_argument("--batch-size", default=None,
                    help="prompts per training step (verl's data.train_batch_size): with --group-size, answers generated")
     p.add_argument("--group-size", default=None,
@@ -70,7 +91,10 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--workers", default="4", help="threads calling the scorer and, with the default scorer, verifier "
                                                   "processes, 1..256 (default 4)")
     p.add_argument("--out", required=True, help="output folder (created; only this command's files are written)")
-    p.add_argument("--quiet", action="store_true", help="print only the output folder (no verdicts, no progress bars)")
+    p.add_argument("--format", default="png", choices=("png", "pdf", "svg"),
+                   help="figure format (PNG at 150 dpi; pdf and svg are vector) (default: png)")
+    p.add_argument("--quiet", action="store_true", help="print only the output folder (no table, no verdicts, no "
+                                                          "progress bars)")
 
 
 def _specs(items: list[str], flag: str) -> dict[tuple[str, str], list[str]]:
@@ -136,6 +160,10 @@ def score_evals(specs: dict, scorer_name: Optional[str], samples: dict, allow_pa
             problems[bench] = max(problems.get(bench, 0), len(per))
         for row in rows:
             k_seen.setdefault(row["benchmark"], set()).add((row["problem_index"], row["sample_index"]))
+    unknown = sorted(set(samples) - set(k_seen))
+    if unknown:
+        raise evals.ScoreError(f"--samples names {', '.join(unknown)}, which no --eval file has (benchmarks: "
+                               f"{', '.join(sorted(k_seen))})")
     expected = {}
     for bench, pairs_ in k_seen.items():
         counts: dict = {}
@@ -143,8 +171,10 @@ def score_evals(specs: dict, scorer_name: Optional[str], samples: dict, allow_pa
             counts[p] = counts.get(p, 0) + 1
         expected[bench] = samples.get(bench, max(counts.values()))
     for (algo, seed), (rows, correct, where) in scored.items():
+        # every benchmark of any file, so that one a file lacks is a count of 0 problems, checked like the others
         pass1.setdefault(algo, {})[seed] = evals.pass_at_1(rows, correct, expected, problems, allow_partial,
-                                                           where=f"{where}: ")
+                                                           where=f"{where}: ", benchmarks=list(problems),
+                                                           required=list(problems))
     return rates, pass1
 
 
@@ -164,8 +194,9 @@ def _check_run_set(run_specs: dict) -> None:
                                        "one metrics file is one run, give each run its own file")
 
 
-def _check_metrics(metrics: tuple, runs: dict, seen: set, batch_size: Optional[int], group_size: Optional[int]) -> None:
-    """Every pattern of an explicit --metrics matches some metric of some run (CompareError naming it)."""
+def _check_metrics(metrics: tuple, runs: dict, seen: set, batch_size: Optional[int], group_size: Optional[int],
+                   flag: str = "--metrics") -> None:
+    """Every pattern of an explicit --metrics (or --metric) matches some metric of some run (CompareError naming it)."""
     import difflib
 
     from verl_ebpo.tools.compare.runs import ANSWERS, NO_SIGNAL, REWARD_ALL, CompareError, _match
@@ -181,16 +212,21 @@ def _check_metrics(metrics: tuple, runs: dict, seen: set, batch_size: Optional[i
         else:
             close = difflib.get_close_matches(pat, sorted(seen | derived), n=3, cutoff=0.6)
             hint = f"; close: {', '.join(close)}" if close else ""
-        raise CompareError(f"--metrics {pat!r} matches no metric of any run{hint}")
+        raise CompareError(f"{flag} {pat!r} matches no metric of any run{hint}")
 
 
 def compare(run_specs: dict, eval_specs: dict, out: Path, *, last: int = 10, baseline: Optional[str] = None,
             metrics: tuple = DEFAULT_METRICS, negligible: float = 0.0, batch_size: Optional[int] = None,
             group_size: Optional[int] = None, samples: Optional[dict] = None, allow_partial: bool = False,
             scorer: Optional[str] = None, workers: int = 4, report_name: str = "report.md", progress: bool = False,
-            warn: Callable[[str], None] = lambda m: print(f"verl-ebpo compare: warning: {m}", file=sys.stderr)) -> dict:
+            warn: Callable[[str], None] = lambda m: print(f"verl-ebpo compare: warning: {m}", file=sys.stderr),
+            verdict_metrics: tuple = VERDICT_METRICS, dapo: tuple = (), fmt: str = "png",
+            views: Optional[tuple] = None) -> dict:
     """The whole command: read, compare, write `OUTPUTS` (report under `report_name`) into `out`; returns the doc.
-    `metrics` other than `DEFAULT_METRICS` must each match a metric; `progress`: tqdm bars on stderr."""
+    `metrics` (summarised) and `verdict_metrics` (compared between algorithms; read too) other than their defaults
+    must each match a metric; `dapo`: algorithms taken as DAPO whatever they logged; `fmt`: the figures' format;
+    `views`: the figures drawn (default all of `plots.VIEWS`; the demo draws its own reward figure); `progress`:
+    tqdm bars on stderr."""
     from tqdm import tqdm
 
     from verl_ebpo.files import atomic_write_text, check_output_path
@@ -208,7 +244,18 @@ def compare(run_specs: dict, eval_specs: dict, out: Path, *, last: int = 10, bas
     out = Path(out)
     if out.exists() and not out.is_dir():
         raise CompareError(f"--out {out} exists and is not a folder")
-    names = (*[n for n in OUTPUTS if n != "report.md"], report_name)
+    from verl_ebpo.tools.compare.plots import plot_names
+
+    unknown_dapo = sorted(set(dapo) - {a for a, _ in run_specs})
+    if unknown_dapo:
+        raise CompareError(f"--dapo {', '.join(unknown_dapo)}: no such algorithm among the runs "
+                           f"({', '.join(dict.fromkeys(a for a, _ in run_specs))})")
+    asked = [(flag, tuple(p)) for flag, p, default in (("--metrics", metrics, DEFAULT_METRICS),
+                                                       ("--metric", verdict_metrics, VERDICT_METRICS))
+             if tuple(p) != default]  # patterns given explicitly: each must match some metric
+    if tuple(verdict_metrics) != VERDICT_METRICS:  # --metric given: read too
+        metrics = tuple(dict.fromkeys((*metrics, *verdict_metrics)))
+    names = ("comparison.json", *plot_names(fmt), report_name)
     for name in names:
         check_output_path(out / name, inputs)
     from verl_ebpo.files import unreadable_reason
@@ -237,7 +284,8 @@ def compare(run_specs: dict, eval_specs: dict, out: Path, *, last: int = 10, bas
             raise CompareError(f"{algo}@{seed}: no metric lines in {', '.join(paths)}")
         metrics_by_step, skipped = runs_mod.clean(raw)
         seen |= {k for m in raw.values() for k in m}
-        run = runs_mod.run_series(algo, seed, metrics_by_step, [*metrics, *used], batch_size, group_size, skipped)
+        run = runs_mod.run_series(algo, seed, metrics_by_step, [*metrics, *used], batch_size, group_size, skipped,
+                                  dapo=set(dapo))
         for key, bad in run.skipped.items():
             note(f"{algo}@{seed}: `{key}`: {runs_mod.skipped_summary(bad)} skipped, not finite numbers")
         run.values = {k: v for k, v in run.values.items()  # answers generated: also for the equal budget
@@ -246,9 +294,9 @@ def compare(run_specs: dict, eval_specs: dict, out: Path, *, last: int = 10, bas
         run.skipped = {k: v for k, v in run.skipped.items() if any(runs_mod._match(p, k) for p in metrics)}
         run.files = files
         runs.setdefault(algo, []).append(run)
-    if runs and tuple(metrics) != DEFAULT_METRICS:
-        _check_metrics(tuple(metrics), runs, seen, batch_size, group_size)
-    doc = report.compare_runs(runs, list(metrics), last, baseline, negligible) if runs else {
+    for flag, patterns in asked if runs else ():
+        _check_metrics(patterns, runs, seen, batch_size, group_size, flag)
+    doc = report.compare_runs(runs, list(metrics), last, baseline, negligible, verdict_metrics) if runs else {
         "algos": {}, "comparisons": {}, "comparisons_equal_budget": {}, "equal_budget_answers": None,
         "number_of_comparisons": 0, "notes": []}
     doc["eval"], doc["eval_comparisons"] = {}, {}
@@ -259,11 +307,12 @@ def compare(run_specs: dict, eval_specs: dict, out: Path, *, last: int = 10, bas
         doc["number_of_comparisons"] += sum(len(v) for v in doc["eval_comparisons"].values())
     doc["notes"] = notes + doc["notes"]
     doc["settings"] = {"last": last, "baseline": baseline, "metrics": list(metrics), "negligible": negligible,
+                       "verdict_metrics": list(verdict_metrics), "dapo": sorted(dapo),
                        "batch_size": batch_size, "group_size": group_size, "allow_partial": allow_partial,
                        "runs": {f"{a}@{s}": p for (a, s), p in run_specs.items()},
                        "evals": {f"{a}@{s}": p for (a, s), p in eval_specs.items()}}
     out.mkdir(parents=True, exist_ok=True)
-    from verl_ebpo.tools.compare.plots import PLOTS, write_plots
+    from verl_ebpo.tools.compare.plots import write_plots
 
     plots: list[str] = []
     if runs:
@@ -272,8 +321,8 @@ def compare(run_specs: dict, eval_specs: dict, out: Path, *, last: int = 10, bas
         except ImportError:
             doc["notes"].append("plots skipped: matplotlib is not installed (pip install 'verl-ebpo[cpu]')")
         else:
-            plots = write_plots(runs, out, progress=progress)
-    for name in PLOTS:  # a plot of an earlier comparison in this folder that this one did not draw
+            plots = write_plots(runs, out, progress=progress, fmt=fmt, **({} if views is None else {"views": views}))
+    for name in [n for f in ("png", "pdf", "svg") for n in plot_names(f)]:  # an earlier comparison's, not drawn now
         stale = out / name
         if name not in plots and stale.is_file() and not stale.is_symlink():
             stale.unlink()
@@ -283,9 +332,60 @@ def compare(run_specs: dict, eval_specs: dict, out: Path, *, last: int = 10, bas
     return doc
 
 
+def _names(values: list[str]) -> tuple:
+    return tuple(dict.fromkeys(v.strip() for item in values for v in item.split(",") if v.strip()))
+
+
+def _folders(patterns: list[str]) -> list[str]:
+    """--runs values: each a folder, or a glob of folders (a glob matching no folder is an error)."""
+    import glob
+
+    out = []
+    for pat in patterns:
+        if glob.has_magic(pat):
+            found = sorted(p for p in glob.glob(pat) if Path(p).is_dir())
+            if not found:
+                from verl_ebpo.tools.compare.runs import CompareError
+
+                raise CompareError(f"--runs {pat}: the pattern matches no folder")
+            out += found
+        else:
+            out.append(pat)
+    return out
+
+
+def run_specs_of(runs: list[str], folders: list[str]) -> dict:
+    """(algo, seed) -> paths from --run flags and --runs folders (`runs.discover_runs`); a run found twice (by two
+    folders, or by a folder and a --run) is one run merged by step, as a repeated --run is."""
+    from verl_ebpo.tools.compare.runs import discover_runs
+
+    specs = _specs(runs, "--run")
+    for folder in _folders(folders):
+        for key, paths in discover_runs(folder).items():
+            specs.setdefault(key, []).extend(p for p in paths if p not in specs.get(key, []))
+    return specs
+
+
+def recorded_sizes(folders: list[str]) -> Optional[tuple[int, int, str]]:
+    """(batch size, group size, the file) a demo recorded beside its runs: `<out>/summary.json`'s settings, for
+    `--runs <out>/runs` (or one algorithm's folder below it); None when no such file or it does not say."""
+    for folder in _folders(folders):
+        for up in (Path(folder).parent, Path(folder).parent.parent):
+            path = up / "summary.json"
+            try:
+                settings = json.loads(path.read_text()).get("settings", {})
+                b, g = settings["batch_size"], settings["group_size"]
+            except (OSError, ValueError, KeyError, AttributeError, TypeError):
+                continue
+            if isinstance(b, int) and isinstance(g, int) and not isinstance(b, bool) and not isinstance(g, bool):
+                return b, g, str(path)
+    return None
+
+
 def run(args: argparse.Namespace) -> int:
     from verl_ebpo.files import OutputPathError
     from verl_ebpo.tools.cli import one_line
+    from verl_ebpo.tools.compare import markdown, wording
     from verl_ebpo.tools.compare.evals import ScoreError
     from verl_ebpo.tools.compare.runs import CompareError
 
@@ -295,6 +395,9 @@ def run(args: argparse.Namespace) -> int:
         metrics = tuple(dict.fromkeys(m.strip() for m in args.metrics.split(",") if m.strip()))
         if not metrics:
             raise CompareError("--metrics must name at least one metric")
+        verdict_metrics = _names([args.metric])
+        if not verdict_metrics:
+            raise CompareError("--metric must name at least one metric")
         nums = {}
         for flag, parse, text in (("--last", _int_range(1, 100000), args.last), ("--negligible", _negligible,
                                   args.negligible), ("--batch-size", _int_range(1, 10**6), args.batch_size),
@@ -304,18 +407,33 @@ def run(args: argparse.Namespace) -> int:
                 nums[flag] = None if text is None else parse(text)
             except argparse.ArgumentTypeError as exc:
                 raise CompareError(f"{flag} {exc}") from None
-        doc = compare(_specs(args.run, "--run"), _specs(args.eval, "--eval"), Path(args.out), last=nums["--last"],
-                      baseline=args.baseline, metrics=metrics, negligible=nums["--negligible"],
+        if args.runs and nums["--batch-size"] is None and nums["--group-size"] is None:
+            recorded = recorded_sizes(args.runs)  # the demo's: its summary.json beside its runs/
+            if recorded:
+                nums["--batch-size"], nums["--group-size"] = _int_range(1, 10**6)(str(recorded[0])), \
+                    _int_range(1, 4096)(str(recorded[1]))
+                print(f"verl-ebpo compare: --batch-size {recorded[0]} --group-size {recorded[1]}, as recorded in "
+                      f"{recorded[2]}", file=sys.stderr)
+        doc = compare(run_specs_of(args.run, args.runs), _specs(args.eval, "--eval"), Path(args.out),
+                      last=nums["--last"], baseline=args.baseline, metrics=metrics, negligible=nums["--negligible"],
                       batch_size=nums["--batch-size"], group_size=nums["--group-size"],
                       samples=_parse_samples(args.samples), allow_partial=args.allow_partial, scorer=args.scorer,
-                      workers=nums["--workers"], progress=not args.quiet)
+                      workers=nums["--workers"], progress=not args.quiet, verdict_metrics=verdict_metrics,
+                      dapo=_names(args.dapo), fmt=args.format)
     except (CompareError, ScoreError, OutputPathError, ValueError, OSError) as exc:
         print(f"verl-ebpo compare: error: {one_line(exc)}", file=sys.stderr)
         return 2
     if not args.quiet:
-        for per in (doc["comparisons"], doc["eval_comparisons"]):
-            for c in (c for cs in per.values() for c in cs.values()):
-                print(f"  {c['verdict']}")
+        table = markdown.text_table(doc, (*verdict_metrics, *TABLE_METRICS)) if doc["algos"] else ""
+        if table:
+            print(table)
+        verdicts = [c["verdict"] for per in (doc["comparisons"], doc.get("comparisons_equal_budget", {}),
+                                              doc["eval_comparisons"]) for cs in per.values() for c in cs.values()]
+        for v in verdicts:
+            print(f"  {wording.short(v)}")
+        note = wording.power_note(verdicts)
+        if note:
+            print(f"  {note}")
         print(f"  {doc['number_of_comparisons']} comparisons (95% intervals, not corrected for multiplicity)")
     print(f"verl-ebpo compare: wrote {Path(args.out) / 'report.md'}")
     return 0

@@ -147,9 +147,13 @@ def problem_rates(rows: list[dict], correct: list[bool], where: str = "") -> dic
 
 
 def pass_at_1(rows: list[dict], correct: list[bool], samples: dict, problems: Optional[dict] = None,
-              allow_partial: bool = False, where: str = "", benchmarks: Optional[Sequence[str]] = None) -> dict:
+              allow_partial: bool = False, where: str = "", benchmarks: Optional[Sequence[str]] = None,
+              required: Sequence[str] = ()) -> dict:
     """Per benchmark (in `benchmarks` order; default: as they first appear): pass@1 (%), problems, k,
-    truncated share, mean response tokens. problems: benchmark -> number of problems expected; None: not checked."""
+    truncated share, mean response tokens. problems: benchmark -> number of problems expected; None: not checked.
+    required: benchmarks this file must have rows for (compare: those another --eval file has; a file without
+    them has 0 of their problems, refused unless `allow_partial`); any other benchmark without rows is skipped
+    (score.py: a run evaluated on some benchmarks only)."""
     by_problem = _by_problem(rows, correct, where)
     extra: dict = defaultdict(lambda: {"length": 0, "tokens": 0, "n": 0})
     for row in rows:
@@ -161,7 +165,10 @@ def pass_at_1(rows: list[dict], correct: list[bool], samples: dict, problems: Op
     out = {}
     for bench in order:
         keys = sorted(k for k in by_problem if k[0] == bench)
-        if not keys:
+        if not keys:  # a benchmark the others have and this file lacks: 0 problems, a count like any other
+            if bench in required and problems and problems.get(bench) and not allow_partial:
+                raise ScoreError(f"{where}{bench}: no rows for this benchmark, which has {problems[bench]} problems "
+                                 "(--allow-partial to accept)")
             continue
         check_counts(by_problem, bench, samples, problems, allow_partial, where)
         ks = {len(by_problem[k]) for k in keys}

@@ -1,19 +1,45 @@
-"""Curves over seeds, shared by `verl-ebpo compare` and `verl-ebpo demo`: every seed faint, the mean over seeds
-bold with its 95% t band (`stats.mean_ci_rows`), against training steps or against answers generated."""
+"""Curves over seeds, shared by `verl-ebpo compare` and `verl-ebpo demo`: every seed a faint line in its algorithm's
+colour, the mean over seeds bold with its 95% t band (`stats.mean_ci_rows`), against training steps or against
+answers generated.
+
+What a figure says on itself (its caption, under the panels): the smoothing (a trailing moving average over
+`window` logged points, or none), the seeds per algorithm (the legend; with one seed there is no band and the
+caption says so), and the range the band is clipped to (`value_range`: [0, 1] for accuracies, shares and a reward
+whose every logged value is in [0, 1]; a band is an interval for the mean, which cannot leave that range). Curves
+of few points (validation) get markers. Against answers generated each seed is drawn to its own end and the mean
+and band where every seed has reached (the caption says so). PNG at `DPI`, or `pdf` / `svg`.
+"""
 
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Sequence
+from typing import Optional, Sequence
 
 import numpy as np
 
 from verl_ebpo.tools.stats import mean_ci_rows
 
 COLORS = {"grpo": "tab:blue", "drgrpo": "tab:green", "dapo": "tab:purple", "ebpo": "tab:orange"}
+PALETTE = ("tab:red", "tab:brown", "tab:pink", "tab:olive", "tab:cyan", "tab:gray", "black", "gold")
 NAMES = {"grpo": "GRPO", "drgrpo": "Dr.GRPO", "dapo": "DAPO", "ebpo": "EBPO"}
 POINTS = 120  # points of a curve against answers generated
-PLOTS = ("training_reward.png", "validation_accuracy.png")  # what `write_plots` may draw
+SPARSE = 15  # a curve of fewer points is drawn with markers
+DPI = 150
+FORMATS = ("png", "pdf", "svg")
+VIEWS = ("training_reward", "validation_accuracy")  # what `write_plots` may draw, one figure each
+PLOTS = tuple(f"{v}.png" for v in VIEWS)
+
+
+def plot_names(fmt: str = "png") -> tuple[str, ...]:
+    return tuple(f"{v}.{fmt}" for v in VIEWS)
+
+
+def colors_for(algos: Sequence[str]) -> dict[str, str]:
+    """A colour per algorithm: the known ones their own, any other the next of `PALETTE` (same order, same colour)."""
+    out, spare = {}, iter(PALETTE * (1 + len(algos) // len(PALETTE)))
+    for a in algos:
+        out[a] = COLORS.get(a.lower()) or next(spare)
+    return out
 
 
 def smooth(values: np.ndarray, window: int = 5) -> np.ndarray:
@@ -31,25 +57,50 @@ def band(curves) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     return mean_ci_rows(np.asarray(curves).T, nonfinite="nan")
 
 
+def value_range(kind: str, values: Sequence[np.ndarray]) -> Optional[tuple[float, float]]:
+    """The range a band is clipped to: kind "share" (accuracy, a share): [0, 1]; "reward": [0, 1] when every
+    finite value logged is in it (a 0/1 verifier's reward), else None (unknown: not clipped)."""
+    if kind == "share":
+        return (0.0, 1.0)
+    finite = [v[np.isfinite(v)] for v in map(np.asarray, values)]
+    if all(((f >= 0) & (f <= 1)).all() for f in finite):
+        return (0.0, 1.0)
+    return None
+
+
 def seed_curves(xs: Sequence[np.ndarray], ys: Sequence[np.ndarray], by: str) -> tuple[np.ndarray, np.ndarray]:
     """Per-seed curves on one x grid: by="step": the steps every seed logged (xs: each seed's steps);
-    by="answers": `POINTS` points from the smallest first x to the smallest last x (xs: cumulative answers,
-    each seed's curve interpolated). Returns (x (points,), curves (seeds, points))."""
+    by="answers": `POINTS` points from the smallest first x to the largest last x, or every seed's own x when each
+    has fewer than `SPARSE` (xs: cumulative answers, each seed's curve interpolated, NaN past its own end and
+    before its start). Returns (x (points,), curves (seeds, points))."""
     if by == "step":
         common = xs[0]
         for x in xs[1:]:
             common = np.intersect1d(common, x)
         return common, np.stack([y[np.searchsorted(x, common)] for x, y in zip(xs, ys)])
-    grid = np.linspace(min(float(x[0]) for x in xs), min(float(x[-1]) for x in xs), POINTS)
-    return grid, np.stack([np.interp(grid, x, y) for x, y in zip(xs, ys)])
+    if max(len(x) for x in xs) < SPARSE:  # few points (validation): the seeds' own x, so markers sit on data
+        grid = np.unique(np.concatenate([np.asarray(x, dtype=np.float64) for x in xs]))
+    else:
+        grid = np.linspace(min(float(x[0]) for x in xs), max(float(x[-1]) for x in xs), POINTS)
+    inside = [(grid >= float(x[0]) - 1e-9) & (grid <= float(x[-1]) + 1e-9) for x in xs]
+    return grid, np.stack([np.where(ok, np.interp(grid, x, y), np.nan) for ok, x, y in zip(inside, xs, ys)])
 
 
-def draw(ax, x: np.ndarray, curves: np.ndarray, color, label: str) -> None:
-    for curve in curves:
-        ax.plot(x, curve, color=color, alpha=0.25, linewidth=0.8)
+def draw(ax, x: np.ndarray, curves: np.ndarray, color, label: str, clip: Optional[tuple[float, float]] = None,
+         seed_xy: Optional[Sequence[tuple[np.ndarray, np.ndarray]]] = None) -> None:
+    """Each seed faint (its own (x, y) from `seed_xy` when given, else the rows of `curves`), the mean bold and,
+    with two seeds or more, its 95% band, clipped to `clip`. Markers on curves of fewer than `SPARSE` points."""
+    pairs = seed_xy if seed_xy is not None else [(x, c) for c in curves]
+    sparse = max(len(sx) for sx, _ in pairs) < SPARSE
+    marker = dict(marker="o", markersize=4.5) if sparse else {}
+    for sx, sy in pairs:
+        ax.plot(sx, sy, color=color, alpha=0.3, linewidth=0.9, **marker)
     mean, lo, hi = band(curves)
-    ax.plot(x, mean, color=color, linewidth=2.2, label=label)
-    ax.fill_between(x, lo, hi, color=color, alpha=0.15, linewidth=0)
+    if len(curves) > 1:
+        if clip is not None:
+            lo, hi = np.clip(lo, *clip), np.clip(hi, *clip)
+        ax.fill_between(x, lo, hi, color=color, alpha=0.18, linewidth=0)
+    ax.plot(x, mean, color=color, linewidth=2.2, label=label, **marker)
 
 
 def figure(panels: int):
@@ -58,50 +109,95 @@ def figure(panels: int):
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
 
-    fig, axes = plt.subplots(1, panels, figsize=(5.4 * panels, 4.8), squeeze=False)
+    fig, axes = plt.subplots(1, panels, figsize=(5.4 * panels, 4.6), squeeze=False)
     return plt, fig, list(axes[0])
 
 
-def save(plt, fig, path: str | Path, title: str) -> None:
+def caption(seeds: dict[str, int], window: int, clip: Optional[tuple[float, float]], answers_panel: bool = False,
+            every: str = "step") -> str:
+    """What a figure shows, under it: smoothing, seeds, band and clipping (and the answers panel's extent)."""
+    n = sorted(set(seeds.values()))
+    parts = [f"moving average over {window} logged {every}s" if window > 1 else f"every logged {every}, unsmoothed"]
+    counts = f"{n[0]} seed{'s' if n[0] > 1 else ''}" if len(n) == 1 else f"{n[0]}-{n[-1]} seeds (legend)"
+    if n[-1] > 1:
+        band_text = f"bold: mean over {counts}, band: its 95% t interval"
+        if clip is not None:
+            band_text += f" clipped to [{clip[0]:g}, {clip[1]:g}]"
+        parts.append(band_text + "; faint: each seed")
+    else:
+        parts.append(f"{counts} per algorithm: no band")
+    if answers_panel:
+        parts.append("right: each seed to its own end, the mean where every seed has reached")
+    return "; ".join(parts) + "."
+
+
+def finish(ax, clip: Optional[tuple[float, float]]) -> None:
+    if clip is not None:
+        pad = 0.02 * (clip[1] - clip[0])
+        ax.set_ylim(clip[0] - pad, clip[1] + pad)
+    ax.grid(alpha=0.3)
+
+
+def save(plt, fig, path: str | Path, title: str, note: str = "", fmt: Optional[str] = None) -> None:
+    """`fig` with its title and caption (`note`) to `path` (atomically), PNG at `DPI` or the format of `fmt`."""
     from verl_ebpo.files import atomic_output
 
+    fmt = fmt or Path(path).suffix.lstrip(".") or "png"
+    if fmt not in FORMATS:
+        raise ValueError(f"figure format must be one of {', '.join(FORMATS)}, got {fmt!r}")
     fig.suptitle(title)
-    fig.tight_layout()
+    if note:
+        import textwrap
+
+        fig.text(0.5, 0.01, textwrap.fill(note, 40 * len(fig.axes) + 30), ha="center", va="bottom", fontsize=8.5)
+        fig.tight_layout(rect=(0, 0.07 + 0.02 * (len(note) // (40 * len(fig.axes) + 30)), 1, 1))
+    else:
+        fig.tight_layout()
     with atomic_output(path) as tmp:
-        fig.savefig(tmp, dpi=100, format="png")
+        fig.savefig(tmp, dpi=DPI, format=fmt, **({"metadata": {"Date": None}} if fmt == "svg" else {}))
     plt.close(fig)
 
 
-def plot_metric(curves: dict[str, list[tuple[np.ndarray, np.ndarray, np.ndarray]]], path: str | Path, ylabel: str,
-                title: str, window: int = 5) -> None:
-    """One metric against steps and against answers generated. curves: algo -> per seed (steps, cumulative
-    answers at those steps or None, values); values smoothed over `window` logged points."""
-    plt, fig, axes = figure(2)
+def metric_figure(curves: dict[str, list[tuple[np.ndarray, Optional[np.ndarray], np.ndarray]]], ylabel: str,
+                  title: str, window: int = 5, kind: str = "reward", every: str = "step"):
+    """(plt, fig, caption) of one metric against steps and, when every run's answers are known, against answers
+    generated. curves: algo -> per seed (steps, cumulative answers at those steps or None, values); values smoothed
+    over `window` logged points; kind: `value_range`'s."""
+    clip = value_range(kind, [v for seeds in curves.values() for _, _, v in seeds])
+    with_answers = all(a is not None for seeds in curves.values() for _, a, _ in seeds)
+    plt, fig, axes = figure(2 if with_answers else 1)
+    colors = colors_for(list(curves))
     for algo, seeds in curves.items():
-        color, name = COLORS.get(algo), NAMES.get(algo, algo)
-        label = f"{name} ({len(seeds)} seed{'s' if len(seeds) > 1 else ''})"
+        label = f"{NAMES.get(algo, algo)} ({len(seeds)} seed{'s' if len(seeds) > 1 else ''})"
         ys = [smooth(v, window) for _, _, v in seeds]
         x, c = seed_curves([s for s, _, _ in seeds], ys, "step")
         if x.size:
-            draw(axes[0], x, c, color, label)
-        if all(a is not None for _, a, _ in seeds):
+            draw(axes[0], x, c, colors[algo], label, clip, seed_xy=[(s, y) for (s, _, _), y in zip(seeds, ys)])
+        if with_answers:
             x, c = seed_curves([a for _, a, _ in seeds], ys, "answers")
-            draw(axes[1], x, c, color, label)
-    if not axes[1].lines:
-        axes[1].text(0.5, 0.5, "answers generated unknown:\npass --batch-size and --group-size", ha="center",
-                     va="center", transform=axes[1].transAxes)
+            draw(axes[1], x, c, colors[algo], label, clip, seed_xy=[(a, y) for (_, a, _), y in zip(seeds, ys)])
     axes[0].set_xlabel("training step")
-    axes[1].set_xlabel("answers generated (cumulative)")
+    if with_answers:
+        axes[1].set_xlabel("answers generated (cumulative)")
     for ax in axes:
         ax.set_ylabel(ylabel)
-        ax.grid(alpha=0.3)
+        finish(ax, clip)
     if axes[0].get_legend_handles_labels()[0]:  # no curve: seeds without a common step (the report says so)
         axes[0].legend(loc="best")
-    save(plt, fig, path, title)
+    note = caption({a: len(s) for a, s in curves.items()}, window, clip, with_answers, every)
+    return plt, fig, note
 
 
-def write_plots(runs: dict, out: Path, progress: bool = False) -> list[str]:
-    """`verl-ebpo compare`'s curves (`PLOTS`): training reward, the mean reward of all answers generated
+def plot_metric(curves: dict, path: str | Path, ylabel: str, title: str, window: int = 5, kind: str = "reward",
+                every: str = "step") -> None:
+    """`metric_figure` written to `path` (its suffix: the format)."""
+    plt, fig, note = metric_figure(curves, ylabel, title, window, kind, every)
+    save(plt, fig, path, title, note)
+
+
+def write_plots(runs: dict, out: Path, progress: bool = False, fmt: str = "png",
+                views: Sequence[str] = VIEWS) -> list[str]:
+    """`verl-ebpo compare`'s figures (`VIEWS`, those of `views`): the mean reward of all answers generated
     (`Run.reward_all`: verl's `critic/score/mean`, for DAPO with its dropped groups' rewards; a DAPO algorithm
     without them is left out), and validation accuracy (the mean of `val-core/<source>/acc/mean@1`), each when
     every run of an algorithm has it. Returns the files written; `progress`: a tqdm bar on stderr after 2 s."""
@@ -131,12 +227,13 @@ def write_plots(runs: dict, out: Path, progress: bool = False) -> list[str]:
         else:
             accuracy[algo] = per_run
     jobs = [job for job in (
-        (reward, PLOTS[0], "training reward: all answers generated", "Training reward (all answers generated): "
-         "mean over seeds with 95% band (faint: each seed)", 5),
-        (accuracy, PLOTS[1], "validation accuracy (val-core acc/mean@1)",
-         "Validation accuracy: mean over seeds with 95% band (faint: each seed)", 1)) if job[0]]
-    for curves, name, ylabel, title, window in tqdm(jobs, desc="drawing plots", unit="plot", delay=2.0,
-                                                    disable=not progress, file=sys.stderr):
-        plot_metric(curves, Path(out) / name, ylabel, title, window=window)
+        (reward, "training_reward", "reward of all answers generated", "Training reward (all answers generated)",
+         5, "reward", "step"),
+        (accuracy, "validation_accuracy", "validation accuracy (val-core acc/mean@1)", "Validation accuracy", 1,
+         "share", "validation")) if job[0] and job[1] in views]
+    for curves, view, ylabel, title, window, kind, every in tqdm(jobs, desc="drawing plots", unit="plot", delay=2.0,
+                                                                 disable=not progress, file=sys.stderr):
+        name = f"{view}.{fmt}"
+        plot_metric(curves, Path(out) / name, ylabel, title, window=window, kind=kind, every=every)
         written.append(name)
     return written

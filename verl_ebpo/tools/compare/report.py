@@ -134,16 +134,35 @@ def run_notes(all_runs: list[Run], last: int) -> list[str]:
     return notes
 
 
+def missing_notes(runs: dict[str, list[Run]], present: list[str]) -> list[str]:
+    """One note per set of runs that lack some metrics (not one per metric): "`ebpo/*` (12 metrics) are missing
+    from grpo@1, grpo@2: ..." -- a family named by its prefix when its metrics are missing from the same runs."""
+    by_runs: dict[tuple, list[str]] = {}
+    for k in present:
+        missing = tuple(f"{r.algo}@{r.seed}" for rs in runs.values() for r in rs if k not in r.values and k not in r.val)
+        if missing:
+            by_runs.setdefault(missing, []).append(k)
+    notes = []
+    for missing, keys in by_runs.items():
+        families: dict[str, list[str]] = {}
+        for k in keys:
+            families.setdefault(k.split("/", 1)[0] + "/*" if "/" in k else k, []).append(k)
+        shown = ", ".join(f"`{fam}` ({len(ks)} metrics)" if len(ks) > 1 else f"`{ks[0]}`" for fam, ks in families.items())
+        one = len(keys) == 1
+        notes.append(f"{shown} {'is' if one else 'are'} missing from {', '.join(missing)}: compared where present")
+    return notes
+
+
 def compare_runs(runs: dict[str, list[Run]], keys: list[str], last: int, baseline: Optional[str] = None,
-                 negligible: float = 0.0) -> dict:
-    """comparison.json's `algos`, `comparisons`, `comparisons_equal_budget`, `equal_budget_answers`, `notes`."""
+                 negligible: float = 0.0, verdict_keys: Optional[Sequence[str]] = None) -> dict:
+    """comparison.json's `algos`, `comparisons`, `comparisons_equal_budget`, `equal_budget_answers`, `notes`.
+    `keys` (patterns): the metrics summarised per algorithm; `verdict_keys` (patterns; default `keys`): those of
+    them compared between algorithms (paired differences and verdicts)."""
     notes: list[str] = []
     logged = [k for rs in runs.values() for r in rs for k in (*r.values, *r.val)]
     present = list(dict.fromkeys(k for pat in keys for k in sorted(set(logged)) if _match(pat, k)))
-    for k in present:
-        missing = [f"{r.algo}@{r.seed}" for rs in runs.values() for r in rs if k not in r.values and k not in r.val]
-        if missing:
-            notes.append(f"`{k}` is missing from {', '.join(missing)}: compared where present")
+    compared = [k for k in present if any(_match(pat, k) for pat in (keys if verdict_keys is None else verdict_keys))]
+    notes += missing_notes(runs, present)
     all_runs = [r for rs in runs.values() for r in rs]
     lengths = sorted({len(r.steps) for r in all_runs})
     if len(lengths) > 1:
@@ -184,7 +203,7 @@ def compare_runs(runs: dict[str, list[Run]], keys: list[str], last: int, baselin
     comparisons, at_budget_cmp = {}, {}
     for a, b in pairs(list(runs), baseline):
         name = f"{a}-{b}"
-        for k in present:
+        for k in compared:
             if k == SCORE and dapo[a] != dapo[b]:
                 notes.append(f"{name}: `{SCORE}` not compared (DAPO's covers only the groups it kept); compare "
                              "`reward_all_answers` (all answers generated) or validation accuracy")
@@ -253,6 +272,9 @@ def eval_summary(rates: dict[str, dict[str, dict[str, dict[int, float]]]], pass1
         benches = list(dict.fromkeys(b for s in seeds for b in by_seed[s]))
         for bench in benches:
             have = [s for s in seeds if bench in by_seed[s]]
+            if len(have) < len(seeds):  # only with --allow-partial (otherwise refused when scored)
+                notes.append(f"eval {algo} {bench}: seeds {', '.join(s for s in seeds if s not in have)} have no rows "
+                             f"for it; over seeds {', '.join(have)}")
             problems, x = table(algo, have, bench)
             if not problems:
                 notes.append(f"eval {algo} {bench}: no problem answered by every seed")

@@ -71,12 +71,33 @@ def read_tensorboard(path: Path) -> dict[int, dict]:
     return dict(steps)
 
 
+ROLLOUT_DIRS = ("rollouts",)  # verl's rollout dumps (`trainer.rollout_data_dir`) as the demo names them
+
+
+def is_rollout_dump(path: Path) -> bool:
+    """A JSONL file of verl's rollout dumps rather than metrics: its first line is an object with `input` and
+    `output` (verl's dump) and no `data` (the file logger's)."""
+    import json
+
+    try:
+        with open(path, "rb") as f:
+            first = f.readline(1 << 20)
+        record = json.loads(first)
+    except (OSError, ValueError):
+        return False
+    return isinstance(record, dict) and "data" not in record and {"input", "output"} <= set(record)
+
+
 def metric_files(path: Path) -> list[Path]:
-    """The metrics files of `path`: itself, or a folder's `*.jsonl` and TensorBoard event files (recursively)."""
+    """The metrics files of `path`: itself, or a folder's `*.jsonl` and TensorBoard event files (recursively),
+    leaving out verl's rollout dumps (files under a `rollouts/` folder, or whose first line is a dump's)."""
     if path.is_dir():
-        files = sorted(p for p in path.rglob("*") if p.is_file() and (p.suffix == ".jsonl" or p.name.startswith(TB_PREFIX)))
+        files = sorted(p for p in path.rglob("*") if p.is_file() and (p.suffix == ".jsonl" or p.name.startswith(TB_PREFIX))
+                       and not any(part in ROLLOUT_DIRS for part in p.relative_to(path).parts[:-1])
+                       and not (p.suffix == ".jsonl" and is_rollout_dump(p)))
         if not files:
-            raise CompareError(f"{path}: a folder without metrics files (*.jsonl or {TB_PREFIX}.*)")
+            raise CompareError(f"{path}: a folder without metrics files (*.jsonl or {TB_PREFIX}.*; rollout dumps "
+                               "are not metrics)")
         return files
     from verl_ebpo.files import unreadable_reason
 
@@ -84,6 +105,72 @@ def metric_files(path: Path) -> list[Path]:
     if reason:
         raise CompareError(f"{path}: {reason}")
     return [path]
+
+
+_SEED_DIR = re.compile(r"^seed[_-]?([A-Za-z0-9][A-Za-z0-9_.-]*)$")
+# the recipes' experiment folder, `$CKPTS_ROOT/$PROJECT_NAME/<model>-<algo>-g<G>-s<seed>[-<order>][-<protocol>]`
+_RECIPE_DIR = re.compile(r"^(?P<model>.+)-(?P<algo>[A-Za-z0-9][A-Za-z0-9_.+]*)-g(?P<g>\d+)-s(?P<seed>\d+)(?P<rest>-.+)?$")
+_LABEL = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.+-]*$")
+
+
+def _seed_dirs(folder: Path) -> dict[str, Path]:
+    return {m.group(1): d for d in sorted(folder.iterdir()) if d.is_dir() for m in [_SEED_DIR.match(d.name)] if m}
+
+
+def discover_runs(folder: str | Path) -> dict[tuple[str, str], list[str]]:
+    """(algo, seed) -> [run folder] for a folder of runs in one of the layouts `verl-ebpo compare --runs` reads:
+
+    - `ALGO/seedK/` (the demo's `runs/`): one folder per algorithm, one `seedK` folder per seed in it;
+    - `seedK/` (one algorithm's folder, e.g. the demo's `runs/ebpo`): the algorithm is the folder's name;
+    - `<model>-<algo>-g<G>-s<seed>[-<order>][-<protocol>]/` (the recipes' `$CKPTS_ROOT/$PROJECT_NAME`, its
+      `metrics/` attempts inside): the algorithm is `<algo>` with the order and protocol suffix (`ebpo-authors`),
+      and `-g<G>` when the folder holds several group sizes; several models in one folder are refused.
+
+    Algorithms come in the order GRPO, Dr.GRPO, DAPO, EBPO, then any other by name (so that, without --baseline,
+    each difference is the later one minus the earlier: EBPO minus the others). A `CompareError` names a folder
+    that is none of these."""
+    found = _discover(Path(folder))
+    rank = {a: i for i, a in enumerate(KNOWN_ORDER)}
+    return dict(sorted(found.items(), key=lambda kv: (rank.get(kv[0][0].split("-")[0].lower(), len(rank)), kv[0][0],
+                                                       _seed_key(kv[0][1]))))
+
+
+KNOWN_ORDER = ("grpo", "grpo_diff", "drgrpo", "drgrpo_diff", "dapo", "dapo_diff", "ebpo", "ebpo_diff", "ebpo_topic")
+
+
+def _seed_key(seed: str):
+    return (0, int(seed), "") if seed.isdigit() else (1, 0, seed)
+
+
+def _discover(folder: Path) -> dict[tuple[str, str], list[str]]:
+    if not folder.is_dir():
+        raise CompareError(f"--runs {folder}: not a folder (give the folder holding ALGO/seedK/ run folders)")
+    found: dict[tuple[str, str], list[str]] = {}
+    seeds = _seed_dirs(folder)
+    if seeds:  # one algorithm's folder
+        if not _LABEL.match(folder.name):
+            raise CompareError(f"--runs {folder}: the algorithm is the folder's name, which must be letters, digits, _.+-")
+        return {(folder.name, seed): [str(d)] for seed, d in seeds.items()}
+    subdirs = [d for d in sorted(folder.iterdir()) if d.is_dir()]
+    for d in subdirs:
+        for seed, run in _seed_dirs(d).items():
+            if _LABEL.match(d.name):
+                found[(d.name, seed)] = [str(run)]
+    if found:
+        return found
+    recipes = [(d, m) for d in subdirs for m in [_RECIPE_DIR.match(d.name)] if m]
+    if recipes:
+        models = sorted({m.group("model") for _, m in recipes})
+        if len(models) > 1:
+            raise CompareError(f"--runs {folder}: runs of several models ({', '.join(models)}); give one model's runs "
+                               "(--run ALGO@SEED=PATH for each)")
+        several_g = len({m.group("g") for _, m in recipes}) > 1
+        for d, m in recipes:
+            algo = m.group("algo") + (f"-g{m.group('g')}" if several_g else "") + (m.group("rest") or "")
+            found[(algo, m.group("seed"))] = [str(d)]
+        return found
+    raise CompareError(f"--runs {folder}: no runs found; the layouts read are ALGO/seedK/ (the demo's runs/), seedK/ "
+                       "(one algorithm) and the recipes' <model>-<algo>-g<G>-s<seed>/ (docs/compare.md)")
 
 
 def read_run(paths: list[str], warn: Callable[[str], None]) -> tuple[dict[int, dict], list[str]]:
@@ -196,11 +283,11 @@ def is_val(key: str) -> bool:
     return key.startswith("val-")
 
 
-def is_dapo(algo: str, metrics: dict[int, dict]) -> bool:
-    """A run that trains only on the groups it keeps (DAPO's dynamic sampling): its ALGO label starts with `dapo`
-    (any case), or verl logged DAPO's group filter (`training/filter_groups/*`), or the plugin's replay buffer
-    logged discarded answers (`replay/discarded_answers` > 0) at some step."""
-    if algo.lower().startswith("dapo"):
+def is_dapo(algo: str, metrics: dict[int, dict], dapo: Optional[set] = None) -> bool:
+    """A run that trains only on the groups it keeps (DAPO's dynamic sampling): its ALGO is one given by `--dapo`
+    (`dapo`), or the run recorded it: verl logged DAPO's group filter (`training/filter_groups/*`), or the plugin's
+    replay buffer logged discarded answers (`replay/discarded_answers` > 0) at some step. Not from the name."""
+    if algo in (dapo or ()):
         return True
     return any(k.startswith(DAPO_FILTER_PREFIX) or (k == verl_logs.DISCARDED_ANSWERS and v > 0)
                for m in metrics.values() for k, v in m.items())
@@ -240,7 +327,8 @@ def reward_all_answers(run: Run, metrics: dict[int, dict], batch_size: Optional[
 
 
 def run_series(algo: str, seed: str, metrics: dict[int, dict], keys: list[str], batch_size: Optional[int] = None,
-               group_size: Optional[int] = None, skipped: Optional[dict[str, dict[int, str]]] = None) -> Run:
+               group_size: Optional[int] = None, skipped: Optional[dict[str, dict[int, str]]] = None,
+               dapo: Optional[set] = None) -> Run:
     """`keys` (exact verl keys or `prefix/*` patterns) of a run's training steps (>= 1, not only validation)
     as arrays; validation metrics (`val-*`) kept per logged step. `metrics` holds finite floats only (`clean`);
     `skipped` (metric -> step -> what) the values left out, kept on the run for the keys wanted. With
@@ -260,7 +348,7 @@ def run_series(algo: str, seed: str, metrics: dict[int, dict], keys: list[str], 
             run.val[key] = {s: m[key] for s, m in sorted(metrics.items()) if key in m}
         else:
             run.values[key] = np.asarray([metrics[s].get(key, math.nan) for s in train], dtype=np.float64)
-    run.dapo = is_dapo(algo, metrics)
+    run.dapo = is_dapo(algo, metrics, dapo)
     run.reward_all, why = reward_all_answers(run, metrics, batch_size, group_size)
     if why:
         run.notes.append(why)

@@ -91,15 +91,6 @@ def _comparisons(summary: dict) -> list[dict]:
     return [comps[f"ebpo-{a}"] for a in _order(summary) if f"ebpo-{a}" in comps]
 
 
-def _no_signal(summary: dict) -> str:
-    tail = summary["tail_steps"]
-    parts = [f"{NAMES.get(a, a)} {_pct(summary['algos'][a].get('no_signal_share_first_steps'))} / "
-             f"{_pct(summary['algos'][a].get('no_signal_share_last_steps'))}" for a in _order(summary)]
-    dropped = ", or dropped by DAPO" if "dapo" in summary["algos"] else ""
-    return (f"No signal (advantage 0{dropped}), first / last {tail} steps: "
-            + ", ".join(parts) + ".")
-
-
 def _equal_budget_verdict(c: dict) -> str:
     """A comparison's verdict at an equal answer budget: its final-reward verdict where the two are the same
     numbers (both runs generated the same answers), else its equal-budget verdict."""
@@ -109,7 +100,9 @@ def _equal_budget_verdict(c: dict) -> str:
 
 def readme_block(summary: dict) -> str:
     """README's block: the command and design, one row per algorithm, one verdict per EBPO comparison (at an
-    equal answer budget, `_equal_budget_verdict`), the no-signal shares."""
+    equal answer budget, `_equal_budget_verdict`). Not the shares of answers with advantage 0: EBPO's all-wrong
+    groups get a non-zero advantage whose expected gradient is zero, so its low share there is not more signal
+    (docs/demo.md's table has the column, beside that explanation)."""
     tail, budget = summary["tail_steps"], summary["equal_budget_answers"]
     lines = [_run_line(summary, short=True), "",
              f"| | final reward (last {tail} steps) | at equal budget ({budget:,.0f} answers) | greedy accuracy | "
@@ -119,12 +112,19 @@ def readme_block(summary: dict) -> str:
         lines.append(f"| {NAMES.get(algo, algo)} | {_f(a['final_reward_mean'])}{_ci(a['final_reward_ci95'])} | "
                      f"{_f(a['final_reward_at_equal_budget_mean'])}{_ci(a['final_reward_at_equal_budget_ci95'])} | "
                      f"{_f(a['greedy_accuracy_mean'], 2)} | {a['answers_generated']:,} |")
-    verdicts = [f"- {_equal_budget_verdict(c)}" for c in _comparisons(summary)]
-    if verdicts:
-        lines += ["", *verdicts]
-    if any("no_signal_share_first_steps" in summary["algos"][a] for a in summary["algos"]):
-        lines += ["", _no_signal(summary)]
+    lines += _verdict_lines([_equal_budget_verdict(c) for c in _comparisons(summary)])
     return "\n".join(lines)
+
+
+def _verdict_lines(verdicts: list[str]) -> list[str]:
+    """The verdicts as a list (each "not resolved" with its resolvable difference only), and the 80%-power
+    explanation once after them (`compare.wording`)."""
+    from verl_ebpo.tools.compare import wording
+
+    if not verdicts:
+        return []
+    note = wording.power_note(verdicts)
+    return ["", *[f"- {wording.short(v)}" for v in verdicts], *(["", note] if note else [])]
 
 
 def doc_block(summary: dict) -> str:
@@ -132,7 +132,8 @@ def doc_block(summary: dict) -> str:
     tail, budget = summary["tail_steps"], summary["equal_budget_answers"]
     lines = [_run_line(summary), "",
              f"| algorithm | final reward (last {tail} steps) | at equal budget ({budget:,.0f} answers) | "
-             "greedy accuracy (before -> after) | answers generated | no signal, first / last steps |",
+             "greedy accuracy (before -> after) | answers generated | advantage exactly 0 or dropped, first / last "
+             "steps |",
              "|---|---|---|---|---|---|"]
     for algo in _order(summary):
         a = summary["algos"][algo]
@@ -142,10 +143,8 @@ def doc_block(summary: dict) -> str:
             f"{_f(a.get('greedy_accuracy_before_mean'), 2)} -> {_f(a['greedy_accuracy_mean'], 2)}"
             f"{_ci(a.get('greedy_accuracy_ci95', [None, None]), 2)} | {a['answers_generated']:,} | "
             f"{_pct(a.get('no_signal_share_first_steps'))} / {_pct(a.get('no_signal_share_last_steps'))} |")
-    verdicts = [f"- {c[k]}" for c in _comparisons(summary)
-                for k in ("verdict", "equal_budget_verdict", "greedy_accuracy_verdict") if k in c]
-    if verdicts:
-        lines += ["", *verdicts]
+    lines += _verdict_lines([c[k] for c in _comparisons(summary)
+                             for k in ("verdict", "equal_budget_verdict", "greedy_accuracy_verdict") if k in c])
     return "\n".join(lines)
 
 

@@ -16,6 +16,12 @@ DEFAULT_ALGOS = ("grpo", "dapo", "ebpo")
 MAX_SECONDS = 12 * 3600.0
 MAX_BYTES = 16 * 2**30
 PARALLEL_SLOWDOWN = 0.4  # a run's slowdown per other run at once (2 cores; measured, docs/demo.md "Speed")
+# one run alone (docs/demo.md "Cost"): the committed default run's per-run times (two lanes) divided by 1.4
+STARTUP_S = 78.0  # verl's start-up and shut-down
+STEP_S = 0.25  # a step's fixed part
+STEP_PER_ANSWER_S = 0.023  # per answer of 4 tokens
+DAPO_STEP_FACTOR = 3.4  # DAPO's step (its extra generation, refills waiting with `deterministic`)
+OVERHEAD_S = 30.0  # assets, Ray clusters, the report
 TRAIN_ROWS_CAP = 100_000  # beyond it verl starts another epoch over the same rows (total_training_steps is set)
 
 
@@ -51,6 +57,8 @@ class DemoOptions(Spec):
                             doc="seconds allowed per run before it is stopped as hung (DAPO runs take longest)")
     out: str = option("runs/demo", doc="output folder (new, empty or an earlier demo's: a re-run replaces its `runs/` "
                       "and `assets/` only when the demo's `.verl-ebpo-owner` marker is there)")
+    figure_format: str = option("png", choices=("png", "pdf", "svg"),
+                                doc="format of the figures (`png` at 150 dpi; `pdf` and `svg` are vector)")
     quiet: bool = option(False, doc="print only the result")
     force: bool = option(False, doc="run even when the time or memory estimate is past the bound (12 h, 16 GiB)")
 
@@ -65,28 +73,47 @@ class DemoOptions(Spec):
         return min(max(4096, 4 * self.batch_size * self.steps), TRAIN_ROWS_CAP)
 
     def run_seconds(self, algo: str) -> tuple[float, float]:
-        """(start-up, seconds per step) of one run of `algo` alone on the machine: 54 s, and 0.2 s + 0.02 s x
-        batch_size x group_size x max_response_length / 4, x 2.4 for DAPO's extra generation."""
-        step = 0.2 + 0.02 * self.batch_size * self.group_size * self.max_response_length / 4
-        return 54.0, step * (2.4 if algo == "dapo" else 1.0)
+        """(start-up, seconds per step) of one run of `algo` alone on the machine: `STARTUP_S`, and `STEP_S` +
+        `STEP_PER_ANSWER_S` x batch_size x group_size x max_response_length / 4, x `DAPO_STEP_FACTOR` for DAPO's
+        extra generation (calibrated on the committed default run, docs/demo.md "Cost")."""
+        step = STEP_S + STEP_PER_ANSWER_S * self.batch_size * self.group_size * self.max_response_length / 4
+        return STARTUP_S, step * (DAPO_STEP_FACTOR if algo == "dapo" else 1.0)
 
     def job_seconds(self, algo: str) -> float:
         """Estimated wall time of one run of `algo` alone: start-up + steps x seconds per step."""
         startup, step = self.run_seconds(algo)
         return startup + self.steps * step
 
+    @property
+    def checkpoint_run(self) -> tuple[str, int] | None:
+        """The run that keeps its last checkpoint (EBPO's prior with it), for `verl-ebpo inspect`: EBPO's first
+        seed; None without EBPO."""
+        return ("ebpo", self.seed_list[0]) if "ebpo" in self.algos else None
+
     def cost_estimate(self) -> tuple[float, float]:
         """(seconds, bytes) of the whole demo, from the options alone.
 
-        time = the runs (`run_seconds`) scheduled longest first on `parallel` lanes (the demo's order), each lane's
-        runs slowed by `PARALLEL_SLOWDOWN` per extra lane (they share the CPU); memory = 4.6 GiB per lane (Ray,
-        verl, one trainer) + 2 KiB per training row. Calibrated on measured demos (docs/demo.md)."""
+        time = `OVERHEAD_S` + the runs (`job_seconds`, each alone) laid out longest first on `parallel` lanes (the
+        demo's order: a lane takes the next run when its run ends), sharing the CPU: while k lanes are busy each
+        runs at 1 / (1 + `PARALLEL_SLOWDOWN` (k - 1)) of its speed alone, so a lane left alone at the end runs at
+        full speed; memory = 4.6 GiB per lane (Ray, verl, one trainer) + 2 KiB per training row."""
         costs = sorted((self.job_seconds(a) for a in self.algos for _ in self.seed_list), reverse=True)
-        lanes = [0.0] * min(self.parallel, len(costs))
-        for cost in costs:  # longest first, each to the lane that frees first
-            lanes[lanes.index(min(lanes))] += cost
-        slowdown = 1.0 + PARALLEL_SLOWDOWN * (len(lanes) - 1)
-        return max(lanes) * slowdown, 4.6 * 2**30 * len(lanes) + 2048.0 * self.train_rows
+        n_lanes = min(self.parallel, len(costs))
+        left = [0.0] * n_lanes  # work left of each lane's current run (0: idle)
+        queue, clock = list(costs), 0.0
+        while True:
+            for i in range(n_lanes):
+                if left[i] <= 0 and queue:
+                    left[i] = queue.pop(0)
+            busy = [i for i in range(n_lanes) if left[i] > 0]
+            if not busy:
+                break
+            speed = 1.0 / (1.0 + PARALLEL_SLOWDOWN * (len(busy) - 1))
+            first = min(left[i] for i in busy)  # until the first busy lane's run ends
+            clock += first / speed
+            for i in busy:
+                left[i] -= first
+        return OVERHEAD_S + clock, 4.6 * 2**30 * n_lanes + 2048.0 * self.train_rows
 
     def cost_line(self) -> tuple[str, bool]:
         """The printed estimate and whether it is within the bound."""

@@ -229,18 +229,24 @@ def steps_csv(runs: dict[str, list[RunSeries]]) -> str:
 
 
 def plot(runs: dict[str, list[RunSeries]], path: str | Path, title: str = "", window: int = 5) -> None:
-    """Reward against steps and against answers generated, and the share without learning signal: every
-    seed faint (moving average of `window` steps), the mean over seeds bold with its 95% band."""
+    """The demo's figure (`path`'s suffix: png, pdf or svg): the reward of all answers generated against steps and
+    against answers generated, and the share without learning signal; every seed a faint line in its algorithm's
+    colour, the mean over seeds bold with its 95% band clipped to [0, 1] (both are shares), the smoothing, seeds and
+    clipping stated under the panels (`compare.plots.caption`)."""
+    from verl_ebpo.tools.compare.plots import caption, colors_for, finish
+
     plt, fig, axes = figure(3)
+    colors = colors_for(list(runs))
     for algo, series in runs.items():
-        color = COLORS.get(algo)
-        label = f"{NAMES.get(algo, algo)} ({len(series)} seeds)"
+        label = f"{NAMES.get(algo, algo)} ({len(series)} seed{'s' if len(series) > 1 else ''})"
         steps = [np.arange(1, s.steps + 1) for s in series]
         rewards = [smooth(s.reward, window) for s in series]
-        for ax, (x, curves) in zip(axes, (seed_curves(steps, rewards, "step"),
-                                          seed_curves([s.cum_answers for s in series], rewards, "answers"),
-                                          seed_curves(steps, [smooth(s.no_signal, window) for s in series], "step"))):
-            draw(ax, x, curves, color, label)
+        shares = [smooth(s.no_signal, window) for s in series]
+        cum = [s.cum_answers for s in series]
+        for ax, (x, curves), xs, ys in zip(axes, (seed_curves(steps, rewards, "step"), seed_curves(cum, rewards, "answers"),
+                                                   seed_curves(steps, shares, "step")),
+                                           (steps, cum, steps), (rewards, rewards, shares)):
+            draw(ax, x, curves, colors[algo], label, (0.0, 1.0), seed_xy=list(zip(xs, ys)))
     axes[0].set_xlabel("training step")
     axes[0].set_ylabel("reward of the answers generated")
     axes[1].set_xlabel("answers generated (cumulative)")
@@ -248,12 +254,10 @@ def plot(runs: dict[str, list[RunSeries]], path: str | Path, title: str = "", wi
     axes[2].set_xlabel("training step")
     axes[2].set_ylabel("share of answers without learning signal")
     for ax in axes:
-        ax.grid(alpha=0.3)
-    axes[0].set_ylim(0, 1)
-    axes[1].set_ylim(0, 1)
-    axes[2].set_ylim(-0.02, 1.02)
+        finish(ax, (0.0, 1.0))
     axes[0].legend(loc="upper left")
-    save(plt, fig, path, title or "verl on CPU: mean over seeds with 95% band (faint: each seed)")
+    note = caption({a: len(s) for a, s in runs.items()}, window, (0.0, 1.0), answers_panel=True)
+    save(plt, fig, path, title or "verl on CPU: reward of all answers generated, and answers without signal", note)
 
 
 def _ci(pair) -> str:
@@ -296,11 +300,14 @@ def markdown_report(summary: dict, settings: dict, time_rows_: list[dict]) -> st
         )
     lines.append("")
     if summary["comparisons"]:
+        from verl_ebpo.tools.compare import wording
+
         lines += ["## EBPO minus each baseline (paired by seed)", ""]
-        for name, c in summary["comparisons"].items():
-            for label in ("", "equal_budget_", "greedy_accuracy_"):
-                if f"{label}verdict" in c:
-                    lines.append(f"- {c[f'{label}verdict']}")
+        verdicts = [c[f"{label}verdict"] for c in summary["comparisons"].values()
+                    for label in ("", "equal_budget_", "greedy_accuracy_") if f"{label}verdict" in c]
+        lines += [f"- {wording.short(v)}" for v in verdicts]
+        note = wording.power_note(verdicts)
+        lines += ["", note] if note else []
         lines.append("")
     lines += [
         "## How EBPO relates to Dr.GRPO",
@@ -324,7 +331,8 @@ def markdown_report(summary: dict, settings: dict, time_rows_: list[dict]) -> st
         "## Files",
         "",
         "- `summary.json`: the numbers above (per seed too); `steps.csv`: every run step by step;",
-        "  `reward_curves.png`: reward against steps and against answers generated, share without learning signal.",
+        "  `reward_curves.png`: reward against steps and against answers generated, share without learning signal;",
+        "  `validation_accuracy.png`, `comparison.md`, `comparison.json`: `verl-ebpo compare` over the same runs.",
         "- `runs/<algo>/seed<k>/`: verl's metrics file (`metrics.jsonl`), rollout dumps, trainer log.",
     ]
     return "\n".join(lines) + "\n"

@@ -59,7 +59,10 @@ class PeakMemory:
         self._thread.join(timeout=10)
 
 
-COMPARE_FILES = ("comparison.json", "comparison.md", "training_reward.png", "validation_accuracy.png")
+# compare's files in the demo's folder: its reward figure is the demo's own `reward_curves.png` (the same curves,
+# with the share without signal), so compare draws validation accuracy only
+COMPARE_VIEWS = ("validation_accuracy",)
+COMPARE_FILES = ("comparison.json", "comparison.md", "validation_accuracy.png")
 OWNED = ("runs", "assets")  # the sub-folders a re-run replaces (a stale checkpoint in runs/ would be resumed)
 MARKER_TOOL = "verl-ebpo demo"
 
@@ -123,8 +126,17 @@ def make_run(options: DemoOptions, job: Job, assets_info: dict, ray_address: str
         reward_function=("pkg://verl_ebpo.tools.tiny.task", "compute_score"),
         ray_address=ray_address,
         ray_env=dict(ray_env or {}),
-        extra=[*options.overrides(job.algo), f"trainer.rollout_data_dir={job.run_dir / 'rollouts'}"],
+        extra=[*options.overrides(job.algo), f"trainer.rollout_data_dir={job.run_dir / 'rollouts'}",
+               *checkpoint_overrides(options, job)],
     )
+
+
+def checkpoint_overrides(options: DemoOptions, job: Job) -> list[str]:
+    """The run named by `DemoOptions.checkpoint_run` saves its last step only (one checkpoint kept, its EBPO prior
+    with it, for `verl-ebpo inspect`); every other run saves none."""
+    if (job.algo, job.seed) != options.checkpoint_run:
+        return []
+    return [f"trainer.save_freq={options.steps}", "trainer.max_actor_ckpt_to_keep=1"]
 
 
 def schedule(options: DemoOptions, jobs: list[Job]) -> list[Job]:
@@ -167,10 +179,32 @@ def time_left(options: DemoOptions, jobs: list[Job], elapsed: float, steps: dict
     return elapsed * (total - done) / done
 
 
+def steps_logged(options: DemoOptions, jobs: list[Job], steps: dict) -> int:
+    """Training steps logged over all runs: a finished run counts all its steps, a running one what verl logged."""
+    return sum(options.steps if job.wall_s is not None else steps.get((job.algo, job.seed), 0) for job in jobs)
+
+
+def step_reward(metrics: dict, options: DemoOptions) -> float | None:
+    """The mean reward of all answers generated at a step (DAPO's dropped groups included, as the report counts
+    it), from verl's metrics of that step; None when DAPO dropped answers whose rewards were not logged."""
+    from verl_ebpo.tools import verl_logs
+    from verl_ebpo.tools.compare.runs import answers_generated
+
+    trained = float(options.batch_size * options.group_size)
+    dropped = answers_generated(metrics, trained, options.group_size) - trained
+    total = float(metrics[verl_logs.SCORE]) * trained
+    if dropped > 0:
+        if verl_logs.DISCARDED_REWARD_SUM not in metrics:
+            return None
+        total += float(metrics[verl_logs.DISCARDED_REWARD_SUM])
+    return total / (trained + dropped)
+
+
 class _Progress(threading.Thread):
-    """The demo's progress on stderr (quiet: none): a tqdm bar of runs done out of all, with the time left
-    (`time_left`), refreshed every few seconds from verl's metrics files; and on stdout each running job's step
-    (every ~1/6 of the steps)."""
+    """The demo's progress on stderr (quiet: none): a tqdm bar of training steps logged out of all runs' steps
+    (it moves from the first step on, not only when a run ends), with the time left (`time_left`), refreshed every
+    few seconds from verl's metrics files; and on stdout each running job's step (every ~1/6 of the steps) with the
+    reward of all its answers (`step_reward`, the figure the report compares)."""
 
     def __init__(self, options: DemoOptions, jobs: list[Job], started: float, interval: float = 3.0):
         from tqdm import tqdm
@@ -182,17 +216,17 @@ class _Progress(threading.Thread):
         self.steps: dict[tuple, int] = {}
         self.stop = threading.Event()
         self.lock = threading.Lock()
-        self.bar = tqdm(total=len(jobs), desc="verl-ebpo demo runs", unit="run", file=sys.stderr,
-                        disable=options.quiet, mininterval=0, dynamic_ncols=True,
-                        bar_format="{desc}: {n_fmt}/{total_fmt} |{bar}| {elapsed}{postfix}")
+        self.bar = tqdm(total=len(jobs) * options.steps, desc=f"verl-ebpo demo, {len(jobs)} runs", unit="step",
+                        file=sys.stderr, disable=options.quiet, mininterval=0, dynamic_ncols=True,
+                        bar_format="{desc}: {n_fmt}/{total_fmt} steps |{bar}| {elapsed}{postfix}")
         self.tty = sys.stderr.isatty()
         self.drawn = 0.0
         self.refresh()
 
     def refresh(self, force: bool = True) -> None:
-        """Redraw the bar; without `force`, only when the count changed or, on a non-terminal, every 30 s."""
-        done = sum(job.wall_s is not None for job in self.jobs)
-        if not force and done == self.bar.n and not self.tty and time.time() - self.drawn < 30:
+        """Redraw the bar; without `force`, on a non-terminal (a log file) at most every 30 s."""
+        done = steps_logged(self.options, self.jobs, self.steps)
+        if not force and not self.tty and time.time() - self.drawn < 30:
             return
         self.drawn = time.time()
         left = time_left(self.options, self.jobs, time.time() - self.started, self.steps)
@@ -227,11 +261,12 @@ class _Progress(threading.Thread):
                 if step // self.every > self.shown.get(key, 0) // self.every or step == self.options.steps:
                     self.shown[key] = step
                     try:
-                        reward = verl_logs.read_metrics(job.run_dir / "metrics.jsonl")[step][verl_logs.SCORE]
+                        reward = step_reward(verl_logs.read_metrics(job.run_dir / "metrics.jsonl")[step], self.options)
                     except (OSError, ValueError, KeyError):
                         continue
+                    shown = "n/a" if reward is None else f"{reward:.3f}"
                     _say(self.options, f"  [{job.algo} seed {job.seed}] step {step:3d}/{self.options.steps}  "
-                         f"trained-on reward {reward:.3f}  ({time.time() - self.started:4.0f} s)")
+                         f"reward of all answers {shown}  ({time.time() - self.started:4.0f} s)")
             self.refresh(force=False)
 
 
@@ -293,7 +328,9 @@ def run_demo(options: DemoOptions) -> dict:
     out = Path(options.out).resolve()
     if out.exists() and not out.is_dir():
         raise ValueError(f"--out {out} exists and is not a folder")
-    for name in ("summary.json", "report.md", "reward_curves.png", "steps.csv", *COMPARE_FILES):
+    figure = f"reward_curves.{options.figure_format}"
+    compare_files = [n.replace(".png", f".{options.figure_format}") for n in COMPARE_FILES]
+    for name in ("summary.json", "report.md", figure, "steps.csv", *compare_files):
         check_output_path(out / name)
     # refuses, before any change, a folder whose runs/ or assets/ the demo did not make; else marks the folder
     # and removes this demo's own runs/ and assets/ of an earlier run
@@ -346,13 +383,18 @@ def run_demo(options: DemoOptions) -> dict:
                     "per_algo": rows},
     })
     atomic_write_text(out / "steps.csv", report.steps_csv(runs))
-    report.plot(runs, out / "reward_curves.png")
+    report.plot(runs, out / figure)
+    for fmt in ("png", "pdf", "svg"):  # an earlier demo's figure in another format: not this run's
+        stale = out / f"reward_curves.{fmt}"
+        if fmt != options.figure_format and stale.is_file() and not stale.is_symlink():
+            stale.unlink()
     atomic_write_text(out / "report.md", report.markdown_report(summary, settings, rows))
     atomic_write_text(out / "summary.json", json.dumps(report.json_safe(summary), indent=2, sort_keys=True, allow_nan=False) + "\n")
     # verl-ebpo compare over the same runs (verl's own metrics: critic/score/mean is the trained-on reward)
     compare({(job.algo, str(job.seed)): [str(job.run_dir / "metrics.jsonl")] for job in jobs}, {}, out,
             batch_size=options.batch_size, group_size=options.group_size, report_name="comparison.md",
-            warn=lambda message: _say(options, f"  compare: {message}"))
+            warn=lambda message: _say(options, f"  compare: {message}"), views=COMPARE_VIEWS,
+            dapo=tuple(a for a in options.algos if a == "dapo"), fmt=options.figure_format)
 
     print(f"done in {seconds:.0f} s (peak memory {memory.peak_pss / 2**30:.1f} GiB PSS); results in {out}")
     for algo, a in summary["algos"].items():
@@ -361,8 +403,17 @@ def run_demo(options: DemoOptions) -> dict:
         greedy = "n/a" if a["greedy_accuracy_mean"] is None else f"{a['greedy_accuracy_mean']:.2f}"
         print(f"  {report.NAMES.get(algo, algo):8s} final reward {a['final_reward_mean']:.3f}{ci}  greedy accuracy "
               f"{greedy}  answers generated {a['answers_generated']:,}")
-    for c in summary["comparisons"].values():
-        print(f"  {c['verdict']}")
-    print(f"  report: {out / 'report.md'}  plot: {out / 'reward_curves.png'}")
+    from verl_ebpo.tools.compare import wording
+
+    verdicts = [c["verdict"] for c in summary["comparisons"].values()]
+    for v in verdicts:
+        print(f"  {wording.short(v)}")
+    note = wording.power_note(verdicts)
+    if note:
+        print(f"  {note}")
+    print(f"  report: {out / 'report.md'}  figures: {out / figure} and compare's beside it")
+    if options.checkpoint_run:
+        algo, seed = options.checkpoint_run
+        print(f"  checkpoint kept (last step, EBPO's prior in it): verl-ebpo inspect {out / 'runs' / algo / f'seed{seed}' / 'checkpoints'}")
     sys.stdout.flush()
     return summary

@@ -147,8 +147,10 @@ def add_arguments_label_difficulty(p: argparse.ArgumentParser) -> None:
     p.add_argument("--field", default="extra_info.difficulty", help="where to write the pass rate")
     p.add_argument("--scorer", default=None,
                    help="module:function scoring one answer (default: verl_ebpo.rewards:compute_score)")
-    p.add_argument("--ground-truth-field", default="reward_model.ground_truth")
-    p.add_argument("--data-source-field", default="data_source")
+    p.add_argument("--ground-truth-field", default="reward_model.ground_truth",
+                   help="the field holding each prompt's reference answer, given to the scorer (default: %(default)s)")
+    p.add_argument("--data-source-field", default="data_source",
+                   help="the field naming each prompt's dataset, given to the scorer (default: %(default)s)")
     p.add_argument("--index-field", default=None,
                    help="match the rollouts' index to this field (e.g. extra_info.index) instead of the row number")
     p.add_argument("--missing", choices=("error", "drop", "keep"), default="error",
