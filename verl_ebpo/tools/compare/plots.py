@@ -127,7 +127,7 @@ def caption(seeds: dict[str, int], window: int, clip: Optional[tuple[float, floa
     else:
         parts.append(f"{counts} per algorithm: no band")
     if answers_panel:
-        parts.append("right: each seed to its own end, the mean where every seed has reached")
+        parts.append("against answers generated: each seed to its own end, the mean where every seed has reached")
     return "; ".join(parts) + "."
 
 

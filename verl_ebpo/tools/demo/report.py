@@ -252,12 +252,13 @@ def plot(runs: dict[str, list[RunSeries]], path: str | Path, title: str = "", wi
     axes[1].set_xlabel("answers generated (cumulative)")
     axes[1].set_ylabel("reward of the answers generated")
     axes[2].set_xlabel("training step")
-    axes[2].set_ylabel("share of answers without learning signal")
+    axes[2].set_ylabel("share with advantage exactly 0, or dropped")
     for ax in axes:
         finish(ax, (0.0, 1.0))
     axes[0].legend(loc="upper left")
     note = caption({a: len(s) for a, s in runs.items()}, window, (0.0, 1.0), answers_panel=True)
-    save(plt, fig, path, title or "verl on CPU: reward of all answers generated, and answers without signal", note)
+    save(plt, fig, path, title or "verl on CPU: reward of all answers generated; answers with advantage 0 or dropped",
+         note)
 
 
 def _ci(pair) -> str:
