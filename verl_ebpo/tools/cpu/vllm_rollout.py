@@ -48,8 +48,8 @@ VLLM_OVERRIDES = (
     "actor_rollout_ref.rollout.enforce_eager=True",
     "actor_rollout_ref.rollout.checkpoint_engine.update_weights_bucket_megabytes=16",
 )
-VLLM_ENV = {"VLLM_CPU_KVCACHE_SPACE": "1", "VLLM_CPU_OMP_THREADS_BIND": "nobind", "VLLM_USAGE_STATS_ENABLED": "0",
-            "VLLM_NO_USAGE_STATS": "1", "VLLM_DO_NOT_TRACK": "1"}
+VLLM_ENV = {"VLLM_CPU_KVCACHE_SPACE": "1", "VLLM_CPU_OMP_THREADS_BIND": "nobind", "VLLM_NO_USAGE_STATS": "1",
+            "VLLM_DO_NOT_TRACK": "1"}
 
 
 def vllm_model_spec():
