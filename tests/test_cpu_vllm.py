@@ -76,6 +76,16 @@ def test_the_vllm_model_has_head_size_32_and_the_demo_model_is_unchanged():
     assert dataclasses.replace(spec, num_attention_heads=4, num_key_value_heads=2) == demo
 
 
+def test_a_vllm_run_refuses_a_model_whose_head_size_vllm_cpu_cannot_serve(tmp_path):
+    from verl_ebpo.tools.tiny.assets import TinyModelSpec, build_model
+
+    demo = build_model(tmp_path / "demo", spec=TinyModelSpec())
+    with pytest.raises(ValueError, match="head size of at least 32; the model at .* has 16"):
+        CPURun(str(demo), "t", "v", "/tmp/x", rollout="vllm")
+    CPURun(str(demo), "t", "v", "/tmp/x")  # the hf rollout serves it
+    CPURun(str(build_model(tmp_path / "vllm", spec=vllm_rollout.vllm_model_spec())), "t", "v", "/tmp/x", rollout="vllm")
+
+
 def test_vllm_overrides_are_rollout_config_fields():
     """Canary (VLLM_TOUCHES "rollout config keys"): the keys a vLLM CPU run sets are fields of verl's config."""
     from verl.workers.config.rollout import CheckpointEngineConfig, RolloutConfig

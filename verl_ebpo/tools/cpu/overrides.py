@@ -36,6 +36,7 @@ from typing import Optional, Sequence
 
 from verl_ebpo.samplers.replay_rules import buffer_overrides
 from verl_ebpo.tools.cpu.vllm_rollout import ROLLOUT_ENV as VLLM_ROLLOUT_ENV, VLLM_ENV, VLLM_OVERRIDES
+from verl_ebpo.tools.cpu.vllm_rollout import check_model as check_vllm_model
 
 CPU_MODULE = "verl_ebpo.tools.cpu.backend"
 # verl_ebpo/tools/cpu/agent_loop.py (kept verl-free here): verl's single-turn loop with a per-request seed
@@ -140,6 +141,8 @@ class CPURun:
     def __post_init__(self):
         if self.rollout not in ROLLOUTS:
             raise ValueError(f"CPURun.rollout must be one of {ROLLOUTS}, got {self.rollout!r}")
+        if self.rollout == "vllm":
+            check_vllm_model(self.model_path)
 
     @property
     def checkpoint_dir(self) -> Path:

@@ -59,6 +59,26 @@ def vllm_model_spec():
     return TinyModelSpec(num_attention_heads=2, num_key_value_heads=1)
 
 
+MIN_HEAD_SIZE = 32  # vLLM-CPU's attention (cpu_attn.py: get_supported_head_sizes starts at 32)
+
+
+def check_model(model_path) -> None:
+    """Refuse, in one line, a model whose head size vLLM-CPU's attention cannot serve (it would start and then fail
+    every request: verl's driver only reports a replay buffer with no trajectories). No config.json: no check."""
+    import json
+    from pathlib import Path
+
+    config_file = Path(model_path) / "config.json"
+    if not config_file.is_file():
+        return
+    config = json.loads(config_file.read_text())
+    heads = config.get("num_attention_heads") or 0
+    head = config.get("head_dim") or (config.get("hidden_size", 0) // heads if heads else 0)
+    if head and head < MIN_HEAD_SIZE:
+        raise ValueError(f"vLLM-CPU's attention needs a head size of at least {MIN_HEAD_SIZE}; the model at "
+                         f"{model_path} has {head} (the tiny model for vLLM runs: vllm_rollout.vllm_model_spec())")
+
+
 def selected(env=None) -> bool:
     env = os.environ if env is None else env
     return env.get("VERL_PLATFORM", "").strip().lower() == "cpu" and env.get(ROLLOUT_ENV, "") == "vllm"
