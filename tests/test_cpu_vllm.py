@@ -351,3 +351,26 @@ def test_a_broken_weight_sync_ends_the_run_with_the_workers_error_in_bounded_tim
     assert vllm_rollout.shm_segments() - shm == set()
     print(f"\n[vllm smoke] broken sync: failed after {wall:.0f} s, {stamps[-1] - sync_error:.0f} s after the "
           f"sync's timeout", file=sys.stderr)
+
+
+def test_the_sender_is_bounded_only_where_verls_sender_module_gets_imported(tmp_path):
+    """register_vllm imports no vLLM: the sender's bound waits for verl's module (a stand-in module here)."""
+    import sys
+    import types
+
+    calls = []
+    (tmp_path / "fake_sender_mod.py").write_text("VALUE = 1\n")
+    sys.path.insert(0, str(tmp_path))
+    finder = vllm_rollout._AfterImport("fake_sender_mod", lambda: calls.append(sys.modules["fake_sender_mod"].VALUE))
+    sys.meta_path.insert(0, finder)
+    try:
+        assert calls == []
+        import fake_sender_mod  # noqa: F401
+
+        assert calls == [1] and finder not in sys.meta_path
+        assert isinstance(sys.modules["fake_sender_mod"], types.ModuleType)
+    finally:
+        sys.path.remove(str(tmp_path))
+        sys.modules.pop("fake_sender_mod", None)
+        if finder in sys.meta_path:
+            sys.meta_path.remove(finder)

@@ -193,13 +193,60 @@ def check_environment() -> str:
     return version
 
 
+SENDER_MODULE = "verl.workers.rollout.vllm_rollout.bucketed_weight_transfer"
+LINEAR_MODULE = "vllm.model_executor.layers.utils"
+
+
+class _AfterImport:
+    """A `sys.meta_path` finder that runs `hook()` right after `module` is first executed (importing verl's
+    vllm_rollout package imports vLLM: ~7 s of CPU that only the processes using it should pay)."""
+
+    def __init__(self, module: str, hook):
+        self.module, self.hook = module, hook
+
+    def find_spec(self, fullname, path=None, target=None):
+        if fullname != self.module:
+            return None
+        import importlib.util
+        import sys
+
+        sys.meta_path.remove(self)  # once; the real finders locate the module
+        spec = importlib.util.find_spec(fullname)
+        if spec is None or spec.loader is None:
+            return spec
+        exec_module, hook = spec.loader.exec_module, self.hook
+
+        class _Loader:
+            def create_module(self, spec):
+                return None
+
+            def exec_module(self, module):
+                exec_module(module)
+                hook()
+
+        spec.loader = _Loader()
+        return spec
+
+
+def _when_imported(module: str, hook) -> None:
+    """Run `hook()` now if `module` is loaded, else right after it is first imported (once per module)."""
+    import sys
+
+    if module in sys.modules:
+        hook()
+    elif not any(isinstance(f, _AfterImport) and f.module == module for f in sys.meta_path):
+        sys.meta_path.insert(0, _AfterImport(module, hook))
+
+
 def register_vllm() -> None:
-    """Called by the CPU backend's `register()` in every process of a CPU run with `VERL_EBPO_CPU_ROLLOUT=vllm`."""
+    """Called by the CPU backend's `register()` in every process of a CPU run with `VERL_EBPO_CPU_ROLLOUT=vllm`:
+    checks the environment, then bounds verl's weight sender and keeps vLLM's linear weights in the processes that
+    import those modules, when they do (so the others never import vLLM; a process forked later inherits them)."""
     if not selected():
         return
     check_environment()
-    bound_weight_sync()
-    keep_linear_weights()
+    _when_imported(SENDER_MODULE, bound_weight_sync)
+    _when_imported(LINEAR_MODULE, keep_linear_weights)
 
 
 def shm_segments() -> set[str]:
