@@ -374,3 +374,20 @@ def test_the_sender_is_bounded_only_where_verls_sender_module_gets_imported(tmp_
         sys.modules.pop("fake_sender_mod", None)
         if finder in sys.meta_path:
             sys.meta_path.remove(finder)
+
+
+def _block(doc: str, tag: str) -> list[str]:
+    inner = doc.split(f"<!-- {tag} -->", 1)[1].split(f"<!-- /{tag} -->", 1)[0].strip()
+    assert inner.startswith("```bash\n") and inner.endswith("```") and inner.count("```") == 2, tag
+    return [line for line in inner[len("```bash\n"):-3].splitlines() if line.strip()]
+
+
+def test_docs_hold_the_install_and_smoke_commands_from_the_repository_root():
+    doc = (ROOT / "docs" / "cpu_backend.md").read_text()
+    (install,) = _block(doc, "vllm-install")
+    script = install.split()[1]
+    assert install.startswith("bash ") and (ROOT / script).is_file() and script.endswith("vllm_env.sh")
+    (smoke,) = _block(doc, "vllm-smoke")
+    assert smoke.startswith(".venv-vllm/bin/python -m pytest") and "-m vllm" in smoke
+    assert smoke.split()[-1] == "tests/test_cpu_vllm.py" == Path(__file__).relative_to(ROOT).as_posix()
+    assert "/.venv-vllm/" in (ROOT / ".gitignore").read_text().splitlines()
