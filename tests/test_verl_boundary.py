@@ -216,3 +216,23 @@ def test_docs_table_is_the_registry():
     doc = (ROOT / "docs" / "verl_boundary.md").read_text()
     assert markdown_table() in doc
     assert markdown_adapters() in doc
+
+
+# verl's vLLM rollout on CPU (issue 38): its touches resolve only where vLLM is installed (the second venv), so their
+# resolution is tested there (tests/test_cpu_vllm.py); here: the adapters, canaries and the docs table.
+from verl_ebpo.verl_boundary import VLLM_TOUCHES, markdown_vllm_table  # noqa: E402
+
+
+@pytest.mark.parametrize("touch", VLLM_TOUCHES, ids=lambda t: t.name)
+def test_each_vllm_touch_has_its_adapter_and_canary(touch):
+    assert touch.kind in KINDS
+    _resolve(touch.adapter)
+    assert touch.adapter.partition(":")[0] in ADAPTERS or touch.kind == "format"
+    test_file, _, test_name = touch.canary.partition("::")
+    tree = ast.parse((ROOT / test_file).read_text())
+    assert test_name in {n.name for n in ast.walk(tree) if isinstance(n, ast.FunctionDef)}, touch.canary
+    assert not {t.name for t in TOUCHES} & {touch.name}
+
+
+def test_docs_vllm_table_is_the_registry():
+    assert markdown_vllm_table() in (ROOT / "docs" / "verl_boundary.md").read_text()

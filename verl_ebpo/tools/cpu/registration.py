@@ -88,10 +88,14 @@ def unpin_offload_on_cpu() -> None:
 
 
 def register() -> None:
-    """Register the `cpu` platform, the `hf` rollout and the gloo process-group wrap (idempotent)."""
+    """Register the `cpu` platform, the `hf` rollout and the gloo process-group wrap (idempotent); on a run of
+    verl's vLLM rollout, the vLLM-CPU fixes of `verl_ebpo.tools.cpu.vllm_rollout`."""
     from verl_ebpo.tools.cpu.platform import register_platform
 
     register_platform()
     wrap_process_group_init()
     unpin_offload_on_cpu()
     register_rollout()
+    from verl_ebpo.tools.cpu.vllm_rollout import register_vllm
+
+    register_vllm()  # only on a CPU run of verl's vLLM rollout (VERL_EBPO_CPU_ROLLOUT=vllm): vllm_rollout.py

