@@ -22,7 +22,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-__all__ = ["ADAPTERS", "TOUCHES", "Touch", "markdown_adapters", "markdown_table"]
+__all__ = ["ADAPTERS", "TOUCHES", "Touch", "markdown_adapters", "markdown_table", "private_names"]
 
 KINDS = ("private", "copied rule", "format", "class-wide wrap", "public")
 
@@ -56,6 +56,21 @@ class Touch:
     adapter: str  # "module:attribute" where our side of it lives (the one place)
     canary: str  # "tests/file.py::test_name": fails when verl changes the touch
     what: str
+    names: tuple[str, ...] = ()  # verl's other private names this touch uses, besides `verl`'s last part
+
+
+def private_names() -> dict[str, Touch]:
+    """Every private verl name a touch registers (the last part of `verl` when private, and `names`) -> the touch."""
+    out = {}
+    for t in TOUCHES:
+        last = t.verl.partition(":")[2].split(".")[-1]
+        for name in ((last,) if _private(last) else ()) + t.names:
+            out[name] = t
+    return out
+
+
+def _private(name: str) -> bool:
+    return name.startswith("_") and not name.startswith("__")
 
 
 TOUCHES: tuple[Touch, ...] = (
@@ -74,6 +89,7 @@ TOUCHES: tuple[Touch, ...] = (
         "verl_ebpo.tools.cpu.rollout:HFReplica.launch_servers",
         "tests/test_cpu_backend.py::test_verl_replica_server_handle_is_where_verl_reads_it",
         "sets `_server_handle` / `_server_address`, where verl's agent loop looks for a replica's server",
+        ("_server_handle", "_server_address"),
     ),
     Touch(
         "replay buffer group clearing",
@@ -82,8 +98,10 @@ TOUCHES: tuple[Touch, ...] = (
         "verl_ebpo.samplers.replay:TrackedReplayBuffer._clear_groups",
         "tests/test_samplers_replay.py::test_verl_replay_buffer_internals_we_use_still_exist",
         "overridden to count the answers DAPO discards; trajectory keys `<uid>_<sample>_<output>`; the one-pass "
-        "step's end also calls `_sync_metadata_from_transfer_queue`, `_terminal_eviction_reasons`, "
-        "`_materialize_batch`",
+        "step's end also overrides `_terminal_eviction_reasons`, `_select_prompt_uids`, `_materialize_batch` and "
+        "calls `_sync_metadata_from_transfer_queue`, `_wait_for_next_poll`, `_metrics_prefix`",
+        ("_terminal_eviction_reasons", "_select_prompt_uids", "_materialize_batch",
+         "_sync_metadata_from_transfer_queue", "_wait_for_next_poll", "_metrics_prefix"),
     ),
     Touch(
         "trainer behind refill_fn",
@@ -101,7 +119,9 @@ TOUCHES: tuple[Touch, ...] = (
         "verl_ebpo.samplers.replay:TrackedReplayBuffer._number_the_prompts",
         "tests/test_samplers_replay_order.py::test_verl_internals_deterministic_touches_still_exist",
         "with `deterministic`, wrapped on the trainer instance to number every prompt sent to generation (the step's "
-        "batch and each refill) in data-loader order; its `batch[\"uid\"]` is read",
+        "batch and each refill) in data-loader order; its `batch[\"uid\"]` is read; its copy of verl's sync loop "
+        "calls `_evict_terminal_groups`, `_sampleable_terminal_keys` and `_accumulate_eviction_metrics`",
+        ("_evict_terminal_groups", "_sampleable_terminal_keys", "_accumulate_eviction_metrics"),
     ),
     Touch(
         "dataset read hook",
