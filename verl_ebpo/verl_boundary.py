@@ -99,7 +99,8 @@ TOUCHES: tuple[Touch, ...] = (
         "tests/test_samplers_replay.py::test_verl_replay_buffer_internals_we_use_still_exist",
         "overridden to count the answers DAPO discards; trajectory keys `<uid>_<sample>_<output>`; the one-pass "
         "step's end also overrides `_terminal_eviction_reasons`, `_select_prompt_uids`, `_materialize_batch` and "
-        "calls `_sync_metadata_from_transfer_queue`, `_wait_for_next_poll`, `_metrics_prefix`",
+        "`_sync_metadata_from_transfer_queue` (with `deterministic`: snapshots wait for the rollouts in flight), "
+        "and calls `_wait_for_next_poll`, `_metrics_prefix`",
         ("_terminal_eviction_reasons", "_select_prompt_uids", "_materialize_batch",
          "_sync_metadata_from_transfer_queue", "_wait_for_next_poll", "_metrics_prefix"),
     ),
@@ -119,9 +120,7 @@ TOUCHES: tuple[Touch, ...] = (
         "verl_ebpo.samplers.replay:TrackedReplayBuffer._number_the_prompts",
         "tests/test_samplers_replay_order.py::test_verl_internals_deterministic_touches_still_exist",
         "with `deterministic`, wrapped on the trainer instance to number every prompt sent to generation (the step's "
-        "batch and each refill) in data-loader order; its `batch[\"uid\"]` is read; its copy of verl's sync loop "
-        "calls `_evict_terminal_groups`, `_sampleable_terminal_keys` and `_accumulate_eviction_metrics`",
-        ("_evict_terminal_groups", "_sampleable_terminal_keys", "_accumulate_eviction_metrics"),
+        "batch and each refill) in data-loader order; its `batch[\"uid\"]` is read",
     ),
     Touch(
         "dataset read hook",
