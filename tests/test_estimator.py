@@ -155,7 +155,7 @@ def test_zero_variance_gives_full_shrinkage_and_zero_advantage():
 @pytest.mark.parametrize("mode", ["batch", "center"])
 def test_all_fail_batch_after_a_mixed_one_gives_zero_advantages(mode, groups, g):
     """Every group of the batch fails while mu_glob > 0: raw = -S * mu_glob on every row, the batch is constant, so
-    every advantage is 0. Before: the float64 mean missed raw by ~1e-17 and `batch` divided that by ~0: +-1e6."""
+    every advantage is 0. (The float64 mean misses raw by ~1e-17; dividing that by ~0 would give +-1e6.)"""
     prior = EBPOPrior()
     rng = np.random.default_rng(0)
     mixed = (rng.random((groups, g)) < 0.3).astype(float).tolist()
@@ -377,11 +377,11 @@ def test_readme_options_table_is_the_spec():
     assert EBPOOptions.markdown_table() in readme
 
 
-# --------------------------------------------------------------------------- unit-free degenerate-S rule (issue 19.11)
+# --------------------------------------------------------------------------- the degenerate-S rule is unit-free
 
 
 def test_small_unit_rewards_keep_the_paper_shrinkage():
-    """Rewards in [0, 0.001]: the same S = 7/11 as 0/1 rewards (before: an absolute epsilon made every S = 1)."""
+    """Rewards in [0, 0.001]: the same S = 7/11 as 0/1 rewards."""
     for c in (1.0, 1e-3, 1e-6):
         prior = EBPOPrior()
         tlr, mask, index = batch([[c, 0, 0, 0], [0, 0, 0, 0]], dtype=torch.float64)

@@ -98,7 +98,7 @@ def test_failed_write_leaves_old_content_and_no_temporary(tmp_path):
 @pytest.mark.parametrize("where", ["os.replace", "os.fsync", "os.open"])
 @pytest.mark.parametrize("err", [errno.ENOSPC, errno.EACCES])
 def test_disk_full_or_no_permission_names_the_file_and_keeps_the_old_one(tmp_path, monkeypatch, where, err):
-    """Before: the OSError said only "No space left on device" (or named the hidden temporary file)."""
+    """The OSError names the target, not only "No space left on device" or the hidden temporary file."""
     p = tmp_path / "prior.json"
     p.write_text("old")
     real = getattr(os, where.split(".")[1])

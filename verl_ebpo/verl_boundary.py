@@ -168,7 +168,7 @@ TOUCHES: tuple[Touch, ...] = (
         "format",
         "verl.utils.checkpoint.checkpoint_manager:find_latest_ckpt_path",
         "verl_ebpo.checkpoint:check_tracker",
-        "tests/test_checkpoint_refusals.py::test_inspects_tracker_rule_is_verls",
+        "tests/test_inspect.py::test_inspects_tracker_rule_is_verls",
         "`latest_checkpointed_iteration.txt` -> `global_step_N` (inspect reads it without importing verl)",
     ),
     Touch(
@@ -192,7 +192,7 @@ TOUCHES: tuple[Touch, ...] = (
         "class-wide wrap",
         "verl.utils.tracking:Tracking.log",
         "verl_ebpo.advantage.verl_glue:install_metrics_hook",
-        "tests/test_estimator_verl.py::test_wrapped_verl_api_still_exists",
+        "tests/test_verl_glue.py::test_wrapped_verl_api_still_exists",
         "an estimator cannot return metrics: `ebpo/*` join the next log call (only in a process that ran ebpo)",
     ),
     Touch(
@@ -208,7 +208,7 @@ TOUCHES: tuple[Touch, ...] = (
         "public",
         "verl.trainer.ppo.core_algos:register_adv_est",
         "verl_ebpo.advantage.verl_glue:register",
-        "tests/test_estimator_verl.py::test_registered_through_import_verl_alone_in_fresh_process",
+        "tests/test_verl_glue.py::test_registered_through_import_verl_alone_in_fresh_process",
         "`adv_estimator=ebpo`, registered by the `verl.plugins` entry point on `import verl`",
     ),
     Touch(

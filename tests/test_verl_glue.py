@@ -88,7 +88,7 @@ def test_compute_advantage_with_hydra_config_and_padding(compose):
     assert torch.equal(out.batch["returns"], adv)
     assert torch.count_nonzero(adv[~mask]) == 0 and torch.count_nonzero(adv[8:]) == 0
     per_row = (adv * mask).sum(-1) / mask.sum(-1).clamp_min(1)
-    # hand-computed in test_estimator_math: S = 7/11, V_A = 15/88, V_B = 7/88
+    # hand-computed in test_estimator: S = 7/11, V_A = 15/88, V_B = 7/88
     expected = torch.tensor([1 - 15 / 88] + [-15 / 88] * 3 + [-7 / 88] * 4 + [0, 0])
     torch.testing.assert_close(per_row, expected, rtol=0, atol=1e-6)
     assert get_prior().reward.weight == 8  # padding rows touched no statistic

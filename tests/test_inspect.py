@@ -1,6 +1,6 @@
 """Hardening of the prior file, `verl-ebpo inspect` and the restore path: FIFOs (no hang), deeply nested JSON,
 malformed fields, symlink loops and dangling links (said for what they are), garbage trackers, and a save killed
-mid-write (the previous file intact). Each test is one finding of issue 11.
+mid-write (the previous file intact).
 
 Every CLI refusal is checked for its exit code, exactly one line on stderr, and no traceback."""
 
@@ -281,12 +281,12 @@ def test_a_save_killed_mid_write_leaves_the_previous_file_intact(tmp_path):
     assert ckpt.read_prior_file(folder / "ebpo_prior.json")[1] == 4
 
 
-# -- issue 30.7: the version's type, a link loop as the tracker's folder, a prior file too large to be one -------
+# -- the version's type, a link loop as the tracker's folder, a prior file too large to be one --------------------
 
 
 @pytest.mark.parametrize("version", [True, "1", 1.0, [1]])
 def test_inspect_refuses_a_version_that_is_not_an_integer(tmp_path, capsys, version):
-    """Before: `"version": true` (== 1 in Python) was accepted and printed."""
+    """`"version": true` (== 1 in Python) is not a version."""
     folder = tmp_path / "global_step_3"
     folder.mkdir()
     path = folder / "ebpo_prior.json"
@@ -296,7 +296,7 @@ def test_inspect_refuses_a_version_that_is_not_an_integer(tmp_path, capsys, vers
 
 
 def test_inspect_names_a_tracked_checkpoint_folder_that_is_a_link_loop(tmp_path, capsys):
-    """Before: a tracker naming a global_step_N that is a symlink to itself was reported as "does not exist"."""
+    """A tracker naming a global_step_N that is a symlink to itself is named a link loop, not "does not exist"."""
     (tmp_path / "latest_checkpointed_iteration.txt").write_text("3")
     (tmp_path / "global_step_3").symlink_to(tmp_path / "global_step_3")
     rc, out, err = _inspect(capsys, tmp_path)
@@ -309,7 +309,7 @@ def test_inspect_names_a_tracked_checkpoint_folder_that_is_a_link_loop(tmp_path,
 
 
 def test_inspect_refuses_a_prior_file_larger_than_its_bound_before_reading_it(tmp_path, capsys, monkeypatch):
-    """Before: a 512 MiB ebpo_prior.json was read whole (1.2 GB resident) before "not valid JSON"."""
+    """A file past the bound is refused from its size, unread (a 512 MiB one would take 1.2 GB to read)."""
     import builtins
 
     from verl_ebpo.tools import inspect_prior
