@@ -15,7 +15,7 @@ import torch
 
 from verl_ebpo.advantage.core import MAX_ABS_SCORE, group_stats, moments, normalize_advantage, shrinkage
 from verl_ebpo.advantage.options import EBPOOptions
-from verl_ebpo.advantage.prior import EBPOPrior
+from verl_ebpo.advantage.prior import EBPOPrior, Moments
 
 ZERO_ADVANTAGE_TOL = 1e-6  # |A| below this counts as "zero advantage" in diagnostics
 _SHOW = 5  # rows named in an error message
@@ -88,8 +88,8 @@ def ebpo_advantage(
     gid = torch.from_numpy(codes.astype(np.int64)).to(scores.device)
     count, mean, all_equal = group_stats(scores, valid, gid, len(uniques))
     present = count > 0
-    batch = torch.stack([moments(scores[valid]), moments(mean[present])])
-    updated = prior.merged(batch, options.prior_decay, options.prior_shaping())
+    batch = torch.stack([moments(scores[valid]), moments(mean[present])]).tolist()
+    updated = prior.merged(Moments(*batch[0]), Moments(*batch[1]), options.prior_decay, options.prior_shaping())
     if not updated.is_finite():  # a loaded prior of huge weight could overflow
         raise ValueError(f"ebpo: merging this batch would make the prior non-finite ({updated.state_dict()}); "
                          "the prior was not updated")

@@ -61,13 +61,17 @@ class EBPOPrior:
         """S for a group of `group_size` answers under the current statistics."""
         return float(shrinkage(torch.tensor([float(group_size)], dtype=torch.float64), self.sigma2, self.tau2, epsilon))
 
-    def merged(self, batch: torch.Tensor, decay: float, shaping: dict | None = None) -> "EBPOPrior":
-        """A new prior with one call's moments merged in (self unchanged). batch: (2, 3) float64, the
-        [weight, mean, m2] of the call's scores and of its group means."""
-        acc = torch.tensor([[*self.reward.__dict__.values()], [*self.group_mean.__dict__.values()]],
-                           dtype=torch.float64)
-        (reward, group_mean) = merge_moments(acc, batch.to(acc), decay).tolist()
-        return EBPOPrior(Moments(*reward), Moments(*group_mean), self.updates + 1, shaping)
+    def merged(self, reward_batch: Moments, group_mean_batch: Moments, decay: float,
+               shaping: dict | None = None) -> "EBPOPrior":
+        """A new prior with one call's moments (of its scores, of its group means) merged in by `merge_moments`;
+        self unchanged. `shaping`: the options that shaped it (default: self's)."""
+        if reward_batch.weight <= 0:
+            return self
+        moments = [[*m.__dict__.values()] for m in (self.reward, self.group_mean, reward_batch, group_mean_batch)]
+        acc = torch.tensor(moments, dtype=torch.float64)
+        reward, group_mean = merge_moments(acc[:2], acc[2:], decay).tolist()
+        return EBPOPrior(Moments(*reward), Moments(*group_mean), self.updates + 1,
+                         self.shaping if shaping is None else shaping)
 
     def is_finite(self) -> bool:
         return all(math.isfinite(x) for m in (self.reward, self.group_mean) for x in m.__dict__.values())
