@@ -27,7 +27,7 @@ from verl import DataProto
 from verl.trainer.ppo.checkpoint_callback import CheckpointCallback, build_checkpoint_callback
 from verl.trainer.ppo.ray_trainer import compute_advantage
 from verl_ebpo.advantage import EBPOPrior, get_prior, reset_prior
-from verl_ebpo.advantage.math import Moments
+from verl_ebpo.advantage.prior import Moments
 from verl_ebpo import checkpoint as ckpt
 
 CONFIG_DIR = os.path.join(os.path.dirname(verl.__file__), "trainer", "config")
@@ -145,8 +145,8 @@ def test_build_checkpoint_callback_loads_our_class_by_its_documented_name(workdi
     assert cb.active and cb.resumed_from is None
 
 
-def test_import_does_not_import_verl():
-    code = "import sys, verl_ebpo.checkpoint; print('verl' in sys.modules)"
+def test_the_prior_file_readers_do_not_import_verl():
+    code = "import sys, verl_ebpo.advantage.prior; print('verl' in sys.modules)"  # what inspect reads through
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120)
     assert out.returncode == 0, out.stderr
     assert out.stdout.strip() == "False"
@@ -302,12 +302,11 @@ def test_non_ebpo_estimator_is_inert_and_ebpo_resume_from_it_is_a_clear_error(wo
     "damage, words",
     [
         (lambda text: text[: len(text) // 2], ["corrupt"]),
-        (lambda text: text.replace('"version": 1', '"version": 2'), ["version 2"]),
-        (lambda text: text.replace('"version": 1', '"version": true'), ["version True"]),  # true == 1 in Python
+        (lambda text: text.replace('"version": 1', '"version": 2'), ["corrupt", "version 1"]),
         (lambda text: text.replace('"global_step": 2', '"global_step": 1'), ["global step 1", "step 2"]),
-        (lambda text: text.replace('"m2": ', '"m2": -'), ["reward.m2 is -", "never negative"]),
+        (lambda text: text.replace('"m2": ', '"m2": -'), ["corrupt", "m2 >= 0"]),
     ],
-    ids=["truncated", "wrong-version", "bool-version", "other-step", "negative-m2"],
+    ids=["truncated", "wrong-version", "other-step", "negative-m2"],
 )
 def test_corrupt_or_wrong_prior_file_is_an_error_naming_the_file(workdir, damage, words):
     folder = _checkpoint_at_step_2()

@@ -222,7 +222,7 @@ def test_checkpoint_callback_writes_the_prior_into_each_checkpoint(run_a):
 
 
 def test_resumed_run_restores_the_prior_and_continues(run_a, run_b):
-    from verl_ebpo.advantage.math import Moments
+    from verl_ebpo.advantage.prior import Moments
     from verl_ebpo.checkpoint import read_prior_file
 
     metrics, rollouts = run_b["metrics"], run_b["rollouts"]

@@ -13,7 +13,8 @@ import pytest
 import torch
 
 from verl_ebpo.advantage import EBPOOptions, EBPOPrior, ebpo_advantage
-from verl_ebpo.advantage.math import Moments, moments_of
+from verl_ebpo.advantage.core import moments
+from verl_ebpo.advantage.prior import Moments
 
 W, K = 50.0, 40.0  # prior weight; merged reward m2 (fixed, so sigma2 does not depend on mu)
 
@@ -28,7 +29,7 @@ def prior_with_mean(mu: float, groups) -> EBPOPrior:
     """A prior whose mean is `mu` and whose reward m2 is set so that, after this batch is merged, sigma2 is the
     same whatever mu is (Chan's merge adds (batch mean - mu)^2 W n / (W + n) to m2)."""
     scores = torch.tensor([s for g in groups for s in g], dtype=torch.float64)
-    b = moments_of(scores)
+    b = Moments(*moments(scores).tolist())
     m2 = K - b.m2 - (b.mean - mu) ** 2 * W * b.weight / (W + b.weight)
     assert m2 >= 0
     return EBPOPrior(reward=Moments(W, mu, m2), group_mean=Moments(20.0, 0.3, 1.2))

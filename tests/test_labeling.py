@@ -11,7 +11,8 @@ import pytest
 
 from verl_ebpo.samplers import difficulty_order, topic_order
 from verl_ebpo.tools import labeling as lab
-from verl_ebpo.samplers.fields import FieldNotFoundError, read_field, set_field
+from verl_ebpo.samplers.fields import FieldNotFoundError, read_field
+from verl_ebpo.tools.labeling.fields import set_field
 
 TEXTS = [
     "Find the area of a triangle with sides 3, 4 and 5.",

@@ -348,7 +348,7 @@ def test_plan_epoch_serves_every_batch_full_and_never_drops_silently(labels, see
         assert sum(s.size for s in plan.segments) == len(idx)
 
 
-# -- issue 19.6 / 19.8 / 19.9: one kind of label; bounded passes, batch_size and visits ---------------------------
+# -- one kind of label; bounded passes, batch_size and visits ----------------------------------------------------
 
 
 @pytest.mark.parametrize("labels, words", [

@@ -357,33 +357,15 @@ def test_docs_show_the_replay_options_table():
     assert rules.ReplayOptions.markdown_table() in doc
 
 
-# -- issue 30.2: sampler_kwargs and its verl links are checked by type before use, naming the key ---------------
+# -- sampler_kwargs (what a user writes) is checked before use, naming the key; its verl links are verl's config ---
 
 
 @pytest.mark.parametrize("sampler_kwargs, message", [
     ("one_pass", r"^trainer\.v1\.sampler\.sampler_kwargs must be a mapping of options .*got str 'one_pass'"),
     (["one_pass"], r"^trainer\.v1\.sampler\.sampler_kwargs must be a mapping of options .*got list"),
     (3, r"^trainer\.v1\.sampler\.sampler_kwargs must be a mapping of options .*got int 3"),
-    ({"verl": "abc"}, r"^trainer\.v1\.sampler\.sampler_kwargs\.verl must be a mapping of config links.*got str"),
-    ({"verl": [1, 2]}, r"^trainer\.v1\.sampler\.sampler_kwargs\.verl must be a mapping of config links.*got list"),
-    ({"verl": {**_LINKED, "filter_groups": "abc"}}, r"verl\.filter_groups \(-> algorithm\.filter_groups\) must be a "
-     r"config node, got str"),
-    ({"verl": {**_LINKED, "train_batch_size": None}}, r"verl\.train_batch_size \(-> data\.train_batch_size\) must be "
-     r"a whole number >= 1, got NoneType None"),
-    ({"verl": {**_LINKED, "train_batch_size": "abc"}}, r"verl\.train_batch_size .* got str 'abc'"),
-    ({"verl": {**_LINKED, "train_batch_size": 0}}, r"verl\.train_batch_size .* got int 0"),
-    ({"verl": {**_LINKED, "train_batch_size": True}}, r"verl\.train_batch_size .* got bool True"),
-    ({"verl": {**_LINKED, "gen_batch_size": 2.5}}, r"verl\.gen_batch_size .* or null, got float 2\.5"),
-    ({"verl": {**_LINKED, "sync_refill_failed_groups": "false"}}, r"verl\.sync_refill_failed_groups .* must be true "
-     r"or false, got str 'false'"),
-    ({"verl": {**_LINKED, "filter_groups": {"enable": "yes", "metric": "acc"}}}, r"filter_groups\.enable must be "
-     r"true or false, got str"),
-    ({"verl": {**_LINKED, "filter_groups": {"enable": True, "metric": ["acc"]}}}, r"filter_groups\.metric must be a "
-     r"metric name, got list"),
 ])
-def test_sampler_kwargs_of_a_wrong_type_are_one_line_errors_naming_the_key(sampler_kwargs, message):
-    """Before: a string, a list or an int gave AttributeError, a bad verl link AttributeError,
-    train_batch_size=None TypeError and "abc" a ValueError naming no key."""
+def test_sampler_kwargs_that_is_not_a_mapping_is_a_one_line_error_naming_the_key(sampler_kwargs, message):
     with pytest.raises(ValueError, match=message) as info:
         _buffer(sampler_kwargs=sampler_kwargs)
     assert "\n" not in str(info.value)

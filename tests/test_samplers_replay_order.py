@@ -227,7 +227,8 @@ def _with_rows(n):
 def test_verl_internals_deterministic_touches_still_exist():
     """verl 0.9.1: every prompt sent to generation (prepare_step's B, the refills, rollout-skip's cache misses) goes
     through `PPOTrainer._submit_batch_to_rollout(batch)`, whose `batch["uid"]` lists the prompts in data-loader order;
-    our copy of the sync loop calls verl's helpers with these signatures and mirrors its credit rule."""
+    verl's sync loop takes each decision's snapshot through `_sync_metadata_from_transfer_queue` (which `deterministic`
+    makes wait for the rollouts in flight), with this credit rule."""
     from verl.trainer.ppo.v1 import replay_buffer as rb
     from verl.trainer.ppo.v1.trainer_base import PPOTrainer
 
@@ -240,16 +241,14 @@ def test_verl_internals_deterministic_touches_still_exist():
     assert "self._submit_batch_to_rollout(batch)" in inspect.getsource(PPOTrainer._add_batch_to_generate)
     assert 'batch_dict["uid"] = np.array([str(uuid.uuid4())' in inspect.getsource(PPOTrainer._fetch_one_gen_batch)
     sample = inspect.getsource(rb.ReplayBuffer.sample)
-    for line in ("refill_credit += 2 * dapo_count + failed_count",
+    for line in ("self._sync_metadata_from_transfer_queue()\n\n            eviction_reasons = self._terminal_eviction_reasons",
+                 "refill_credit += 2 * dapo_count + failed_count",
                  "max_inflight_prompts = self.max_inflight_gen_batches * self.train_batch_size",
                  "dispatch_count -= dispatch_count % self.gen_batch_size",
                  "can_select = has_enough_samples and (not dapo_enabled or inflight_count == 0)",
                  "self._materialize_batch(partition_id, selected_prompt_uids, partition_snapshot), eviction_metrics"):
         assert line in sample, line
-    assert params(rb.ReplayBuffer._evict_terminal_groups) == ["self", "global_steps", "partition_id",
-                                                              "eviction_reasons"]
-    assert params(rb.ReplayBuffer._sampleable_terminal_keys) == ["self", "partition_id", "eviction_reasons"]
-    assert params(rb._accumulate_eviction_metrics) == ["acc", "new", "stale_count"]
+    assert params(rb.ReplayBuffer._sync_metadata_from_transfer_queue) == ["self"]
     assert "for key, tag in partition_snapshot.items():" in inspect.getsource(rb.ReplayBuffer._materialize_batch)
 
 

@@ -512,7 +512,7 @@ def test_bench_ordering_runs(capsys):
     assert "pure orderings over 300 rows" in out and "TopicOrderedDataset:" in out and "reordered" in out
 
 
-# -- issue 19.7 / 19.9: an empty train set, a 0-row file, struct-valued topics: one line naming file/field/row ------
+# -- an empty train set, a 0-row file, struct-valued topics: one line naming file/field/row ----------------------
 
 
 def test_an_empty_train_set_after_verls_filter_is_refused_naming_the_file(compose_cfg, tmp_path, tokenizer):

@@ -7,7 +7,7 @@ import numpy as np
 import pytest
 import torch
 
-from verl_ebpo.advantage.math import normalize_advantage
+from verl_ebpo.advantage.core import normalize_advantage
 from verl_ebpo.tools import cli
 from verl_ebpo.tools.simulate import topic_prior, topics
 from verl_ebpo.tools.simulate.estimators import AdvantageCaller, parse_estimator, process_prior_preserved

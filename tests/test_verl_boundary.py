@@ -8,9 +8,9 @@ from __future__ import annotations
 import ast
 import functools
 import importlib
+import importlib.util
 import json
 import os
-import re
 import subprocess
 import sys
 from pathlib import Path
@@ -144,22 +144,14 @@ def test_each_touch_resolves_in_the_installed_verl_and_has_its_canary(touch):
 
 
 def test_private_verl_names_appear_only_in_their_adapter():
-    privates = {}
-    for t in TOUCHES:
-        if t.kind != "private":
-            continue
-        attr = t.verl.partition(":")[2].split(".")[-1]
-        names = [attr] if attr.startswith("_") else []
-        if t.name == "replica server handle":
-            names = ["_server_handle", "_server_address"]
-        for n in names:
-            privates[n] = t.adapter.partition(":")[0]
-    assert len(privates) >= 5
-    for module, path in _modules():
-        code = "\n".join(line for line in path.read_text().splitlines() if not line.lstrip().startswith("#"))
-        for name, home in privates.items():
-            if module not in (home, "verl_ebpo.verl_boundary") and re.search(rf"\b{name}\b", code):
-                pytest.fail(f"{module} uses verl's private {name}; it belongs in {home} (verl_boundary.TOUCHES)")
+    from verl_ebpo.verl_boundary import private_names
+
+    registered = private_names()
+    assert len(registered) >= 5
+    for module, names in _private_verl_touches().items():
+        for name in names & set(registered):
+            home = registered[name].adapter.partition(":")[0]
+            assert module == home, f"{module} uses verl's private {name}; it belongs in {home} (verl_boundary.TOUCHES)"
 
 
 def test_dependencies_point_one_way():
@@ -236,3 +228,115 @@ def test_each_vllm_touch_has_its_adapter_and_canary(touch):
 
 def test_docs_vllm_table_is_the_registry():
     assert markdown_vllm_table() in (ROOT / "docs" / "verl_boundary.md").read_text()
+
+
+# -- the scan for private verl names (AST: no module is imported) ----------------------------------------
+
+
+def _private(name: str) -> bool:
+    return name.startswith("_") and not name.startswith("__")
+
+
+def defined_private_names(tree: ast.AST) -> set[str]:
+    """Private names a module defines: functions, classes, assigned names and attributes (`x._a = ...`)."""
+    out = set()
+    for node in ast.walk(tree):
+        if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)):
+            out.add(node.name)
+        elif isinstance(node, (ast.Assign, ast.AnnAssign, ast.AugAssign)):
+            for target in node.targets if isinstance(node, ast.Assign) else [node.target]:
+                out |= {x.id if isinstance(x, ast.Name) else x.attr for x in ast.walk(target)
+                        if isinstance(x, (ast.Name, ast.Attribute))}
+    return {n for n in out if _private(n)}
+
+
+def private_uses(tree: ast.AST) -> tuple[set[str], set[str], dict[str, set[str]]]:
+    """What a module of ours does with private names: (names it reads, imports from verl, sets on another object or
+    overrides in a subclass of a verl class; names it defines on its own: module-level names and members of its
+    own classes; {verl module of a base class: private attributes a subclass sets on `self`}).
+
+    A name verl defines that a module uses and no module defines on its own is a touch of verl's; a `self._x` of a
+    verl subclass is one when the base class's module defines `_x` (the caller checks that)."""
+    imported = {a.asname or a.name: n.module for n in ast.walk(tree) if isinstance(n, ast.ImportFrom) and n.module
+                and n.module.split(".")[0] == "verl" for a in n.names}
+    used, own, verl_classes, on_self = set(), set(), [], {}
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Attribute) and _private(node.attr):
+            used.add(node.attr)
+        elif isinstance(node, ast.ImportFrom) and node.module in imported.values():
+            used |= {a.name for a in node.names if _private(a.name)}
+        elif isinstance(node, ast.ClassDef):
+            bases = [imported[b.id] for b in node.bases if isinstance(b, ast.Name) and b.id in imported]
+            if bases:
+                verl_classes.append(node)
+                used |= {n.name for n in node.body if isinstance(n, (ast.FunctionDef, ast.AsyncFunctionDef))
+                         and _private(n.name)}
+                on_self.setdefault(bases[0], set()).update(
+                    x.attr for x in ast.walk(node) if isinstance(x, ast.Attribute) and _private(x.attr)
+                    and isinstance(x.ctx, ast.Store) and isinstance(x.value, ast.Name) and x.value.id == "self")
+    inside = {id(n) for c in verl_classes for n in ast.walk(c)}
+    for node in ast.walk(tree):
+        if id(node) in inside:
+            continue
+        if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)) and _private(node.name):
+            own.add(node.name)
+        elif isinstance(node, (ast.Name, ast.Attribute)) and isinstance(node.ctx, ast.Store):
+            name = node.id if isinstance(node, ast.Name) else node.attr
+            if _private(name) and (isinstance(node, ast.Name) or getattr(node.value, "id", "") in ("self", "cls")):
+                own.add(name)
+    return used, own, on_self
+
+
+@functools.lru_cache(maxsize=1)
+def _verl_private_definitions() -> frozenset:
+    """Every private name the installed verl defines (functions, classes, assigned names and attributes)."""
+    verl_root = Path(importlib.util.find_spec("verl").origin).parent
+    names = set()
+    for path in verl_root.rglob("*.py"):
+        try:
+            names |= defined_private_names(ast.parse(path.read_text(errors="replace")))
+        except SyntaxError:
+            continue
+    return frozenset(names)
+
+
+def _private_verl_touches() -> dict[str, set[str]]:
+    """module -> the private verl names it uses (an AST scan of the whole package, see private_uses)."""
+    verl_names = _verl_private_definitions()
+    found, all_own, uses = {}, set(), {}
+    for module, path in _modules():
+        used, own, on_self = private_uses(ast.parse(path.read_text()))
+        for base_module, names in on_self.items():  # set on self: verl's when the base class's module defines it
+            base = defined_private_names(ast.parse(Path(importlib.util.find_spec(base_module).origin).read_text()))
+            used |= names & base
+            own |= names - base
+        uses[module] = used
+        all_own |= own
+    for module, used in uses.items():
+        touched = (used & verl_names) - all_own
+        if touched:
+            found[module] = touched
+    return found
+
+
+def test_every_private_verl_name_the_package_uses_is_registered():
+    """A new use of a private verl name (an attribute, an import, an override, an attribute set on a verl object)
+    anywhere in the package fails here until a touch in verl_boundary.TOUCHES registers it."""
+    from verl_ebpo.verl_boundary import private_names
+
+    registered = private_names()
+    found = _private_verl_touches()
+    assert "verl_ebpo.samplers.replay" in found  # the scan sees the replay buffer's overrides
+    missing = {m: sorted(n - set(registered)) for m, n in found.items() if n - set(registered)}
+    assert not missing, f"private verl names used but not registered in verl_boundary.TOUCHES: {missing}"
+
+
+def test_the_scan_finds_a_new_private_touch():
+    code = ("from verl.trainer.ppo.v1.replay_buffer import ReplayBuffer\n"
+            "class B(ReplayBuffer):\n    def _clear_groups(self, p, u): pass\n"
+            "def f(trainer):\n    trainer._submit_batch_to_rollout = print\n    return trainer._num_yielded\n"
+            "class Ours:\n    def _helper(self): self._state = 1\n")
+    used, own, on_self = private_uses(ast.parse(code))
+    assert {"_clear_groups", "_submit_batch_to_rollout", "_num_yielded"} <= used
+    assert {"_helper", "_state"} <= own and "_clear_groups" not in own and "_submit_batch_to_rollout" not in own
+    assert on_self == {"verl.trainer.ppo.v1.replay_buffer": set()}

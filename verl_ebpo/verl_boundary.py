@@ -23,7 +23,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 __all__ = ["ADAPTERS", "TOUCHES", "VLLM_TOUCHES", "Touch", "markdown_adapters", "markdown_table",
-           "markdown_vllm_table"]
+           "markdown_vllm_table", "private_names"]
 
 KINDS = ("private", "copied rule", "format", "class-wide wrap", "public")
 
@@ -59,6 +59,21 @@ class Touch:
     adapter: str  # "module:attribute" where our side of it lives (the one place)
     canary: str  # "tests/file.py::test_name": fails when verl changes the touch
     what: str
+    names: tuple[str, ...] = ()  # verl's other private names this touch uses, besides `verl`'s last part
+
+
+def private_names() -> dict[str, Touch]:
+    """Every private verl name a touch registers (the last part of `verl` when private, and `names`) -> the touch."""
+    out = {}
+    for t in TOUCHES:
+        last = t.verl.partition(":")[2].split(".")[-1]
+        for name in ((last,) if _private(last) else ()) + t.names:
+            out[name] = t
+    return out
+
+
+def _private(name: str) -> bool:
+    return name.startswith("_") and not name.startswith("__")
 
 
 TOUCHES: tuple[Touch, ...] = (
@@ -77,6 +92,7 @@ TOUCHES: tuple[Touch, ...] = (
         "verl_ebpo.tools.cpu.rollout:HFReplica.launch_servers",
         "tests/test_cpu_backend.py::test_verl_replica_server_handle_is_where_verl_reads_it",
         "sets `_server_handle` / `_server_address`, where verl's agent loop looks for a replica's server",
+        ("_server_handle", "_server_address"),
     ),
     Touch(
         "replay buffer group clearing",
@@ -85,8 +101,11 @@ TOUCHES: tuple[Touch, ...] = (
         "verl_ebpo.samplers.replay:TrackedReplayBuffer._clear_groups",
         "tests/test_samplers_replay.py::test_verl_replay_buffer_internals_we_use_still_exist",
         "overridden to count the answers DAPO discards; trajectory keys `<uid>_<sample>_<output>`; the one-pass "
-        "step's end also calls `_sync_metadata_from_transfer_queue`, `_terminal_eviction_reasons`, "
-        "`_materialize_batch`",
+        "step's end also overrides `_terminal_eviction_reasons`, `_select_prompt_uids`, `_materialize_batch` and "
+        "`_sync_metadata_from_transfer_queue` (with `deterministic`: snapshots wait for the rollouts in flight), "
+        "and calls `_wait_for_next_poll`, `_metrics_prefix`",
+        ("_terminal_eviction_reasons", "_select_prompt_uids", "_materialize_batch",
+         "_sync_metadata_from_transfer_queue", "_wait_for_next_poll", "_metrics_prefix"),
     ),
     Touch(
         "trainer behind refill_fn",
@@ -131,15 +150,6 @@ TOUCHES: tuple[Touch, ...] = (
         "why `ebpo` is missing in a process: verl's `VERL_USE_EXTERNAL_PLUGINS` rule (auto / none / names) restated",
     ),
     Touch(
-        "sync sampling loop (deterministic)",
-        "copied rule",
-        "verl.trainer.ppo.v1.replay_buffer:ReplayBuffer.sample",
-        "verl_ebpo.samplers.replay:TrackedReplayBuffer._sample_settled",
-        "tests/test_samplers_replay_order.py::test_verl_internals_deterministic_touches_still_exist",
-        "with `deterministic`, verl's sync loop restated to act only when nothing is pending or running: its refill "
-        "credit, in-flight bound, selection and surplus rules (their source lines are checked)",
-    ),
-    Touch(
         "DAPO buffer arguments",
         "copied rule",
         "verl.trainer.ppo.v1.trainer_base:PPOTrainer._build_replay_buffer",
@@ -152,7 +162,7 @@ TOUCHES: tuple[Touch, ...] = (
         "format",
         "verl.utils.checkpoint.checkpoint_manager:find_latest_ckpt_path",
         "verl_ebpo.checkpoint:check_tracker",
-        "tests/test_checkpoint_refusals.py::test_inspects_tracker_rule_is_verls",
+        "tests/test_inspect.py::test_inspects_tracker_rule_is_verls",
         "`latest_checkpointed_iteration.txt` -> `global_step_N` (inspect reads it without importing verl)",
     ),
     Touch(
@@ -176,7 +186,7 @@ TOUCHES: tuple[Touch, ...] = (
         "class-wide wrap",
         "verl.utils.tracking:Tracking.log",
         "verl_ebpo.advantage.verl_glue:install_metrics_hook",
-        "tests/test_estimator_verl.py::test_wrapped_verl_api_still_exists",
+        "tests/test_verl_glue.py::test_wrapped_verl_api_still_exists",
         "an estimator cannot return metrics: `ebpo/*` join the next log call (only in a process that ran ebpo)",
     ),
     Touch(
@@ -192,7 +202,7 @@ TOUCHES: tuple[Touch, ...] = (
         "public",
         "verl.trainer.ppo.core_algos:register_adv_est",
         "verl_ebpo.advantage.verl_glue:register",
-        "tests/test_estimator_verl.py::test_registered_through_import_verl_alone_in_fresh_process",
+        "tests/test_verl_glue.py::test_registered_through_import_verl_alone_in_fresh_process",
         "`adv_estimator=ebpo`, registered by the `verl.plugins` entry point on `import verl`",
     ),
     Touch(

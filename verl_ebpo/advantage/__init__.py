@@ -1,4 +1,4 @@
-"""EBPO advantage estimator: pure math (`math`), the prior state (`prior`), options, and verl glue."""
+"""EBPO advantage estimator: pure math (`core`), the prior state (`prior`), options, the call, and verl glue."""
 
 from verl_ebpo.advantage.estimator import ebpo_advantage
 from verl_ebpo.advantage.options import EBPOOptions

@@ -9,7 +9,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
-from verl_ebpo.advantage.math import NORMALIZE_MODES
+from verl_ebpo.advantage.core import NORMALIZE_MODES
 from verl_ebpo.spec import Spec, config_get, option
 
 ESTIMATOR_NAME = "ebpo"  # algorithm.adv_estimator=ebpo: the name registered in verl and checked by the callback

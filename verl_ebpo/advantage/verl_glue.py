@@ -23,6 +23,7 @@ from verl_ebpo.advantage.prior import get_prior
 logger = logging.getLogger(__name__)
 
 _COUNT_KEYS = ("ebpo/padding_rows", "ebpo/skipped_rows", "ebpo/saturated_rows")
+_LATEST_KEYS = ("ebpo/prior_mean", "ebpo/sigma2", "ebpo/tau2", "ebpo/prior_weight")
 _pending: list[dict] = []
 _lock = threading.Lock()
 
@@ -60,26 +61,14 @@ def record_metrics(diagnostics: dict) -> None:
 
 
 def drain_metrics() -> dict:
-    """Merge and clear the diagnostics of the calls since the last drain.
-
-    Counts (padding/skipped/saturated rows) are summed; everything else is the mean over calls (prior statistics:
-    the latest call's, which is what the next step starts from).
-    """
+    """Merge and clear the diagnostics of the calls since the last drain: counts (padding/skipped/saturated rows)
+    summed, the prior's statistics the latest call's (what the next step starts from), the rest averaged."""
     with _lock:
-        calls = list(_pending)
-        _pending.clear()
-    if not calls:
-        return {}
-    merged: dict = {}
-    keys = {k for d in calls for k in d}
-    for key in sorted(keys):
-        values = [d[key] for d in calls if key in d]
-        if key in _COUNT_KEYS:
-            merged[key] = float(sum(values))
-        elif key in ("ebpo/prior_mean", "ebpo/sigma2", "ebpo/tau2", "ebpo/prior_weight"):
-            merged[key] = float(values[-1])
-        else:
-            merged[key] = float(sum(values) / len(values))
+        calls, _pending[:] = list(_pending), []
+    merged = {}
+    for key in sorted({k for d in calls for k in d}):
+        v = [d[key] for d in calls if key in d]
+        merged[key] = float(sum(v) if key in _COUNT_KEYS else v[-1] if key in _LATEST_KEYS else sum(v) / len(v))
     return merged
 
 
@@ -92,10 +81,8 @@ def install_metrics_hook() -> bool:
     untouched). Limits: metrics of a call appear in the next log of the same process; a custom trainer
     that logs elsewhere will not see them (call `drain_metrics()` yourself).
     """
-    try:
-        from verl.utils.tracking import Tracking
-    except ImportError:  # pragma: no cover - verl absent
-        return False
+    from verl.utils.tracking import Tracking
+
     if getattr(Tracking.log, "_ebpo_wrapped", False):
         return True
     original = Tracking.log
@@ -104,7 +91,7 @@ def install_metrics_hook() -> bool:
     def log(self, data, step, *args, **kwargs):
         extra = drain_metrics()
         if extra and isinstance(data, dict):
-            data = {**data, **{k: v for k, v in extra.items() if k not in data}}
+            data = {**extra, **data}
         return original(self, data, step, *args, **kwargs)
 
     log._ebpo_wrapped = True

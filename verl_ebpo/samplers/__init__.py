@@ -6,13 +6,14 @@
   imports torch and verl, so it is not imported here).
 - `topic_order`, `difficulty_order` (one pass), `plan_epoch` (passes and the last batch): the pure orderings;
   an own `DataLoader` takes `plan_epoch(...).indices` as its `sampler`.
-- `read_field`, `set_field`: a (dotted) field of an Arrow table, HF dataset, DataFrame or list of rows.
+- `read_field`: a (dotted) field of an Arrow table, HF dataset, DataFrame or list of rows (the labelling tools
+  write one with `verl_ebpo.tools.labeling.fields.set_field`).
 - `verl_ebpo.tools.labeling` (library) and `.cli`: `verl-ebpo label-topics` / `label-difficulty`.
 
 Importing this package is light (numpy only).
 """
 
-from verl_ebpo.samplers.fields import FieldNotFoundError, read_field, set_field
+from verl_ebpo.samplers.fields import FieldNotFoundError, read_field
 from verl_ebpo.samplers.options import DifficultyOptions, OrderingOptions, TopicOptions
 from verl_ebpo.samplers.ordering import (
     OrderPlan,
@@ -37,5 +38,4 @@ __all__ = [
     "overrides",
     "FieldNotFoundError",
     "read_field",
-    "set_field",
 ]

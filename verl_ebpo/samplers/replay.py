@@ -16,8 +16,8 @@ restored the loader, before the first step) -- each a touch with a canary in tes
 
 With `deterministic` (rules 4-6 of `replay_rules`) the buffer wraps the trainer's `_submit_batch_to_rollout` (every
 prompt verl sends to generation passes through it, the step's first B and every refill) to number the prompts in
-the order the data loader gave them, and runs its own copy of verl's sync sampling loop that decides only on a
-settled snapshot (tests/test_samplers_replay_order.py).
+the order the data loader gave them, and makes verl's own sync sampling loop decide only on settled snapshots
+(its `_sync_metadata_from_transfer_queue` waits for every rollout of the partition; tests/test_samplers_replay_order.py).
 """
 
 from __future__ import annotations
@@ -27,8 +27,7 @@ import logging
 import time
 
 import transfer_queue as tq
-from verl.trainer.ppo.v1.replay_buffer import ReplayBuffer, _accumulate_eviction_metrics
-from verl.utils.skip import SkipManager
+from verl.trainer.ppo.v1.replay_buffer import ReplayBuffer
 
 from verl_ebpo.samplers import replay_rules as rules
 from verl_ebpo.spec import config_get
@@ -66,6 +65,7 @@ class TrackedReplayBuffer(ReplayBuffer):
         self._discarded = {rules.DISCARDED_ANSWERS: 0.0, rules.DISCARDED_REWARD_SUM: 0.0}
         self._is_last, self._kept = True, set()  # the step's last-step flag; groups kept by rule 3
         self._iterator, self._passes = None, 0
+        self._settling = None  # the partition whose snapshots wait for every rollout (rule 4)
         if self.one_pass:
             self._check_one_pass()
             begin = self._trainer.on_train_begin
@@ -186,13 +186,13 @@ class TrackedReplayBuffer(ReplayBuffer):
         self._kept = set()
         trainer = self._trainer
         self._is_last = trainer is None or global_steps >= trainer.total_training_steps
+        self._settling = partition_id if self.deterministic else None
         try:
-            if self.deterministic:
-                batch, metrics = self._sample_settled(global_steps, partition_id, batch_size)
-            else:
-                batch, metrics = super().sample(global_steps, partition_id, batch_size)
+            batch, metrics = super().sample(global_steps, partition_id, batch_size)
         except DataPassEnds:  # verl's per-step eviction counts before this point are not in `metrics`
             batch, metrics = self._take_what_is_left(global_steps, partition_id, batch_size)
+        finally:
+            self._settling = None
         metrics = {**metrics, **self._discarded}
         if trainer is not None:
             drawn, size = self._position()
@@ -208,61 +208,14 @@ class TrackedReplayBuffer(ReplayBuffer):
             self._ranks = {u: r for u, r in self._ranks.items() if u in present - self._trained(batch)}
         return batch, metrics
 
-    def _settle(self, partition_id: str, last_debug: float) -> float:
-        """Rule 4: poll until no group of the partition is pending or running (the snapshot then settled)."""
-        while True:
-            self._sync_metadata_from_transfer_queue()
-            if not (self.pending_keys[partition_id] or self.running_keys[partition_id]):
-                return last_debug
-            last_debug = self._wait_for_next_poll(partition_id, last_debug)
-
-    @SkipManager.annotate_tq(role="rollout_tq", phase="sample")
-    def _sample_settled(self, global_steps: int, partition_id: str, batch_size: int):
-        """verl 0.9.1's sync `ReplayBuffer.sample` (same evictions, credit, inflight bound, surplus disposal, metrics,
-        error), each decision taken on a settled snapshot (rule 4): the prompts drawn depend on the rewards only."""
-        last_debug, eviction_metrics, credit = time.time(), {}, 0
-        dapo = self.filter_groups_metric is not None
-        cap = self.max_inflight_gen_batches * self.train_batch_size if dapo else 0
-        while True:
-            last_debug = self._settle(partition_id, last_debug)
-            reasons = self._terminal_eviction_reasons(global_steps, partition_id)
-            failed_count = len(reasons[2])
-            evicted, stale_count, dapo_count, metrics = self._evict_terminal_groups(global_steps, partition_id, reasons)
-            if evicted:
-                _accumulate_eviction_metrics(eviction_metrics, metrics, stale_count)
-            sampleable = self._sampleable_terminal_keys(partition_id, reasons)
-            if len(sampleable) >= batch_size:
-                break
-            if not dapo:
-                if failed_count:
-                    self.refill_fn(failed_count)
-                    continue
-            else:
-                credit += 2 * dapo_count + failed_count
-                dispatch = min(credit, cap)
-                dispatch -= dispatch % self.gen_batch_size
-                if dispatch > 0:
-                    self.refill_fn(dispatch)
-                    credit -= dispatch
-                    continue
-            last_debug = self._wait_for_next_poll(partition_id, last_debug)  # as verl: wait for what cannot come
-        selected, snapshot, _steps = self._select_prompt_uids(partition_id, sampleable, batch_size)
-        chosen = set(selected)
-        surplus = sampleable - chosen
-        if dapo and surplus:
-            self._clear_groups(partition_id, surplus)
-            key = self._surplus_key(partition_id)
-            eviction_metrics[key] = eviction_metrics.get(key, 0) + len(surplus)
-        if not any(key.split("_")[0] in chosen for key in snapshot):
-            message = "Sync replay buffer selected terminal groups with no materializable trajectories."
-            if not self.sync_refill_failed_groups:
-                message += " Enable trainer.v1.sampler.sync_refill_failed_groups to replace failed groups."
-            raise RuntimeError(message)
-        return self._materialize_batch(partition_id, selected, snapshot), eviction_metrics
-
-    def _surplus_key(self, partition_id: str) -> str:
-        """verl's metric of the informative groups discarded because the batch was full."""
-        return f"{self._metrics_prefix(partition_id)}/filter_groups/discarded_surplus_samples"
+    def _sync_metadata_from_transfer_queue(self) -> None:
+        """Rule 4: while `deterministic` samples a partition, each of verl's snapshots is taken only once no group
+        of it is pending or running, so verl's own loop decides on settled snapshots (the rewards alone)."""
+        super()._sync_metadata_from_transfer_queue()
+        p, last_debug = self._settling, time.time()
+        while p is not None and (self.pending_keys[p] or self.running_keys[p]):
+            last_debug = self._wait_for_next_poll(p, last_debug)
+            super()._sync_metadata_from_transfer_queue()
 
     @staticmethod
     def _trained(batch) -> set[str]:
@@ -272,7 +225,8 @@ class TrackedReplayBuffer(ReplayBuffer):
         """Rule 3, at the end of the data: a refill found no prompt left. Wait for the answers in flight, then
         train on what there is (verl's choice, the groups DAPO accepts first, at most `batch_size`); the rest is
         discarded. verl pads a short batch (`PPOTrainer._balance_batch`)."""
-        self._settle(partition_id, 0.0)
+        self._settling = partition_id
+        self._sync_metadata_from_transfer_queue()  # settled: wait for the answers in flight
         _stale, _filtered, failed, _counts = self._terminal_eviction_reasons(global_steps, partition_id)
         pool = (self.finished_keys[partition_id] | self.failure_keys[partition_id]) - failed
         if not pool:  # kept although a group is only evicted while a refill can replace it: verl would fail later
@@ -280,4 +234,4 @@ class TrackedReplayBuffer(ReplayBuffer):
         selected, snapshot, _steps = self._select_prompt_uids(partition_id, pool, batch_size)
         rest = pool - set(selected)
         self._clear_groups(partition_id, rest | failed)
-        return self._materialize_batch(partition_id, selected, snapshot), {self._surplus_key(partition_id): len(rest)}
+        return self._materialize_batch(partition_id, selected, snapshot), {f"{self._metrics_prefix(partition_id)}/filter_groups/discarded_surplus_samples": len(rest)}

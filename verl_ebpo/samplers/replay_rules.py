@@ -22,8 +22,8 @@ So every prompt is drawn at most once, in order, and the run ends at the end of 
 Deterministic (`deterministic=true`): verl's sync buffer decides while rollouts are still running, so two runs of
 the same code and seed differ with DAPO. The option makes every decision on a settled snapshot, in draw order:
 
-4. the buffer evicts, refills and selects only when no group of the partition is pending or running: it waits
-   for the generation in flight, then adds verl's credit (2 prompts per evicted group, 1 per failed group with
+4. the buffer evicts, refills and selects only when no group of the partition is pending or running (verl's own
+   loop, its snapshots taken once the generation in flight is done), then adds verl's credit (2 prompts per evicted group, 1 per failed group with
    `sync_refill_failed_groups`) and draws `min(credit, max_inflight_gen_batches x B)` prompts at once, so the
    number drawn depends only on the rewards;
 5. `draw_order`: groups are chosen oldest step first (verl's rule), then in the order their prompts were drawn
@@ -100,40 +100,12 @@ def buffer_overrides(*, one_pass: bool = False, poll_interval_s: Optional[float]
     return out
 
 
-_LINKS = "trainer.v1.sampler.sampler_kwargs.verl"
-
-
-def _is_node(value) -> bool:
-    """A config node: a mapping (dict, DictConfig) or one of verl's dataclass configs; not a scalar or a list."""
-    return value is not None and not isinstance(value, (str, bytes, bool, int, float, list, tuple)) and (
-        hasattr(value, "get") or hasattr(value, "__dataclass_fields__"))
-
-
-def _link_flag(linked: Mapping, name: str) -> bool:
-    value = linked[name]
-    if value is None:
-        return False
-    if not isinstance(value, bool):
-        raise ValueError(f"{_LINKS}.{name} (-> {VERL_CONFIG_LINKS[name]}) must be true or false, "
-                         f"got {type(value).__name__} {value!r}")
-    return value
-
-
-def _link_whole(key: str, value, allow_none: bool = False):
-    if value is None and allow_none:
-        return None
-    if isinstance(value, bool) or not isinstance(value, int) or value < 1:
-        raise ValueError(f"{key} must be a whole number >= 1{' or null' if allow_none else ''}, "
-                         f"got {type(value).__name__} {value!r}")
-    return int(value)
-
-
 def options_mapping(sampler_kwargs) -> dict:
     """`sampler_kwargs` as a dict, refused in one line naming the key when it is not a mapping (Hydra composes
     `trainer.v1.sampler.sampler_kwargs=one_pass` into the string 'one_pass')."""
     if sampler_kwargs is None:
         return {}
-    if not _is_node(sampler_kwargs) or not hasattr(sampler_kwargs, "items"):
+    if isinstance(sampler_kwargs, (str, bytes)) or not hasattr(sampler_kwargs, "items"):
         raise ValueError(
             f"{ReplayOptions.PREFIX} must be a mapping of options (+{ReplayOptions.PREFIX}.KEY=VALUE), got "
             f"{type(sampler_kwargs).__name__} {sampler_kwargs!r}"[:300])
@@ -141,57 +113,35 @@ def options_mapping(sampler_kwargs) -> dict:
 
 
 def filter_arguments(linked: Optional[Mapping]) -> dict:
-    """The filtering arguments verl 0.9.1's `PPOTrainer._build_replay_buffer` gives its own sync buffer, from the
-    linked config values (`sampler_kwargs.verl`, see `VERL_CONFIG_LINKS`). Every link is checked by type first:
-    a wrong one is a one-line ValueError naming its key."""
+    """The filtering arguments verl 0.9.1's `PPOTrainer._build_replay_buffer` (and `_resolve_filter_groups_metric`)
+    gives its own sync buffer, computed the same way from the linked config values (`sampler_kwargs.verl`, see
+    `VERL_CONFIG_LINKS`: verl's own config, typed and checked by verl, so read as verl reads it)."""
     if linked is None:
         raise ValueError(
             f"{BUFFER_CLASS} needs trainer.v1.sampler.sampler_kwargs.verl (links to algorithm.filter_groups, "
             "data.train_batch_size, ...) to apply DAPO's group filtering as verl would: add the overrides of "
             "verl_ebpo.samplers.replay_rules.buffer_overrides()"
         )
-    if not _is_node(linked) or not hasattr(linked, "keys"):
-        raise ValueError(f"{_LINKS} must be a mapping of config links (see VERL_CONFIG_LINKS), got "
-                         f"{type(linked).__name__} {linked!r}"[:300])
-    missing = sorted(set(VERL_CONFIG_LINKS) - set(linked.keys()))
+    missing = sorted(set(VERL_CONFIG_LINKS) - set(linked))
     if missing:
         raise ValueError(f"trainer.v1.sampler.sampler_kwargs.verl lacks {missing} (see VERL_CONFIG_LINKS)")
     filter_groups = linked["filter_groups"]
-    if filter_groups is not None and not _is_node(filter_groups):
-        raise ValueError(f"{_LINKS}.filter_groups (-> algorithm.filter_groups) must be a config node, got "
-                         f"{type(filter_groups).__name__} {filter_groups!r}"[:300])
-    enable = config_get(filter_groups, "enable", False)
-    if enable is not None and not isinstance(enable, bool):
-        raise ValueError(f"algorithm.filter_groups.enable must be true or false, got {type(enable).__name__} {enable!r}")
-    train_batch_size = _link_whole(f"{_LINKS}.train_batch_size (-> data.train_batch_size)", linked["train_batch_size"])
-    gen_batch_size = _link_whole(f"{_LINKS}.gen_batch_size (-> data.gen_batch_size)", linked["gen_batch_size"],
-                                 allow_none=True)
-    refill = _link_flag(linked, "sync_refill_failed_groups")
-    reward_model, resource_pool = _link_flag(linked, "reward_model_enable"), _link_flag(
-        linked, "reward_model_enable_resource_pool")
     metric = None
-    if enable:
+    if filter_groups is not None and config_get(filter_groups, "enable", False):
         metric = config_get(filter_groups, "metric", None)
         if not metric:
             raise ValueError("algorithm.filter_groups.metric must be set when group filtering is enabled")
-        if not isinstance(metric, str):
-            raise ValueError(f"algorithm.filter_groups.metric must be a metric name, got {type(metric).__name__} "
-                             f"{metric!r}")
-        if reward_model and not resource_pool:
-            raise ValueError(
-                "algorithm.filter_groups requires the reward metric at sampling time: use rule-based reward or "
-                "reward.reward_model.enable_resource_pool=True"
-            )
-    inflight = 1
-    if metric:
-        inflight = _link_whole("algorithm.filter_groups.max_inflight_gen_batches",
-                               config_get(filter_groups, "max_inflight_gen_batches", 1))
+        if linked["reward_model_enable"] and not linked["reward_model_enable_resource_pool"]:
+            raise ValueError("algorithm.filter_groups requires the reward metric at sampling time: use rule-based "
+                             "reward or reward.reward_model.enable_resource_pool=True")
+    refill = bool(linked["sync_refill_failed_groups"])
+    train_batch_size = linked["train_batch_size"]
     return {
         "filter_groups_metric": metric,
         "sync_refill_failed_groups": refill,
         "train_batch_size": train_batch_size,
-        "gen_batch_size": 1 if metric is not None or refill else (gen_batch_size or train_batch_size),
-        "max_inflight_gen_batches": inflight,
+        "gen_batch_size": 1 if metric is not None or refill else (linked["gen_batch_size"] or train_batch_size),
+        "max_inflight_gen_batches": config_get(filter_groups, "max_inflight_gen_batches", 1) if metric else 1,
     }
 
 

@@ -14,7 +14,7 @@ import sys
 
 from verl_ebpo.advantage.options import EBPOOptions
 from verl_ebpo.advantage.prior import EBPOPrior
-from verl_ebpo.checkpoint import (
+from verl_ebpo.advantage.prior import (
     PRIOR_FILENAME,
     TRACKER_FILENAME,
     EBPOCheckpointError,
@@ -44,6 +44,9 @@ def resolve_prior_path(target: str | os.PathLike) -> str:
     if os.path.lexists(os.path.join(target, PRIOR_FILENAME)):
         return os.path.join(target, PRIOR_FILENAME)  # whatever it is, read_prior_file says what is wrong with it
     if os.path.lexists(os.path.join(target, TRACKER_FILENAME)):
+        tracker = os.path.join(target, TRACKER_FILENAME)
+        if unreadable_reason(tracker):  # a user-named path: a FIFO is refused, never opened
+            raise EBPOCheckpointError(f"checkpoint tracker {tracker}: {unreadable_reason(tracker)}")
         # verl's find_latest_ckpt_path, mirrored (tested equal) so that inspect never imports verl: tracker -> N
         # -> <root>/global_step_N, which must exist
         latest = os.path.join(target, f"global_step_{check_tracker(target)}")
@@ -184,6 +187,8 @@ def run(args: argparse.Namespace) -> int:
     try:
         epsilon = _epsilon(args.epsilon)
         path = resolve_prior_path(args.path)
+        if unreadable_reason(path):  # a FIFO, a link loop, a dangling link: named, never opened
+            raise EBPOCheckpointError(f"cannot read EBPO prior file {path}: {unreadable_reason(path)}")
         other = not_a_prior(path)
         if other:
             raise EBPOCheckpointError(other)

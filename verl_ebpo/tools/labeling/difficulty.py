@@ -100,7 +100,8 @@ def label_difficulty(
     into 0.0): more than `max_scorer_errors` of them raise LabelingError with their count and the first one;
     up to that many are counted as wrong and reported in stats.
     """
-    from verl_ebpo.samplers.fields import read_field, set_field
+    from verl_ebpo.samplers.fields import read_field
+    from verl_ebpo.tools.labeling.fields import set_field
 
     check_count("workers", workers)
     check_count("max_scorer_errors", max_scorer_errors, 0)

@@ -189,7 +189,8 @@ def label_topics(
     embed_fn: Callable[[Sequence[str]], Any] | None = None,
 ):
     """Returns (labelled table, summary list, notes). `embed_fn` replaces the sentence-embedding model."""
-    from verl_ebpo.samplers.fields import read_field, set_field
+    from verl_ebpo.samplers.fields import read_field
+    from verl_ebpo.tools.labeling.fields import set_field
 
     check_count("top_words", top_words, 0)
     check_destination(table, field, overwrite or from_field == field)

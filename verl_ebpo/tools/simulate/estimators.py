@@ -193,17 +193,15 @@ class AdvantageCaller:
         return torch.cat(out) if out else rewards.new_zeros(0)
 
     def _ebpo_call(self, slot: int, rewards: torch.Tensor, index: np.ndarray) -> torch.Tensor:
-        from verl_ebpo.advantage.prior import get_prior
-        from verl_ebpo.advantage.verl_glue import drain_metrics
+        """EBPO's advantage with this seed's own prior, passed explicitly (nothing process-wide is touched)."""
+        from verl_ebpo.advantage import EBPOOptions, ebpo_advantage
 
-        shared = get_prior()
-        shared.assign(self.priors[slot])
-        adv = self._call(rewards, index)
-        self.priors[slot].assign(shared)
-        s = drain_metrics().get("ebpo/shrinkage_mean")
+        options = EBPOOptions.from_algorithm_config(self.config)
+        adv, diagnostics = ebpo_advantage(rewards, torch.ones_like(rewards), index, self.priors[slot], options)
+        s = diagnostics.get("ebpo/shrinkage_mean")
         if s is not None:
             self.shrinkage.append(s)
-        return adv
+        return adv[:, 0].to(torch.float64)
 
 
 def rfpp_vectorized(scores: torch.Tensor, group_seed: torch.Tensor, n_seeds: int) -> torch.Tensor:
@@ -274,20 +272,9 @@ def james_stein_advantage(token_level_rewards: torch.Tensor, response_mask: torc
 
 @contextlib.contextmanager
 def process_prior_preserved():
-    """Keep the process-wide EBPO prior (and its pending metrics) as they were around a simulation."""
-    from verl_ebpo.advantage import verl_glue
-    from verl_ebpo.advantage.prior import EBPOPrior, get_prior
-
-    saved = EBPOPrior()
-    saved.assign(get_prior())
-    with verl_glue._lock:
-        pending = list(verl_glue._pending)
-    try:
-        yield
-    finally:
-        get_prior().assign(saved)
-        with verl_glue._lock:
-            verl_glue._pending[:] = pending
+    """Kept for the callers: the simulator passes every seed's prior explicitly, so the process-wide EBPO prior
+    and its pending metrics are never touched."""
+    yield
 
 
 def zero_advantage(adv: torch.Tensor) -> torch.Tensor:

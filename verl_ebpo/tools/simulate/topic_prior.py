@@ -8,7 +8,7 @@ import dataclasses
 import numpy as np
 import torch
 
-from verl_ebpo.advantage.math import shrinkage
+from verl_ebpo.advantage.core import merge_moments, shrinkage
 
 F64 = torch.float64
 
@@ -32,13 +32,9 @@ class TopicMoments:
 
 
 def _merge(w, mean, m2, bw, bmean, bm2, decay):
-    """Chan's merge of batch moments (bw, bmean, bm2) into (w, mean, m2) after scaling w, m2 by `decay` (C,) --
-    `verl_ebpo.advantage.math.merge_moments` for every cell at once (a cell without data is only decayed)."""
-    w_old, m2_old = w * decay, m2 * decay
-    w_new = w_old + bw
-    frac = torch.where(w_new > 0, bw / w_new.clamp_min(1e-300), torch.zeros_like(w_new))
-    delta = bmean - mean
-    return w_new, mean + delta * frac, m2_old + bm2 + delta * delta * w_old * frac
+    """`verl_ebpo.advantage.core.merge_moments` of batch moments (bw, bmean, bm2) into (w, mean, m2), every (C,)
+    cell at once after scaling by `decay` (C,) (a cell without data is only decayed)."""
+    return merge_moments(torch.stack([w, mean, m2], -1), torch.stack([bw, bmean, bm2], -1), decay).unbind(-1)
 
 
 def _cell_moments(values: torch.Tensor, cell: torch.Tensor, cells: int):
@@ -111,7 +107,7 @@ ROUNDING = 1e-12  # centred values below this share of the largest |raw| are rou
 
 
 def normalize_per_seed(raw: torch.Tensor, seed: torch.Tensor, n_seeds: int, epsilon: float) -> torch.Tensor:
-    """EBPO's `normalize=batch` (`advantage.math.normalize_advantage`) over each seed's rows at once: c = raw - the
+    """EBPO's `normalize=batch` (`advantage.core.normalize_advantage`) over each seed's rows at once: c = raw - the
     seed's mean, then (c / max|c|) / (std_unbiased(c / max|c|) + epsilon); 0 for a seed with one row or with
     max|c| <= ROUNDING x max|raw|. The last rule is the one difference from verl_ebpo's function: when every raw
     advantage of a batch is equal but not exactly representable (an all-fail batch, raw = -S mu for every row),

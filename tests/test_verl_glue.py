@@ -7,6 +7,7 @@ import subprocess
 import sys
 
 import numpy as np
+import pandas as pd
 import pytest
 import torch
 from omegaconf import OmegaConf
@@ -17,7 +18,7 @@ from verl.trainer.ppo.core_algos import compute_grpo_outcome_advantage, get_adv_
 from verl.trainer.ppo.ray_trainer import compute_advantage
 from verl.trainer.ppo.v1.utils import compute_advantage_for_multi_trajectories
 from verl_ebpo.advantage import EBPOPrior, get_prior, reset_prior
-from verl_ebpo.advantage import math as ebpo_math
+from verl_ebpo.advantage import core
 from verl_ebpo.advantage import verl_glue
 
 
@@ -87,7 +88,7 @@ def test_compute_advantage_with_hydra_config_and_padding(compose):
     assert torch.equal(out.batch["returns"], adv)
     assert torch.count_nonzero(adv[~mask]) == 0 and torch.count_nonzero(adv[8:]) == 0
     per_row = (adv * mask).sum(-1) / mask.sum(-1).clamp_min(1)
-    # hand-computed in test_estimator_math: S = 7/11, V_A = 15/88, V_B = 7/88
+    # hand-computed in test_estimator: S = 7/11, V_A = 15/88, V_B = 7/88
     expected = torch.tensor([1 - 15 / 88] + [-15 / 88] * 3 + [-7 / 88] * 4 + [0, 0])
     torch.testing.assert_close(per_row, expected, rtol=0, atol=1e-6)
     assert get_prior().reward.weight == 8  # padding rows touched no statistic
@@ -132,6 +133,15 @@ def test_dr_grpo_setting_selects_center(compose):
     torch.testing.assert_close(per_row, raw - raw.mean(), rtol=0, atol=1e-6)
 
 
+def scalar_advantage(scores, valid, uid, mu_glob, sigma2, tau2):
+    """EBPO's raw advantage (normalize=none) under given prior statistics, from the pure math (core)."""
+    codes, uniques = pd.factorize(np.asarray(uid))
+    gid = torch.from_numpy(codes.astype(np.int64))
+    count, mean, _ = core.group_stats(scores, valid, gid, len(uniques))
+    s = core.shrinkage(count, sigma2, tau2, 1e-6)
+    return core.normalize_advantage(scores - ((1 - s) * mean + s * mu_glob)[gid], valid, "none", 1e-6), s
+
+
 @pytest.mark.parametrize("seed", range(5))
 def test_zero_shrinkage_equals_verl_dr_grpo(seed):
     """With S = 0 (sigma2 = 0, tau2 > 0) the baseline is the group mean: EBPO's raw advantage must equal
@@ -142,8 +152,7 @@ def test_zero_shrinkage_equals_verl_dr_grpo(seed):
     tlr, mask, uid = data.batch["token_level_rewards"], data.batch["response_mask"], data.non_tensor_batch["uid"]
     scores = (tlr * mask).sum(-1).double()
     valid = mask.any(-1)
-    stats = ebpo_math.group_stats(scores, valid, *ebpo_math.group_ids(uid))
-    adv, s = ebpo_math.ebpo_scalar_advantage(scores, valid, stats, 0.3, sigma2=0.0, tau2=1.0, normalize="none")
+    adv, s = scalar_advantage(scores, valid, uid, 0.3, sigma2=0.0, tau2=1.0)
     assert torch.count_nonzero(s) == 0
     grpo, _ = compute_grpo_outcome_advantage(tlr, mask, uid, norm_adv_by_std_in_grpo=False)
     torch.testing.assert_close((adv.float()[:, None] * mask), grpo, rtol=0, atol=1e-6)
@@ -158,8 +167,7 @@ def test_full_shrinkage_to_zero_prior_equals_verl_reinforce_baseline_free():
     tlr, mask, uid = data.batch["token_level_rewards"], data.batch["response_mask"], data.non_tensor_batch["uid"]
     scores = (tlr * mask).sum(-1).double()
     valid = mask.any(-1)
-    stats = ebpo_math.group_stats(scores, valid, *ebpo_math.group_ids(uid))
-    adv, s = ebpo_math.ebpo_scalar_advantage(scores, valid, stats, 0.0, sigma2=1.0, tau2=0.0, normalize="none")
+    adv, s = scalar_advantage(scores, valid, uid, 0.0, sigma2=1.0, tau2=0.0)
     assert torch.all(s == 1)
     _, returns = compute_reinforce_plus_plus_outcome_advantage(tlr, mask, config=OmegaConf.create({"gamma": 1.0}))
     first_token_return = returns[:, 0]  # discounted-to-go sum with gamma = 1 = the row's score
