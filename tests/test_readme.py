@@ -25,6 +25,26 @@ def test_readme_is_a_landing_page():
         assert (Path(__file__).resolve().parents[1] / doc).is_file(), doc
 
 
+def _composed_config(argv: list[str]):
+    """The config verl's own entry point composes from `python3 -m verl.trainer.main_ppo ARGV` (its `--cfg job`)."""
+    import contextlib
+    import io
+
+    import yaml
+    from omegaconf import OmegaConf
+
+    import verl.trainer.main_ppo as main_ppo
+
+    saved, buf = sys.argv, io.StringIO()
+    sys.argv = ["verl.trainer.main_ppo", *argv[2:], "--cfg", "job"]
+    try:
+        with contextlib.redirect_stdout(buf):
+            main_ppo.main()
+    finally:
+        sys.argv = saved
+    return OmegaConf.create(yaml.safe_load(buf.getvalue()))
+
+
 def _gpu_command_argv(tmp_path) -> list[str]:
     """The README's GPU block run by bash exactly as pasted, with `python3` and `mkdir` replaced by shell
     functions that record their arguments (nothing is launched or created)."""
@@ -58,14 +78,7 @@ def test_the_gpu_command_passes_verls_startup_checks_with_every_feature(tmp_path
 
     argv = _gpu_command_argv(tmp_path)
     assert argv[:2] == ["-m", "verl.trainer.main_ppo"]
-    saved, buf = sys.argv, io.StringIO()
-    sys.argv = ["verl.trainer.main_ppo", *argv[2:], "--cfg", "job"]
-    try:
-        with contextlib.redirect_stdout(buf):
-            main_ppo.main()
-    finally:
-        sys.argv = saved
-    cfg = OmegaConf.create(yaml.safe_load(buf.getvalue()))
+    cfg = _composed_config(argv)
     with contextlib.redirect_stdout(io.StringIO()), warnings.catch_warnings():
         warnings.filterwarnings("ignore", message="Disabled critic")
         validate_config(cfg, use_reference_policy=need_reference_policy(cfg), use_critic=need_critic(cfg))
@@ -124,14 +137,7 @@ def test_readme_first_block_is_the_lines_a_verl_user_adds(tmp_path):
     assert out.returncode == 0, out.stderr
     argv = (tmp_path / "argv").read_text().splitlines()
     assert argv[:3] == ["-m", "verl.trainer.main_ppo", "trainer.total_training_steps=3"]
-    saved, buf = sys.argv, io.StringIO()
-    sys.argv = ["verl.trainer.main_ppo", *argv[2:], "--cfg", "job"]
-    try:
-        with contextlib.redirect_stdout(buf):
-            main_ppo.main()
-    finally:
-        sys.argv = saved
-    cfg = OmegaConf.create(yaml.safe_load(buf.getvalue()))
+    cfg = _composed_config(argv)
     assert cfg.algorithm.adv_estimator == "ebpo"
     assert cfg.trainer.checkpoint_callback_class == "verl_ebpo.EBPOCheckpointCallback"
     assert (cfg.reward.custom_reward_function.path, cfg.reward.custom_reward_function.name) == (
