@@ -1,4 +1,4 @@
-"""verl_ebpo.files: the one atomic-write helper (permissions, refusals, failed writes naming the file)."""
+"""verl_ebpo.tools.files: the one atomic-write helper (permissions, refusals, failed writes naming the file)."""
 
 from __future__ import annotations
 
@@ -11,7 +11,7 @@ import tempfile
 
 import pytest
 
-from verl_ebpo.files import (
+from verl_ebpo.tools.files import (
     OutputPathError,
     atomic_output,
     atomic_write_text,

@@ -249,11 +249,12 @@ def test_inspect_default_epsilon_is_ebpos(tmp_path, capsys):
 # -- writes -------------------------------------------------------------------------------------------------------
 
 
-def test_save_refuses_a_fifo_or_folder_in_place_of_the_prior_file(tmp_path):
+def test_save_over_a_fifo_replaces_it_and_never_blocks(tmp_path):
+    """The run writes ebpo_prior.json itself (a temporary file renamed over the target): nothing opens the target,
+    so a FIFO there is replaced, not written into (which would block)."""
     os.mkfifo(tmp_path / "ebpo_prior.json")
-    with pytest.raises(ValueError, match="refusing to write .*ebpo_prior.json: it is a FIFO"):
-        _no_hang(lambda: ckpt.save_prior(tmp_path, 3, PRIOR), tmp_path / "ebpo_prior.json")
-    assert (tmp_path / "ebpo_prior.json").is_fifo()
+    _no_hang(lambda: ckpt.save_prior(tmp_path, 3, PRIOR), tmp_path / "ebpo_prior.json")
+    assert ckpt.read_prior_file(tmp_path / "ebpo_prior.json")[1] == 3
 
 
 def test_a_save_killed_mid_write_leaves_the_previous_file_intact(tmp_path):
@@ -263,10 +264,9 @@ def test_a_save_killed_mid_write_leaves_the_previous_file_intact(tmp_path):
     before = (folder / "ebpo_prior.json").read_text()
     child = (
         "import os, signal, sys\n"
-        "from verl_ebpo.files import atomic_output\n"
-        "with atomic_output(sys.argv[1]) as tmp:\n"
-        "    open(tmp, 'w').write('{\"half\": ')\n"
-        "    os.kill(os.getpid(), signal.SIGKILL)\n"
+        "from verl_ebpo.advantage.prior import EBPOPrior\n"
+        "os.replace = lambda *a: os.kill(os.getpid(), signal.SIGKILL)  # killed after the write, before the rename\n"
+        "EBPOPrior().save(sys.argv[1], global_step=9)\n"
     )
     res = subprocess.run([sys.executable, "-c", child, str(folder / "ebpo_prior.json")], timeout=120)
     assert res.returncode == -signal.SIGKILL

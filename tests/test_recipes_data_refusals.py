@@ -231,7 +231,7 @@ def test_files_honour_the_umask(tmp_path):
 
 @pytest.mark.parametrize("where", ["inside", "the folder itself", "inside, through a link", "source is a link"])
 def test_out_dir_inside_a_source_folder_is_refused_before_anything_is_written(tmp_path, where):
-    """The rule "an output is never inside an input folder" (verl_ebpo.files.check_output_path): the parquet
+    """The rule "an output is never inside an input folder" (verl_ebpo.tools.files.check_output_path): the parquet
     files and manifest would land among the source's files, and a rerun would read them as the source."""
     src = tmp_path / "raw"
     src.mkdir()

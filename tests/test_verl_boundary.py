@@ -22,7 +22,7 @@ from verl_ebpo.verl_boundary import ADAPTERS, KINDS, TOUCHES, markdown_adapters,
 ROOT = Path(__file__).resolve().parents[1]
 PACKAGE = ROOT / "verl_ebpo"
 # The plugin: what verl imports and runs on a GPU cluster (and what it needs). Everything else is under tools/.
-PLUGIN = ("__init__", "plugin", "advantage", "rewards", "samplers", "checkpoint", "files", "spec", "verl_boundary")
+PLUGIN = ("__init__", "plugin", "advantage", "rewards", "samplers", "checkpoint", "spec", "verl_boundary")
 
 
 def _modules():

@@ -59,7 +59,7 @@ from pathlib import Path
 from typing import Any, Iterable, Optional
 
 from verl_ebpo.tools.cli import one_line
-from verl_ebpo.files import OutputPathError, check_output_path, current_umask, fsync_dir, pid_alive
+from verl_ebpo.tools.files import OutputPathError, check_output_path, current_umask, fsync_dir, pid_alive
 
 PROMPT_TEMPLATE = (
     "Solve the following math problem step by step. The last line of your response should be of the form "
@@ -509,7 +509,7 @@ def main(argv: Optional[list[str]] = None) -> int:
         out_dir = Path(args.out_dir).expanduser()
         if os.path.lexists(out_dir) and not out_dir.is_dir():
             raise DataError(f"--out-dir {out_dir} exists and is not a folder")
-        # before anything is created: --out-dir may not be (inside) a --source folder (verl_ebpo.files' rule)
+        # before anything is created: --out-dir may not be (inside) a --source folder (verl_ebpo.tools.files' rule)
         try:
             check_output_path(out_dir / MANIFEST_FILE, inputs)
         except OutputPathError as e:

@@ -270,7 +270,7 @@ def main(argv: Optional[list[str]] = None) -> int:
         if not isinstance(chat_kwargs, dict):
             raise ValueError("--chat-template-kwargs must be a JSON object")
         requests = load_requests(files, shard, args.limit)
-        from verl_ebpo.files import check_output_path
+        from verl_ebpo.tools.files import check_output_path
 
         check_output_path(args.out, inputs=list(files.values()))  # before the engine loads (an OutputPathError)
         if args.prompt_style == "authors":  # fail before the engine loads
@@ -285,7 +285,7 @@ def main(argv: Optional[list[str]] = None) -> int:
         return 0
 
     tokenizer, generate = ENGINES[args.engine](args)
-    from verl_ebpo.files import atomic_output, atomic_write_text
+    from verl_ebpo.tools.files import atomic_output, atomic_write_text
 
     out = Path(args.out)
     started = time.time()

@@ -86,7 +86,7 @@ def main(argv=None) -> int:
     result = measure(args.model, args.device, args.iters)
     print(json.dumps(result))
     if args.out:
-        from verl_ebpo.files import atomic_write_text
+        from verl_ebpo.tools.files import atomic_write_text
 
         atomic_write_text(args.out, json.dumps(result, indent=2) + "\n")
     return 0

@@ -17,7 +17,6 @@ from dataclasses import dataclass, field
 import torch
 
 from verl_ebpo.advantage.core import merge_moments, shrinkage
-from verl_ebpo.files import atomic_write_text
 
 SCHEMA = "verl_ebpo.prior"
 SCHEMA_VERSION = 1
@@ -110,7 +109,19 @@ class EBPOPrior:
         os.replace). Refuses (ValueError naming the file) a non-finite prior."""
         if not self.is_finite():
             raise ValueError(f"refusing to save EBPO prior to {os.fspath(path)}: it holds a non-finite value")
-        atomic_write_text(path, json.dumps({**self.state_dict(), **extra}, indent=2, sort_keys=True) + "\n")
+        folder, name = os.path.split(os.fspath(path))
+        tmp = os.path.join(folder, f".{name}.tmp-{os.getpid()}")  # a crash leaves the old file or the new one
+        try:
+            os.makedirs(folder or ".", exist_ok=True)
+            with open(tmp, "w", encoding="utf-8") as f:
+                f.write(json.dumps({**self.state_dict(), **extra}, indent=2, sort_keys=True) + "\n")
+                f.flush()
+                os.fsync(f.fileno())
+            os.replace(tmp, path)
+        except OSError:  # disk full, no permission: the OS error names the (temporary) file; none is left
+            if os.path.exists(tmp):
+                os.unlink(tmp)
+            raise
 
 
 PRIOR_FILENAME = "ebpo_prior.json"  # beside verl's checkpoint, in its global_step_N folder

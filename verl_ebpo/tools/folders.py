@@ -10,7 +10,7 @@ import os
 import shutil
 from pathlib import Path
 
-from verl_ebpo.files import atomic_write_text
+from verl_ebpo.tools.files import atomic_write_text
 
 MARKER = ".verl-ebpo-owner"  # in a tool's output folder: the sub-folders it names were made by that tool
 

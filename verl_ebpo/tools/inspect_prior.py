@@ -22,7 +22,7 @@ from verl_ebpo.advantage.prior import (
     read_prior_file,
 )
 from verl_ebpo.tools.cli import one_line
-from verl_ebpo.files import unreadable_reason
+from verl_ebpo.tools.files import unreadable_reason
 
 INSPECT_GROUP_SIZES = (1, 4, 8, 16, 32)
 # The largest prior file inspect reads: a saved prior is under 1 KiB; anything this large is not one, and is refused

@@ -28,7 +28,7 @@ import os
 import re
 import sys
 
-from verl_ebpo.files import atomic_write_text
+from verl_ebpo.tools.files import atomic_write_text
 
 # a block's start; its KEY
 START = r"<!-- results:([\w-]+):([\w-]+) -->"

@@ -229,7 +229,7 @@ def compare(run_specs: dict, eval_specs: dict, out: Path, *, last: int = 10, bas
     tqdm bars on stderr."""
     from tqdm import tqdm
 
-    from verl_ebpo.files import atomic_write_text, check_output_path
+    from verl_ebpo.tools.files import atomic_write_text, check_output_path
     from verl_ebpo.tools.compare import markdown, report, runs as runs_mod
     from verl_ebpo.tools.compare.runs import CompareError
 
@@ -258,7 +258,7 @@ def compare(run_specs: dict, eval_specs: dict, out: Path, *, last: int = 10, bas
     names = ("comparison.json", *plot_names(fmt), report_name)
     for name in names:
         check_output_path(out / name, inputs)
-    from verl_ebpo.files import unreadable_reason
+    from verl_ebpo.tools.files import unreadable_reason
 
     for (algo, seed), paths in eval_specs.items():  # every --eval file checked before any work
         for path in paths:
@@ -383,7 +383,7 @@ def recorded_sizes(folders: list[str]) -> Optional[tuple[int, int, str]]:
 
 
 def run(args: argparse.Namespace) -> int:
-    from verl_ebpo.files import OutputPathError
+    from verl_ebpo.tools.files import OutputPathError
     from verl_ebpo.tools.cli import one_line
     from verl_ebpo.tools.compare import markdown, wording
     from verl_ebpo.tools.compare.evals import ScoreError

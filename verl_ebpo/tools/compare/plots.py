@@ -140,7 +140,7 @@ def finish(ax, clip: Optional[tuple[float, float]]) -> None:
 
 def save(plt, fig, path: str | Path, title: str, note: str = "", fmt: Optional[str] = None) -> None:
     """`fig` with its title and caption (`note`) to `path` (atomically), PNG at `DPI` or the format of `fmt`."""
-    from verl_ebpo.files import atomic_output
+    from verl_ebpo.tools.files import atomic_output
 
     fmt = fmt or Path(path).suffix.lstrip(".") or "png"
     if fmt not in FORMATS:

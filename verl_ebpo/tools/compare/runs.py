@@ -99,7 +99,7 @@ def metric_files(path: Path) -> list[Path]:
             raise CompareError(f"{path}: a folder without metrics files (*.jsonl or {TB_PREFIX}.*; rollout dumps "
                                "are not metrics)")
         return files
-    from verl_ebpo.files import unreadable_reason
+    from verl_ebpo.tools.files import unreadable_reason
 
     reason = unreadable_reason(path, expected="a metrics file or folder")
     if reason:

@@ -40,7 +40,7 @@ def _first_line(exc: BaseException) -> str:
 def run(args: argparse.Namespace) -> int:
     from verl_ebpo.tools.cpu.launch import TrainerFailed
     from verl_ebpo.tools.demo.runner import run_demo
-    from verl_ebpo.files import OutputPathError
+    from verl_ebpo.tools.files import OutputPathError
 
     try:
         options = options_from_args(args)

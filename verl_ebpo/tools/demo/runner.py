@@ -328,7 +328,7 @@ def run_demo(options: DemoOptions) -> dict:
     from verl_ebpo.tools import verl_logs
     from verl_ebpo.tools.compare import compare
     from verl_ebpo.tools.demo import report
-    from verl_ebpo.files import atomic_write_text, check_output_path
+    from verl_ebpo.tools.files import atomic_write_text, check_output_path
 
     started = time.time()
     out = Path(options.out).resolve()

@@ -11,7 +11,7 @@ label-difficulty IN.parquet ROLLOUTS.jsonl OUT.parquet
     (or --scorer module:function). ROLLOUTS.jsonl has one JSON object per answer: {"index": i, "response": "..."}
     with i the prompt's row number in IN.parquet (or its --index-field value).
 
-Files: outputs are written atomically through `verl_ebpo.files` (never over an input file, also via links,
+Files: outputs are written atomically through `verl_ebpo.tools.files` (never over an input file, also via links,
 never over a FIFO/device/folder, with the umask's permissions); every refusal or bad input is one line on stderr
 and exit code 2, checked before the slow embedding/scoring step where it can be. The library checks every
 argument once and names it (`workers must be ...`); `_cli_error` turns those names into these flags.
@@ -102,7 +102,7 @@ def add_arguments_label_topics(p: argparse.ArgumentParser) -> None:
 
 
 def run_label_topics(args: argparse.Namespace) -> int:
-    from verl_ebpo.files import OutputPathError, atomic_write_text
+    from verl_ebpo.tools.files import OutputPathError, atomic_write_text
 
     try:
         inputs = resolve_in_place(args, [])
@@ -167,7 +167,7 @@ def add_arguments_label_difficulty(p: argparse.ArgumentParser) -> None:
 
 
 def run_label_difficulty(args: argparse.Namespace) -> int:
-    from verl_ebpo.files import OutputPathError
+    from verl_ebpo.tools.files import OutputPathError
 
     try:
         inputs = resolve_in_place(args, [args.rollouts])

@@ -22,9 +22,9 @@ class LabelingError(ValueError):
 
 
 def _check_input(path: str, **kinds) -> None:
-    """LabelingError naming an input that cannot be read (`verl_ebpo.files.unreadable_reason`; nothing is opened,
+    """LabelingError naming an input that cannot be read (`verl_ebpo.tools.files.unreadable_reason`; nothing is opened,
     so a FIFO cannot block)."""
-    from verl_ebpo.files import unreadable_reason
+    from verl_ebpo.tools.files import unreadable_reason
 
     why = unreadable_reason(path, **kinds)
     if why:
@@ -61,7 +61,7 @@ def write_table(table, path: str, inputs=()) -> None:
     """Write parquet atomically (a crash leaves the old file or the new one); never over an input."""
     import pyarrow.parquet as pq
 
-    from verl_ebpo.files import atomic_output
+    from verl_ebpo.tools.files import atomic_output
 
     with atomic_output(path, inputs) as tmp:
         pq.write_table(table, tmp)
@@ -72,9 +72,9 @@ def check_outputs(
 ) -> None:
     """Refuse, once and before any slow work, outputs that would destroy something: an input file (also via a
     link), a path inside an input folder, a non-regular file (FIFO, device, folder), or two outputs naming one
-    file (`verl_ebpo.files.check_output_paths`; OutputPathError). `hint` = (output, input, text): `text` is
+    file (`verl_ebpo.tools.files.check_output_paths`; OutputPathError). `hint` = (output, input, text): `text` is
     appended when that output would replace that input."""
-    from verl_ebpo.files import OutputPathError, check_output_paths
+    from verl_ebpo.tools.files import OutputPathError, check_output_paths
 
     try:
         check_output_paths(outputs, inputs)

@@ -184,7 +184,7 @@ def _check_file(ctx, report, which, raw, prompt_key, opts) -> Optional[int]:
         report.add(check, "n/a", f"{raw}: remote, not checked")
         return None
     path = _local(raw, ctx.working_dir)
-    from verl_ebpo.files import unreadable_reason
+    from verl_ebpo.tools.files import unreadable_reason
 
     why = unreadable_reason(path)
     if why:

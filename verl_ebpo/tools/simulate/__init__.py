@@ -119,11 +119,11 @@ def cost_line(options) -> tuple[str, bool]:
 def check_out_folder(out: str, figure: bool = True) -> None:
     """Refuse, before any work, an `--out` the results could not be written to: a path that is not a folder (or
     lies under a file), a folder (or the nearest existing one above it) this process cannot write, and any of
-    the output files that exists as something other than a regular file (`verl_ebpo.files.check_output_path`).
+    the output files that exists as something other than a regular file (`verl_ebpo.tools.files.check_output_path`).
     Nothing is created. Raises ValueError (OutputPathError for a file) with one line naming the path."""
     import os
 
-    from verl_ebpo.files import check_output_path
+    from verl_ebpo.tools.files import check_output_path
     from verl_ebpo.tools.simulate.report import FILES
 
     if os.path.exists(out) and not os.path.isdir(out):
@@ -177,7 +177,7 @@ def grid_warnings(options) -> list[str]:
 def run(args: argparse.Namespace) -> int:
     import os
 
-    from verl_ebpo.files import OutputPathError
+    from verl_ebpo.tools.files import OutputPathError
 
     if getattr(args, "study", None) == "topics":
         from verl_ebpo.tools.simulate.topics import main as topics_main

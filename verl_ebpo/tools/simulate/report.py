@@ -14,7 +14,7 @@ from typing import Optional
 
 import numpy as np
 
-from verl_ebpo.files import atomic_output, atomic_write_text
+from verl_ebpo.tools.files import atomic_output, atomic_write_text
 from verl_ebpo.tools.provenance import environment
 from verl_ebpo.tools.simulate.engine import Sweep
 from verl_ebpo.tools.simulate.estimators import parse_estimator

@@ -314,7 +314,7 @@ def main(args) -> int:
     """`verl-ebpo simulate --study topics`: exit 0, or 2 with one line for bad options or an unusable --out."""
     from tqdm import tqdm
 
-    from verl_ebpo.files import OutputPathError, atomic_write_text, check_output_path
+    from verl_ebpo.tools.files import OutputPathError, atomic_write_text, check_output_path
     from verl_ebpo.tools.simulate import MAX_SECONDS, options_from_args_raw
 
     try:

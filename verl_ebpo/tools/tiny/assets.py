@@ -19,7 +19,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Iterable, Mapping, Optional, Sequence
 
-from verl_ebpo.files import atomic_output
+from verl_ebpo.tools.files import atomic_output
 
 PAD, EOS, UNK = "<pad>", "<eos>", "<unk>"
 ROLE_TOKENS = ("<|system|>", "<|user|>", "<|assistant|>")
