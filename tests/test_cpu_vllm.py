@@ -355,6 +355,50 @@ def test_a_broken_weight_sync_ends_the_run_with_the_workers_error_in_bounded_tim
           f"sync's timeout", file=sys.stderr)
 
 
+def test_segments_left_by_killed_processes_are_removed_and_mapped_ones_kept():
+    """vLLM's message queues (`psm_*`, ~400 MB a run) outlive workers Ray kills: after a run, the new segments no live
+    process maps are unlinked; one still mapped (someone running) stays, and so does every older one."""
+    from multiprocessing import resource_tracker, shared_memory
+
+    older = shared_memory.SharedMemory(create=True, size=4096)
+    before = vllm_rollout.shm_segments()
+    left = shared_memory.SharedMemory(create=True, size=4096)
+    live = shared_memory.SharedMemory(create=True, size=4096)
+    try:
+        for seg in (older, left, live):  # as vLLM does: the resource tracker must not unlink them for us
+            resource_tracker.unregister(seg._name, "shared_memory")
+        left.close()  # its process is gone: nothing maps it
+        assert {older.name, left.name, live.name} <= vllm_rollout.shm_segments()
+        assert vllm_rollout.remove_orphaned_segments(before, wait_s=0) == [left.name]
+        assert live.name in vllm_rollout.shm_segments() and older.name in vllm_rollout.shm_segments()
+        assert left.name not in vllm_rollout.shm_segments()
+    finally:
+        for seg in (live, older):
+            seg.close()
+            os.unlink(f"/dev/shm/{seg.name}")  # not seg.unlink(): it would unregister from the tracker again
+
+
+@pytest.mark.e2e
+@pytest.mark.vllm
+@needs_vllm
+def test_a_vllm_start_failure_ends_the_run_with_vllms_error_and_no_segment_left(tmp_path):
+    """vLLM asked for more KV cache than the machine has (`VLLM_CPU_KVCACHE_SPACE`): its engine refuses to start.
+    The run ends with vLLM's own error (not a hang), and its shared memory is removed."""
+    shm = vllm_rollout.shm_segments()
+    env = {**os.environ, "PYTHONPATH": f"{ROOT}:{os.environ.get('PYTHONPATH', '')}", "VLLM_CPU_KVCACHE_SPACE": "1000000"}
+    started = time.time()
+    out = subprocess.run([sys.executable, "-m", "verl_ebpo.tools.cpu.run", "--rollout", "vllm", "--steps", "1",
+                          "--out", str(tmp_path), "--timeout", "600"], env=env, capture_output=True, text=True,
+                         timeout=900, cwd=ROOT)
+    wall = time.time() - started
+    text = out.stdout + out.stderr
+    assert out.returncode != 0, text[-2000:]
+    assert "Engine core initialization failed" in text and "kv cache" in text.lower(), text[-3000:]
+    assert wall < 600, "the run waited for its timeout instead of ending on the failure"
+    assert vllm_rollout.shm_segments() - shm == set()
+    print(f"\n[vllm smoke] start failure: ended after {wall:.0f} s", file=sys.stderr)
+
+
 def test_the_sender_is_bounded_only_where_verls_sender_module_gets_imported(tmp_path):
     """register_vllm imports no vLLM: the sender's bound waits for verl's module (a stand-in module here)."""
     import sys

@@ -178,7 +178,15 @@ def main(argv=None) -> int:
         sys.stdout.flush()
         sys.stderr.flush()
         os.chdir(workdir)
-        os.execvpe(trainer[0], trainer, env)
+        if rollout != "vllm":
+            os.execvpe(trainer[0], trainer, env)
+        from verl_ebpo.tools.cpu import vllm_rollout  # vLLM's shared memory outlives its killed workers
+
+        segments = vllm_rollout.shm_segments()
+        try:
+            return subprocess.call(trainer, env=env)
+        finally:
+            vllm_rollout.remove_orphaned_segments(segments)
     ray = shutil.which("ray", path=os.path.dirname(sys.executable)) or shutil.which("ray")
     if ray is None:
         print(f"{args.name}: LAUNCH=ray-job needs the `ray` command", file=sys.stderr)

@@ -65,8 +65,20 @@ def run_main_ppo(
     output goes to `run.log_file` and, line by line, to `on_line`. Setting `stop` (from another thread) kills it
     and raises `TrainerStopped`.
     """
+    Path(run.out_dir).mkdir(parents=True, exist_ok=True)
+    if run.rollout == "vllm":  # vLLM's shared memory outlives its killed workers: removed when the run ends
+        from verl_ebpo.tools.cpu import vllm_rollout
+
+        segments = vllm_rollout.shm_segments()
+        try:
+            return _supervise(run, timeout_s, on_line, env, stop)
+        finally:
+            vllm_rollout.remove_orphaned_segments(segments)
+    return _supervise(run, timeout_s, on_line, env, stop)
+
+
+def _supervise(run: CPURun, timeout_s: float, on_line, env, stop) -> float:
     out_dir = Path(run.out_dir)
-    out_dir.mkdir(parents=True, exist_ok=True)
     started = time.time()
     tail: list[str] = []
 

@@ -39,6 +39,7 @@ SYNC_TIMEOUT_ENV = "VERL_EBPO_VLLM_SYNC_TIMEOUT_S"
 DEFAULT_SYNC_TIMEOUT_S = 20.0
 BROKEN_SYNC_ENV = "VERL_EBPO_VLLM_BREAK_SYNC"  # "1": leave vLLM's repacking in place (the failure, for the test)
 SHM_PREFIX = "verl_weights_"  # verl's /dev/shm bucket names (bucketed_weight_transfer.py)
+VLLM_SHM_PREFIX = "psm_"  # Python's shared_memory names, which vLLM's message queues use (shm_broadcast.py)
 
 VLLM_OVERRIDES = (
     "actor_rollout_ref.rollout.name=vllm",
@@ -250,8 +251,47 @@ def register_vllm() -> None:
 
 
 def shm_segments() -> set[str]:
-    """verl's weight-sync buckets now in /dev/shm (names)."""
+    """The /dev/shm segments a vLLM run makes (names): verl's weight-sync buckets and vLLM's own shared memory
+    (`psm_*`: its message queues; it unregisters them from Python's resource tracker and unlinks them only when
+    its processes exit normally, so a run whose workers Ray kills at its end leaves ~400 MB behind)."""
     try:
-        return {name for name in os.listdir("/dev/shm") if name.startswith(SHM_PREFIX)}
+        return {name for name in os.listdir("/dev/shm") if name.startswith((SHM_PREFIX, VLLM_SHM_PREFIX))}
     except OSError:
         return set()
+
+
+def _mapped_segments() -> set[str]:
+    """Names of /dev/shm files some live process maps (read from /proc/*/maps)."""
+    import glob
+
+    mapped = set()
+    for maps in glob.glob("/proc/[0-9]*/maps"):
+        try:
+            with open(maps) as f:
+                mapped.update(line.rsplit("/dev/shm/", 1)[1].split()[0] for line in f if "/dev/shm/" in line)
+        except (OSError, IndexError):
+            continue  # a process that ended meanwhile, or one we may not read
+    return mapped
+
+
+def remove_orphaned_segments(before: set[str], wait_s: float = 10.0) -> list[str]:
+    """Unlink the segments of `shm_segments()` made since `before` that no live process maps (the run's own, left by
+    killed processes), waiting up to `wait_s` for the run's last processes to exit; a segment still mapped then
+    belongs to someone running and stays. Returns the names removed."""
+    import time
+
+    deadline = time.time() + wait_s
+    while True:
+        new = shm_segments() - before
+        mapped = new & _mapped_segments()
+        if not mapped or time.time() >= deadline:
+            break
+        time.sleep(0.5)
+    removed = []
+    for name in sorted(new - mapped):
+        try:
+            os.unlink(os.path.join("/dev/shm", name))
+            removed.append(name)
+        except OSError:
+            pass
+    return removed
