@@ -43,7 +43,7 @@ def test_bench_reward_runs_and_agrees_with_its_labels(capsys, extra):
 
 
 def test_bench_reward_prints_answers_per_second_at_each_worker_count(capsys):
-    """Issue 31.2: answers/s at 1, 2 and 4 workers (threads = verifier processes, capped at the CPUs)."""
+    """Answers/s at 1, 2 and 4 workers (threads = verifier processes, capped at the CPUs)."""
     from verl_ebpo.rewards.pool import MAX_PROCESSES
 
     out = run_script("benchmarks/bench_reward.py", ["--n", "32", "--group", "8", "--workers", "1,2,4"], capsys)

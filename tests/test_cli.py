@@ -84,7 +84,7 @@ def test_console_script_is_installed():
 
 
 def test_inspect_says_what_a_file_that_is_not_a_prior_is(tmp_path, capsys):
-    """Issue 41: a metrics file is not a "corrupt" prior; inspect names it and says what it reads."""
+    """A metrics file is not a "corrupt" prior: inspect names it and says what it reads."""
     metrics = tmp_path / "metrics.jsonl"
     metrics.write_text('{"step": 1, "data": {"critic/score/mean": 0.5}}\n{"step": 2, "data": {}}\n')
     dump = tmp_path / "1.jsonl"

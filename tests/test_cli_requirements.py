@@ -87,7 +87,7 @@ def test_no_module_of_the_package_imports_scipy():
 
 
 def test_the_extras_declare_what_is_imported_and_the_test_extra_reuses_them():
-    """Issue 28, point 4: sentence-transformers is imported by the topic labeller; the weights package is pinned
+    """sentence-transformers is imported by the topic labeller; the weights package is pinned
     exactly; `test` references the cpu and topics extras instead of copying them; hydra-core is kept because
     `verl-ebpo preflight` imports hydra."""
     project = tomllib.loads((ROOT / "pyproject.toml").read_text())["project"]

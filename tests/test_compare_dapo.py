@@ -1,4 +1,4 @@
-"""`verl-ebpo compare` never pairs DAPO's trained-on reward with another algorithm's (issue 28 point 3): with the replay
+"""`verl-ebpo compare` never pairs DAPO's trained-on reward with another algorithm's: with the replay
 buffer's `replay/discarded_*` metrics it reports the reward of all answers generated (hand-computed here); without
 them the report says what DAPO's reward covers and points to validation accuracy."""
 

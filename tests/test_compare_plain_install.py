@@ -1,5 +1,5 @@
-"""`verl-ebpo compare` after the plain install (`pip install -e .`: no scipy, no matplotlib; issue 28 point 3), its t
-quantile against scipy's, and `--workers` / progress (issue 31 points 2-3)."""
+"""`verl-ebpo compare` after the plain install (`pip install -e .`: no scipy, no matplotlib), its t
+quantile against scipy's, and `--workers` / progress."""
 
 from __future__ import annotations
 

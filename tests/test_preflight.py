@@ -1,4 +1,4 @@
-"""`verl-ebpo preflight` (issue 28): the estimates against hand-computed numbers, the README's GPU command passing it
+"""`verl-ebpo preflight`: the estimates against hand-computed numbers, the README's GPU command passing it
 on stand-in data and a stand-in Qwen3-8B config.json, and each blocking problem refused with one line (exit 2).
 Preflight runs in this process (one verl import for all); its config is composed by Hydra's compose API as
 main_ppo composes it."""
@@ -28,7 +28,7 @@ def not_detected(monkeypatch):
 
     try:
         from verl_ebpo.tools.preflight.cluster import Cluster
-    except ImportError:  # main before issue 37: nothing is detected
+    except ImportError:  # a package without cluster detection: nothing is detected
         return None
     found = Cluster(host_bytes=2e12, source="stand-in: not detected")
     monkeypatch.setattr(checks, "detect_cluster", lambda ray_address=None: found)
@@ -67,7 +67,7 @@ def test_checkpoint_bytes_and_plan():
 
 
 def test_memory_per_pass():
-    # the issue's figure: 49,152 tokens x 151,936 x 2 B
+    # 49,152 tokens x 151,936 (vocabulary) x 2 B
     assert est.logits_bytes(49_152, 151_936) == 14_935_916_544
     assert est.logits_bytes(49_152, 151_936, tp=2) == 49_152 * 75_968 * 2
     assert est.entropy_bytes(49_152, 151_936) == 2 * 14_935_916_544  # softmax + product, unchunked

@@ -1,4 +1,4 @@
-"""Preflight sees the cluster and counts as verl counts (issue 37): the shipped shapes of the recipes' models, the
+"""Preflight sees the cluster and counts as verl counts: the shipped shapes of the recipes' models, the
 config.json lookup without cache or Hub (bounded in time), GPU detection (nvidia-smi, Ray) against the declared
 figures, the memory figures by hand (activations, the unsharded lm_head, the in-place logits gradient, the
 CPU-offloaded reference, vLLM's start), the checkpoint peak and existing folders, steps per epoch against verl's real
@@ -188,7 +188,7 @@ def test_four_nodes_of_h200_pass_and_the_table_says_which_figure_it_used(readme_
 
 def test_memory_figures_by_hand():
     q8, q14 = standins.SHAPES["qwen3_8b"], standins.SHAPES["qwen3_14b"]
-    assert est.checkpointed_inputs_bytes(24_576, 4096, 36) == 36 * 24_576 * 4096 * 2 == 7_247_757_312  # the issue's 7.2
+    assert est.checkpointed_inputs_bytes(24_576, 4096, 36) == 36 * 24_576 * 4096 * 2 == 7_247_757_312  # 7.2 GB
     # one layer with gradients: 24,576 x (2 x (4096 + 32 x 128 + 2 x 8 x 128) + 3 x 12,288) x 2 B x 2 = 5.6 GB
     assert est.layer_working_bytes(24_576, q8) == 24_576 * 57_344 * 4 == 5_637_144_576
     assert est.layer_working_bytes(24_576, q8, backward=False) == 5_637_144_576 // 2

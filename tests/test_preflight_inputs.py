@@ -1,7 +1,7 @@
-"""`verl-ebpo preflight` on wrong input (issue 36, its preflight cases; issue 41, point 5): one line naming the key,
+"""`verl-ebpo preflight` on wrong input: one line naming the key,
 column, option or file, never Python's own message; and what a first run must be told (the EBPO checkpoint
 callback, a local model path that does not exist, the rollout engine, a reward without a scorer for the data
-source, every FAIL in the closing line). Each test fails on main cc438fe."""
+source, every FAIL in the closing line)."""
 
 from __future__ import annotations
 

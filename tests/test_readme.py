@@ -116,7 +116,7 @@ def test_verls_file_logger_writes_where_the_gpu_command_points_it(tmp_path, monk
 
 
 def test_readme_first_block_is_the_lines_a_verl_user_adds(tmp_path):
-    """Issue 41: the README's first fenced block holds the lines added to one's own verl command, each commented with
+    """The README's first fenced block holds the lines added to one's own verl command, each commented with
     what it turns on; run by bash as pasted (python3 recording its arguments), they reach verl as overrides that its
     config composes."""
     import contextlib

@@ -1,4 +1,4 @@
-"""Issue 31.2 and 31.3 for recipes/eval/score.py: `--workers` sizes the verifier pool, a tqdm bar on stderr while
+"""recipes/eval/score.py's workers and progress: `--workers` sizes the verifier pool, a tqdm bar on stderr while
 scoring, `--no-progress` silences it."""
 
 from __future__ import annotations
@@ -13,7 +13,7 @@ import score  # noqa: E402
 
 
 def test_score_workers_size_the_verifier_pool(tmp_path, monkeypatch, capsys):
-    """Before: compute_score was called without pool options, so --workers 3 queued 3 threads on 2 verifiers."""
+    """--workers 3 reaches compute_score as the pool's size: 3 threads get 3 verifiers, not a queue for 2."""
     from verl_ebpo.rewards import pool as pool_module
     from verl_ebpo.rewards import score as score_module
 

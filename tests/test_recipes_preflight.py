@@ -1,4 +1,4 @@
-"""Every recipe under both protocols passes `verl-ebpo preflight` with its default variables (issue 28), against
+"""Every recipe under both protocols passes `verl-ebpo preflight` with its default variables, against
 stand-in data (the files prepare_data.py and label_data.sh write) and config.json files with the real shapes of the
 three models, the checkpoint volume's free space told by FREE_DISK_GB (a 10 TB cluster volume). The preflight
 command is the recipe's own (`RECIPE_DRY_RUN=preflight`), run in this process. Also: the recipes refuse several
@@ -187,7 +187,7 @@ def test_paper_dapo_logs_its_discarded_answers_with_the_replay_buffer():
         assert "TrackedReplayBuffer" not in " ".join(dry_command("qwen3_8b", algo, env)), algo
 
 
-# ---- one node of 8 x 80 GB, the recipes unchanged (issue 37) ------------------------------------------------------
+# ---- one node of 8 x 80 GB, the recipes unchanged -----------------------------------------------------------------
 
 H100 = 81_559 * 2**20  # nvidia-smi's memory.total of an H100 80GB (MiB): 85.5e9 bytes
 

@@ -222,7 +222,7 @@ def algo_keys(protocol: str, model: str, algo: str) -> dict:
     keys = dict(table[base])
     if algo == "ebpo_topic":
         keys.update(TOPIC)
-    if protocol == "paper" and base == "dapo":  # DAPO's dropped groups logged by the replay buffer (issue 28)
+    if protocol == "paper" and base == "dapo":  # DAPO's dropped groups logged by the replay buffer
         keys.update({"trainer.v1.sampler.custom_sampler.path": "pkg://verl_ebpo.samplers.replay",
                      "trainer.v1.sampler.custom_sampler.name": "TrackedReplayBuffer"})
     if algo.endswith("_diff"):  # the curriculum: the base model, ordered by its own pass rates, one epoch
@@ -366,7 +366,7 @@ def test_composed_config_has_the_protocols_settings_and_algorithm_keys(configs, 
     validate(cfg)
 
 
-# ---- what issue 13 judges, one named test each ---------------------------------------------------------
+# ---- each protocol's defining keys per algorithm, one named test each ----------------------------------
 
 
 @pytest.mark.parametrize("model", QWEN)
@@ -642,7 +642,7 @@ def test_order_keys_equal_the_samplers_overrides():
         ({"MAX_RESPONSE_LENGTH": "8k"}, "MAX_RESPONSE_LENGTH must be a decimal integer in [2, 1048576]"),
         ({"TRAIN_BATCH_SIZE": "0"}, "TRAIN_BATCH_SIZE must be a decimal integer in [1, 1000000]"),
         ({"LR": "fast"}, "LR must be a decimal number in (0, 1], got 'fast'"),
-        # issue 30.3: decimal numbers with ranges: no zero learning rate, no bash overflow, no octal
+        # decimal numbers with ranges: no zero learning rate, no bash overflow, no octal
         ({"LR": "0"}, "LR must be a decimal number in (0, 1], got '0'"),
         ({"LR": "0.0"}, "LR must be a decimal number in (0, 1]"),
         ({"LR": "."}, "LR must be a decimal number in (0, 1]"),
@@ -668,8 +668,8 @@ def test_bad_environment_fails_with_a_clear_message(env, message):
 
 @pytest.mark.parametrize("value", ["true", "yes", "TRUE", "on", " 1", "2"])
 def test_an_undocumented_dry_run_value_is_refused_and_launches_nothing(tmp_path, value):
-    """Issue 30.3: RECIPE_DRY_RUN accepts 1, preflight and 0 only; anything else stops before anything runs (it
-    used to launch the real run). The trainer's interpreter is a stand-in that records a launch."""
+    """RECIPE_DRY_RUN accepts 1, preflight and 0 only; anything else stops before anything runs (it never
+    launches the real run). The trainer's interpreter is a stand-in that records a launch."""
     marker = tmp_path / "launched"
     fake = tmp_path / "python3"
     fake.write_text(f"#!/bin/sh\ntouch {marker}\n")

@@ -103,7 +103,7 @@ def test_smoke_dapo_runs_its_dynamic_sampling_and_overlong_shaping(tmp_path):
     assert (folder / "global_step_1" / "actor").is_dir()
     (attempt,) = metrics(folder)
     assert 1 in attempt and "critic/score/mean" in attempt[1]
-    # the answers DAPO's dynamic sampling dropped are logged (the replay buffer, every epoch: issue 28)
+    # the answers DAPO's dynamic sampling dropped are logged (the replay buffer, every epoch)
     assert "replay/discarded_answers" in attempt[1] and "replay/discarded_reward_sum" in attempt[1]
 
 

@@ -1,4 +1,4 @@
-"""The recipes resized by variables (issue 18, items 3-5): every script under both protocols with SEED=2,
+"""The recipes resized by variables: every script under both protocols with SEED=2,
 MODEL_PATH=Qwen/Qwen3-0.6B, MAX_RESPONSE_LENGTH=2048, ROLLOUT=sglang (and BACKEND=megatron) composes and passes
 verl's validate_config; derived keys follow MAX_RESPONSE_LENGTH whether set by variable or by a trailing override;
 the seed and the model name the run and its folder; one metrics file per attempt; the presets; the algorithm keys

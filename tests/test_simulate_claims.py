@@ -1,4 +1,4 @@
-"""Issues 39, 36 and 41 on `verl-ebpo simulate`: the verdict rule in its reports, the power sentence once per report,
+"""What `verl-ebpo simulate` claims: the verdict rule in its reports, the power sentence once per report,
 what `--no-figure` says it wrote, the lr grid warnings, weight decay toward the initial policy, and re-rendering a
 results file written under an earlier verdict rule."""
 
@@ -28,7 +28,7 @@ def _summary(name: str) -> dict:
 
 
 def test_no_figure_run_does_not_claim_a_figure(tmp_path, capsys):
-    """Issue 36: `--no-figure` ended with "wrote ... and the figure"; it now names the files it wrote."""
+    """`--no-figure` names the files it wrote and claims no figure ("wrote ... and the figure")."""
     out = tmp_path / "sim"
     assert cli.main(["simulate", "--out", str(out), *SMALL, "--no-figure", "--quiet"]) == 0
     text = capsys.readouterr().out.replace(str(out), "OUT")  # the test's folder name holds the word
@@ -40,8 +40,8 @@ def test_no_figure_run_does_not_claim_a_figure(tmp_path, capsys):
 
 
 def test_power_sentence_once_per_report_and_holm_counts_printed(tmp_path, capsys):
-    """Issue 41: the 80%-power explanation was repeated on every verdict; now each "not resolved" verdict carries
-    its number and the report explains it once, beside the counts with Holm's correction."""
+    """Each "not resolved" verdict carries its 80%-power number; the report explains that number once, not on
+    every verdict, beside the counts with Holm's correction."""
     assert cli.main(["simulate", "--out", str(tmp_path / "s"), *SMALL, "--quiet"]) == 0
     text = capsys.readouterr().out
     assert text.count("a smaller effect is not excluded") == 1
@@ -52,7 +52,7 @@ def test_power_sentence_once_per_report_and_holm_counts_printed(tmp_path, capsys
 
 
 def test_a_coarse_lr_grid_is_warned_about_before_the_run():
-    """Issue 41: `--lr-grid 1 10` skips 3; the grid is only extended outward, so a best lr between the two is
+    """`--lr-grid 1 10` skips 3; the grid is only extended outward, so a best lr between the two is
     never tried. The 1-3 grid gives no warning."""
     from verl_ebpo.tools.simulate import grid_warnings
 
@@ -62,8 +62,8 @@ def test_a_coarse_lr_grid_is_warned_about_before_the_run():
 
 
 def test_why_lr_grid_1_10_picked_0_01_for_dapo():
-    """Issue 41's `--lr-grid 1 10` case (the committed small configuration, DAPO at G=4): every lr lowers the
-    tuning AUC, so the smallest wins, the grid walks down to 0.01 and stops there at an edge. The run now says so."""
+    """The `--lr-grid 1 10` case (the committed small configuration, DAPO at G=4): every lr lowers the
+    tuning AUC, so the smallest wins, the grid walks down to 0.01 and stops there at an edge. The run says so."""
     from verl_ebpo.tools.simulate.docs import lr_warnings
 
     s = _summary("simulate_small")

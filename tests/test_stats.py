@@ -133,7 +133,7 @@ def test_negligible_is_decided_by_the_interval_not_the_point_estimate():
 
 
 def test_higher_only_when_the_whole_interval_lies_beyond_the_threshold():
-    """Issue 39: +0.0049 [+0.0001, +0.0098] with threshold 0.005 is not "higher"; [+0.006, +0.02] is; the
+    """+0.0049 [+0.0001, +0.0098] with threshold 0.005 is not "higher"; [+0.006, +0.02] is; the
     boundary itself counts as beyond."""
     from verl_ebpo.tools.stats import classify
 
@@ -179,7 +179,7 @@ def test_holm_against_hand_computed_p_values():
 
 def test_family_counts_corrected_against_hand_computed_p_values():
     """Three intervals over 5 seeds whose t statistics are chosen so that their p-values are (by scipy) 0.0009,
-    0.03 and 0.04: uncorrected all three are resolved; Holm over the 18 comparisons the issue counted keeps only
+    0.03 and 0.04: uncorrected all three are resolved; Holm over 18 comparisons keeps only
     the first (0.0009 <= 0.05/18 = 0.00278; 0.03 > 0.05/17)."""
     from scipy.stats import t as student
 
@@ -267,7 +267,7 @@ def test_simulator_verdicts_use_the_practical_threshold_and_the_half_width():
     assert "resolved but negligible" in v["grpo"] and "threshold ±0.005" in v["grpo"]
     assert v["dapo"].startswith("ebpo is higher than dapo on final success at G=2")
     power80 = paired_diff_ci(base, cases["drgrpo"]).detectable()
-    # the 80%-power difference on each verdict; its explanation once per report (issue 41), not per verdict
+    # the 80%-power difference on each verdict; its explanation once per report, not per verdict
     assert "not resolved" in v["drgrpo"] and f"±{power80:.3g} at 80% power" in v["drgrpo"] and "not excluded" not in v["drgrpo"]
     assert s["n_comparisons"] == len(s["verdicts"]) == 6 and s["negligible"] == 0.005  # final and AUC per pair
     # the same differences without a threshold: the tiny one is "higher", never "no difference"

@@ -1,4 +1,4 @@
-"""`verl-ebpo compare` refuses or reports what it cannot read (issue 30): every metric line, every value, the run set,
+"""`verl-ebpo compare` refuses or reports what it cannot read: every metric line, every value, the run set,
 the options, the outputs, and every field of an `--eval` row. Errors: one line on stderr, exit 2."""
 
 from __future__ import annotations

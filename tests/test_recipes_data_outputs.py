@@ -1,7 +1,7 @@
-"""Hardening of recipes/data/prepare_data.py: all outputs and the manifest are one unit (a failure anywhere
-leaves the previous complete set; a run killed during its renames is completed by the next run), outputs are
-never written over a source or a non-regular file, and garbage/empty inputs are one-line errors. Each test is
-one finding of issue 11. Every refusal: exit code 2, exactly one line on stderr, no traceback."""
+"""recipes/data/prepare_data.py's outputs under failure and bad input: all outputs and the manifest are one unit
+(a failure anywhere leaves the previous complete set; a run killed during its renames is completed by the next
+run), outputs are never written over a source or a non-regular file, and garbage/empty inputs are one-line errors.
+Every refusal: exit code 2, exactly one line on stderr, no traceback."""
 
 from __future__ import annotations
 

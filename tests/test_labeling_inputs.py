@@ -1,7 +1,7 @@
-"""Hardening of `verl-ebpo label-topics` / `label-difficulty`: no lost input (OUTPUT == INPUT, also via links),
-no replaced FIFO/folder, umask honoured, scorer exceptions fail the run unless tolerated explicitly,
-`--from-field` without scikit-learn, and --k/--workers/... checked before the slow step. Each test is one
-finding of issue 11. Every CLI refusal: exit code 2, exactly one line on stderr, no traceback."""
+"""`verl-ebpo label-topics` / `label-difficulty` on inputs, outputs and options they cannot use: no lost input
+(OUTPUT == INPUT, also via links), no replaced FIFO/folder, umask honoured, scorer exceptions fail the run unless
+tolerated explicitly, `--from-field` without scikit-learn, and --k/--workers/... checked before the slow step.
+Every CLI refusal: exit code 2, exactly one line on stderr, no traceback."""
 
 from __future__ import annotations
 
@@ -481,13 +481,14 @@ def test_a_bad_scorer_is_one_line(tmp_path, src, rollouts, capsys, monkeypatch, 
                   "--no-progress"), "label-difficulty", words)
 
 
-# -- issue 19.10: an index that is not an integer row number or text is refused, with and without --index-field ----
+# -- an index that is not an integer row number or text is refused, with and without --index-field -----------------
 
 
 @pytest.mark.parametrize("key", [True, 2.0, False, 1.5])
 @pytest.mark.parametrize("index_field", [None, "extra_info.index"])
 def test_a_bool_or_float_index_is_refused_with_and_without_index_field(tmp_path, capsys, scorers, key, index_field):
-    """Before: with --index-field, `true` matched row 1 and `2.0` row 2 (1 == True, 2 == 2.0 as dict keys)."""
+    """A bool or float index matches no row, although 1 == True and 2 == 2.0 as dict keys (`true` is not row 1,
+    `2.0` not row 2)."""
     src = _write_nested(tmp_path / "in.parquet")
     roll = _rollouts(tmp_path / "r.jsonl", [{"index": 0, "response": "0"}, {"index": key, "response": "1"}])
     out = tmp_path / "o.parquet"
