@@ -1,4 +1,4 @@
-"""verl's own vLLM rollout on the CPU backend (issue 38; `verl_ebpo.tools.cpu.vllm_rollout`, docs/cpu_backend.md).
+"""verl's own vLLM rollout on the CPU backend (`verl_ebpo.tools.cpu.vllm_rollout`, docs/cpu_backend.md).
 
 Default suite (any Python): what a vLLM CPU run adds to `CPURun` (overrides, environment, the model shape), the
 option's range, and the rollout config keys verl must still have.

@@ -1,4 +1,4 @@
-"""The plugin's size rule (issue 40): no module of verl_ebpo/ outside tools/ over 300 code lines, counted by
+"""The plugin's size rule: no module of verl_ebpo/ outside tools/ over 300 code lines, counted by
 benchmarks/count_lines.py (ast + tokenize: blank, comment and docstring lines do not count)."""
 
 import importlib.util
