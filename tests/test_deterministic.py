@@ -60,6 +60,46 @@ def test_the_option_and_its_override():
         rules.ReplayOptions.from_mapping({"deterministic": "maybe"})
 
 
+def test_verls_builder_given_the_demos_override_builds_the_deterministic_buffer():
+    """The override the demo's commands record (docs/results/demo_default/summary.json), composed by Hydra and built
+    by verl's own `PPOTrainer._build_replay_buffer`: verl names the plugin's class, which hands over to the tools'
+    subclass, and that subclass numbers the prompts the trainer sends to generation."""
+    import os
+
+    import verl.trainer
+    from hydra import compose, initialize_config_dir
+    from omegaconf import OmegaConf
+    from verl.trainer.ppo.v1.trainer_base import PPOTrainer
+
+    from verl_ebpo.tools.cpu.deterministic import DeterministicReplayBuffer
+    from verl_ebpo.tools.cpu.launch import CPURun
+
+    run = CPURun(model_path="/m", train_files="t.parquet", val_files="v.parquet", out_dir="/tmp/unused",
+                 train_batch_size=8, extra=["algorithm.filter_groups.enable=True", rules.DETERMINISTIC_OVERRIDE])
+    assert rules.DETERMINISTIC_OVERRIDE == "+trainer.v1.sampler.sampler_kwargs.deterministic=true"
+    with initialize_config_dir(config_dir=os.path.join(os.path.dirname(verl.trainer.__file__), "config"),
+                               version_base=None):
+        cfg = compose(config_name="ppo_trainer", overrides=run.overrides())
+    OmegaConf.resolve(cfg)
+
+    class Trainer:  # verl's PPOTrainer as its builder and the buffer see it
+        config, trainer_mode, sent = cfg, "sync", []
+        _resolve_filter_groups_metric = PPOTrainer._resolve_filter_groups_metric
+
+        def _add_prompts_to_generate(self, n):
+            return n
+
+        def _submit_batch_to_rollout(self, batch):
+            self.sent.append(list(batch["uid"]))
+
+    trainer = Trainer()
+    buffer = PPOTrainer._build_replay_buffer(trainer)
+    assert type(buffer) is DeterministicReplayBuffer and buffer.filter_groups_metric is not None
+    trainer._submit_batch_to_rollout({"uid": ["q", "p"]})
+    trainer._submit_batch_to_rollout({"uid": ["r"]})
+    assert buffer._ranks == {"q": 0, "p": 1, "r": 2} and trainer.sent == [["q", "p"], ["r"]]
+
+
 def test_the_demo_sets_it_for_every_algorithm():
     """DAPO for its refills; GRPO, Dr.GRPO and EBPO for the batch layout (finish order parted 60-step runs)."""
     from verl_ebpo.tools.demo.options import ALGORITHMS, DemoOptions

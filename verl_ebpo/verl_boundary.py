@@ -37,8 +37,7 @@ ADAPTERS = {
     "verl_ebpo.samplers.dataset": "the ordered datasets (RLHFDataset subclasses)",
     "verl_ebpo.samplers.replay": "the replay buffer: DAPO filtering kept, what the data and rollouts spend counted, "
     "one pass over the data",
-    "verl_ebpo.tools.cpu.deterministic": "`deterministic`: the plugin's replay buffer deciding on settled snapshots, "
-    "in draw order (built by it when `sampler_kwargs.deterministic` is set; the CPU demo sets it)",
+    "verl_ebpo.tools.cpu.deterministic": "`deterministic`: the plugin's replay buffer's subclass (the demo's option)",
     "verl_ebpo.tools.cpu.backend": "the CPU backend: importing it registers the backend "
     "(`VERL_USE_EXTERNAL_MODULES=verl_ebpo.tools.cpu.backend`)",
     "verl_ebpo.tools.cpu.platform": "the cpu platform",
@@ -125,9 +124,8 @@ TOUCHES: tuple[Touch, ...] = (
         "verl.trainer.ppo.v1.trainer_base:PPOTrainer._submit_batch_to_rollout",
         "verl_ebpo.tools.cpu.deterministic:DeterministicReplayBuffer",
         "tests/test_deterministic.py::test_verl_internals_deterministic_touches_still_exist",
-        "with `deterministic`, wrapped on the trainer instance to number every prompt sent to generation (the step's "
-        "batch and each refill) in data-loader order; its `batch[\"uid\"]` is read; `_select_prompt_uids` and "
-        "`_materialize_batch` overridden again (over the plugin's buffer) to choose and lay out groups in that order",
+        "wrapped on the trainer instance to number every prompt sent to generation in data-loader order (its "
+        "`batch[\"uid\"]`); `_select_prompt_uids`, `_materialize_batch` overridden again to use that order",
         ("_select_prompt_uids", "_materialize_batch"),
     ),
     Touch(
