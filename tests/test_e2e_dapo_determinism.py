@@ -3,7 +3,7 @@ backend, the replay buffer's `deterministic` on) draw, score and train on the sa
 
 Two extra trainer launches (about 2 min each on 2 cores), one after the other: run with
 `python -m pytest -m "e2e and on_demand" tests/test_e2e_dapo_determinism.py` (the default suite skips them; the
-rules are tested without a trainer in tests/test_samplers_replay_order.py).
+rules are tested without a trainer in tests/test_deterministic.py).
 """
 
 import csv

@@ -260,8 +260,6 @@ def test_one_pass_refuses_what_it_cannot_keep_to_one_pass():
         _one_pass_buffer(_Trainer(12, 4, epochs=2), 4)
     with pytest.raises(ValueError, match="parameter_sync_step=1"):
         _one_pass_buffer(_Trainer(12, 4, sync_steps=2), 4)
-    with pytest.raises(ValueError, match="V1 trainer"):
-        _buffer(sampler_kwargs={"verl": _LINKED, "one_pass": True}, refill_fn=lambda n: n)
 
 
 @pytest.mark.parametrize("workers", [0, 2])
@@ -361,9 +359,9 @@ def test_docs_show_the_replay_options_table():
 
 
 @pytest.mark.parametrize("sampler_kwargs, message", [
-    ("one_pass", r"^trainer\.v1\.sampler\.sampler_kwargs must be a mapping of options .*got str 'one_pass'"),
-    (["one_pass"], r"^trainer\.v1\.sampler\.sampler_kwargs must be a mapping of options .*got list"),
-    (3, r"^trainer\.v1\.sampler\.sampler_kwargs must be a mapping of options .*got int 3"),
+    ("one_pass", r"^trainer\.v1\.sampler\.sampler_kwargs must be a mapping of options, got str"),
+    (["one_pass"], r"^trainer\.v1\.sampler\.sampler_kwargs must be a mapping of options, got list"),
+    (3, r"^trainer\.v1\.sampler\.sampler_kwargs must be a mapping of options, got int"),
 ])
 def test_sampler_kwargs_that_is_not_a_mapping_is_a_one_line_error_naming_the_key(sampler_kwargs, message):
     with pytest.raises(ValueError, match=message) as info:

@@ -200,15 +200,15 @@ def test_create_rl_dataset_and_sampler_directly(compose_cfg, files, tokenizer):
     from verl_ebpo.samplers.dataset import DifficultyOrderedDataset
 
     train, val = files
-    cfg = compose_cfg(overrides("difficulty", direction="hard_to_easy", seed=1), train, val)
+    cfg = compose_cfg(overrides("difficulty", seed=1), train, val)
     ds = create_rl_dataset(cfg.data.train_files, cfg.data, tokenizer, None, is_train=True)
     assert isinstance(ds, DifficultyOrderedDataset)
     order = [int(x) for x in create_rl_sampler(cfg.data, ds)]
     assert order == list(range(24))  # sequential over the reordered rows
     rates = [ds[i]["extra_info"]["difficulty"] for i in order]
-    assert rates == sorted(rates)  # hard -> easy: pass rate ascending
+    assert rates == sorted(rates, reverse=True)  # easy -> hard: pass rate descending
     pass_rate = _file_column(train, "difficulty")
-    assert [ds[i]["index"] for i in order] == difficulty_order(pass_rate, seed=1, direction="hard_to_easy").indices.tolist()
+    assert [ds[i]["index"] for i in order] == difficulty_order(pass_rate, seed=1).indices.tolist()
 
 
 def test_shuffle_true_is_refused(compose_cfg, files, tokenizer):
@@ -256,11 +256,11 @@ def test_unlabelled_rows_and_missing_field(compose_cfg, tmp_path, tokenizer):
     with pytest.raises(UnlabelledRowsError, match=r"3 of 12 rows .*\[2, 7, 9\]"):
         create_rl_dataset(cfg.data.train_files, cfg.data, tokenizer, None)
 
-    cfg = compose_cfg(overrides("topic", unlabelled="last", cluster_order="name"), path, path)
+    cfg = compose_cfg(overrides("topic", unlabelled="drop", cluster_order="name"), path, path)
     ds = create_rl_dataset(cfg.data.train_files, cfg.data, tokenizer, None)
     idx = [ds[i]["index"] for i in range(len(ds))]
-    assert sorted(idx[-3:]) == [2, 7, 9]
-    assert [ds[i]["extra_info"]["topic"] for i in range(9)] == ["a"] * 5 + ["b"] * 4
+    assert not {2, 7, 9} & set(idx) and len(idx) == 12  # 9 rows, completed to the loader's batch of 4 (remainder=pad)
+    assert [ds[i]["extra_info"]["topic"] for i in range(12)] == ["a"] * 5 + ["b"] * 7
 
     cfg = compose_cfg(overrides("topic", field="extra_info.domain"), path, path)
     with pytest.raises(FieldNotFoundError, match=r"extra_info\.domain.*extra_info\.topic"):
@@ -290,8 +290,8 @@ def test_overrides_compose_into_the_data_config(compose_cfg, files):
     train, val = files
     odd = ["Algebra & Number Theory", "it's, odd", "3"]
     cfg = compose_cfg(
-        overrides("topic", field="extra_info.dom", cluster_order=odd, align="drop", batch_size=8, unlabelled="first",
-                  passes=2, higher_is_easier=False, seed=11),
+        overrides("topic", field="extra_info.dom", cluster_order=odd, align="drop", batch_size=8, unlabelled="drop",
+                  passes=2, seed=11),
         train,
         val,
     )
@@ -302,8 +302,7 @@ def test_overrides_compose_into_the_data_config(compose_cfg, files):
         "cluster_order": odd,
         "align": "drop",
         "batch_size": 8,
-        "higher_is_easier": False,
-        "unlabelled": "first",
+        "unlabelled": "drop",
         "passes": 2,
     }
     assert cfg.data.shuffle is False and cfg.data.seed == 11
@@ -377,24 +376,14 @@ def test_remainder_drop_lists_the_rows_never_served(compose_cfg, files, tokenize
     assert sorted(_served_epoch(tr)) == sorted(set(range(26)) - set(hardest))
 
 
-def test_remainder_error_stops_at_start_up(compose_cfg, files, tokenizer, tmp_path):
-    from verl.trainer.ppo.utils import create_rl_dataset
-
-    train = _write(tmp_path / "t.parquet", _rows(26))
-    cfg = compose_cfg(overrides("difficulty", remainder="error"), train, files[1])
-    with pytest.raises(ValueError, match=r"26 visits are 6 full batches of 4 and 2 more: .*never serve the last 2"):
-        create_rl_dataset(cfg.data.train_files, cfg.data, tokenizer, None)
-
-
 def test_remainder_uses_the_loaders_batch_and_leaves_validation_whole(compose_cfg, tokenizer, tmp_path):
     train = _write(tmp_path / "t.parquet", _rows(26, topic_of=lambda i: "xy"[i % 2]))
     val = _write(tmp_path / "v.parquet", _rows(5, topic_of=lambda i: "xy"[i % 2]))
-    ovr = [*overrides("topic", apply_to="all", batch_size=3, align="pad"), "data.gen_batch_size=8"]
+    ovr = [*overrides("topic", batch_size=3, align="pad"), "data.gen_batch_size=8"]
     tr = _trainer(compose_cfg(ovr, train, val), tokenizer)
     assert [s.size for s in tr.train_dataset.ordering_plan.segments] == [15, 17]  # aligned to 3, then completed to 8
     assert len(tr.train_dataset) == 32  # completed to the loader's batch (gen_batch_size=8), not batch_size
-    val_plan = tr.val_dataset.ordering_plan  # x 3, y 2 rows: aligned to 3, not completed (drop_last=False)
-    assert len(tr.val_dataset) == 6 and val_plan.padded == 1 and val_plan.completed == 0
+    assert tr.val_dataset.ordering_plan is None and len(tr.val_dataset) == 5  # validation: verl's own, whole
     assert sorted({i for b in tr.train_dataloader for i in (int(x) for x in b["index"])}) == list(range(26))
 
 
@@ -520,7 +509,7 @@ def test_an_empty_train_set_after_verls_filter_is_refused_naming_the_file(compos
 
     path = str(tmp_path / "all_long.parquet")
     pq.write_table(pa.Table.from_pylist(_rows(6, prompt_of=lambda i: "q" * 200)), path)
-    for remainder in ("pad", "drop", "error"):
+    for remainder in ("pad", "drop"):
         cfg = compose_cfg([*overrides("topic", remainder=remainder), "data.filter_overlong_prompts=True",
                            "data.max_prompt_length=40", "data.filter_overlong_prompts_workers=1"], path, path)
         with pytest.raises(ValueError, match=f"no row of {path} is left after verl's filters"):

@@ -37,6 +37,7 @@ ADAPTERS = {
     "verl_ebpo.samplers.dataset": "the ordered datasets (RLHFDataset subclasses)",
     "verl_ebpo.samplers.replay": "the replay buffer: DAPO filtering kept, what the data and rollouts spend counted, "
     "one pass over the data",
+    "verl_ebpo.tools.cpu.deterministic": "`deterministic`: the plugin's replay buffer's subclass (the demo's option)",
     "verl_ebpo.tools.cpu.backend": "the CPU backend: importing it registers the backend "
     "(`VERL_USE_EXTERNAL_MODULES=verl_ebpo.tools.cpu.backend`)",
     "verl_ebpo.tools.cpu.platform": "the cpu platform",
@@ -62,13 +63,14 @@ class Touch:
     names: tuple[str, ...] = ()  # verl's other private names this touch uses, besides `verl`'s last part
 
 
-def private_names() -> dict[str, Touch]:
-    """Every private verl name a touch registers (the last part of `verl` when private, and `names`) -> the touch."""
-    out = {}
+def private_names() -> dict[str, tuple[Touch, ...]]:
+    """Every private verl name a touch registers (the last part of `verl` when private, and `names`) -> the touches
+    (a name two adapters override has two)."""
+    out: dict[str, tuple[Touch, ...]] = {}
     for t in TOUCHES:
         last = t.verl.partition(":")[2].split(".")[-1]
         for name in ((last,) if _private(last) else ()) + t.names:
-            out[name] = t
+            out[name] = out.get(name, ()) + (t,)
     return out
 
 
@@ -102,7 +104,7 @@ TOUCHES: tuple[Touch, ...] = (
         "tests/test_samplers_replay.py::test_verl_replay_buffer_internals_we_use_still_exist",
         "overridden to count the answers DAPO discards; trajectory keys `<uid>_<sample>_<output>`; the one-pass "
         "step's end also overrides `_terminal_eviction_reasons`, `_select_prompt_uids`, `_materialize_batch` and "
-        "`_sync_metadata_from_transfer_queue` (with `deterministic`: snapshots wait for the rollouts in flight), "
+        "`_sync_metadata_from_transfer_queue` (snapshots wait for the rollouts in flight), "
         "and calls `_wait_for_next_poll`, `_metrics_prefix`",
         ("_terminal_eviction_reasons", "_select_prompt_uids", "_materialize_batch",
          "_sync_metadata_from_transfer_queue", "_wait_for_next_poll", "_metrics_prefix"),
@@ -120,10 +122,11 @@ TOUCHES: tuple[Touch, ...] = (
         "prompt submission (deterministic)",
         "private",
         "verl.trainer.ppo.v1.trainer_base:PPOTrainer._submit_batch_to_rollout",
-        "verl_ebpo.samplers.replay:TrackedReplayBuffer._number_the_prompts",
-        "tests/test_samplers_replay_order.py::test_verl_internals_deterministic_touches_still_exist",
-        "with `deterministic`, wrapped on the trainer instance to number every prompt sent to generation (the step's "
-        "batch and each refill) in data-loader order; its `batch[\"uid\"]` is read",
+        "verl_ebpo.tools.cpu.deterministic:DeterministicReplayBuffer",
+        "tests/test_deterministic.py::test_verl_internals_deterministic_touches_still_exist",
+        "wrapped on the trainer instance to number every prompt sent to generation in data-loader order (its "
+        "`batch[\"uid\"]`); `_select_prompt_uids`, `_materialize_batch` overridden again to use that order",
+        ("_select_prompt_uids", "_materialize_batch"),
     ),
     Touch(
         "dataset read hook",

@@ -16,7 +16,7 @@ over a different order or changed rows.
     ++data.ordering.<option>=<value>                 # optional, see docs/ordering.md
 
 Only the train dataset is reordered (the one whose files are `data.train_files`); the validation
-dataset, built from the same class, keeps verl's behaviour unless `data.ordering.apply_to=all`.
+dataset, built from the same class, keeps verl's behaviour.
 Across epochs the order is the same (a SequentialSampler); `data.ordering.passes=N` unrolls N passes
 into one epoch, each reshuffled inside clusters (use it with `trainer.total_epochs=1`).
 """
@@ -30,7 +30,7 @@ from typing import Any
 from verl.utils.dataset.rl_dataset import RLHFDataset
 
 from verl_ebpo.samplers.fields import FieldNotFoundError, content_fingerprint, read_field
-from verl_ebpo.samplers.options import OrderingOptions, options_class
+from verl_ebpo.samplers.options import OPTIONS, OrderingOptions
 from verl_ebpo.samplers.ordering import OrderPlan, plan_epoch
 
 logger = logging.getLogger(__name__)
@@ -52,20 +52,10 @@ VERL_READ_HOOK = "_read_files_and_tokenize"
 def options_from_data_config(data_config: Any, default_order: str) -> OrderingOptions:
     """`data.ordering.*` as the ordering's spec, with the defaults verl's data config gives.
 
-    seed: `data.seed`, else 0. batch_size: `data.train_batch_size`. `data.ordering.order` (topic |
-    difficulty) overrides the class's order."""
-    data_config = data_config if data_config is not None else {}
-    raw = data_config.get("ordering", None)
-    raw = dict(raw.items()) if hasattr(raw, "items") else raw
-    if raw is not None and not isinstance(raw, dict):
-        raise ValueError(f"data.ordering must be a mapping of options, got {raw!r}")
-    raw = dict(raw or {})
-    cls = options_class(raw.pop("order", None) or default_order)
-    defaults = {
-        "seed": data_config.get("seed", None),
-        "batch_size": data_config.get("train_batch_size", None),
-    }
-    return cls.from_mapping(raw, **{k: v for k, v in defaults.items() if v is not None})
+    seed: `data.seed`, else 0. batch_size: `data.train_batch_size`."""
+    defaults = {"seed": data_config.get("seed", None), "batch_size": data_config.get("train_batch_size", None)}
+    return OPTIONS[default_order].from_mapping(data_config.get("ordering", None),
+                                               **{k: v for k, v in defaults.items() if v is not None})
 
 
 def loader_batch(data_config: Any) -> int | None:
@@ -75,8 +65,7 @@ def loader_batch(data_config: Any) -> int | None:
 
 def build_plan(table: Any, opts: OrderingOptions, *, loader_batch: int | None = None) -> OrderPlan:
     """The visiting order of `table`'s rows for one epoch (`table`: anything `fields.read_field` reads)."""
-    values, *more = [read_field(table, f) for f in opts.value_fields()]
-    return plan_epoch(values, opts, difficulties=more[0] if more else None, loader_batch=loader_batch)
+    return plan_epoch(read_field(table, opts.field), opts, loader_batch=loader_batch)
 
 
 def refuse_empty_file(path: Any) -> None:
@@ -111,11 +100,10 @@ class OrderedRLHFDataset(RLHFDataset):
     def __init__(self, *args: Any, **kwargs: Any) -> None:
         super().__init__(*args, **kwargs)
         if not hasattr(self, "ordering_options"):
-            raise RuntimeError(
-                f"{type(self).__name__}: verl's RLHFDataset no longer calls {VERL_READ_HOOK}(), the point where "
-                "this class puts the rows in order, so the prompts would be served unordered. This verl version "
-                f"is not supported by {__name__}; use the verl version verl_ebpo was released for."
-            )
+            raise RuntimeError(f"{type(self).__name__}: verl's RLHFDataset no longer calls {VERL_READ_HOOK}(), the "
+                               "point where this class puts the rows in order, so the prompts would be served "
+                               f"unordered. This verl version is not supported by {__name__}; use the verl version "
+                               "verl_ebpo was released for.")
 
     def _read_files_and_tokenize(self):  # VERL_READ_HOOK (see above)
         for path in self.data_files:
@@ -133,20 +121,16 @@ class OrderedRLHFDataset(RLHFDataset):
         self.ordering_options = opts = options_from_data_config(self.config, self.default_order)
         self.ordering_plan = None
         self._ordering_state = None
-        is_train = self._is_train_dataset()
-        if opts.apply_to == "train" and not is_train:
+        if not self._is_train_dataset():
             return  # the validation set: unchanged
         if self.config.get("shuffle", False):
-            raise ValueError(
-                f"{type(self).__name__} orders the prompts itself; data.shuffle=True would reshuffle them. "
-                "Set data.shuffle=False."
-            )
+            raise ValueError(f"{type(self).__name__} orders the prompts itself; data.shuffle=True would reshuffle "
+                             "them. Set data.shuffle=False.")
         files = ", ".join(map(str, getattr(self, "original_data_files", self.data_files)))
         if len(self.dataframe) == 0:
             raise ValueError(f"{type(self).__name__}: no row of {files} is left after verl's filters "
                              "(data.max_prompt_length with filter_overlong_prompts, train_max_samples): nothing to order")
-        # verl's train loader drops an incomplete last batch, its validation loader does not
-        plan = build_plan(self.dataframe, opts, loader_batch=loader_batch(self.config) if is_train else None)
+        plan = build_plan(self.dataframe, opts, loader_batch=loader_batch(self.config))  # it drops an incomplete one
         if len(plan) == 0:
             raise ValueError(f"{type(self).__name__}: the order of {files} serves no row ({plan.summary()})")
         content = self._content_fingerprint(opts)
@@ -155,12 +139,8 @@ class OrderedRLHFDataset(RLHFDataset):
             msg += f" (row numbers after verl's length filter{self._row_ids(plan.cut)})"
         self.dataframe = self.dataframe.select(plan.indices)  # an array: datasets hashes it ~5x faster than a list
         self.ordering_plan = plan
-        self._ordering_state = {
-            "version": STATE_VERSION,
-            "fingerprint": plan.fingerprint(),
-            "length": len(plan),
-            "content": content,
-        }
+        self._ordering_state = {"version": STATE_VERSION, "fingerprint": plan.fingerprint(), "length": len(plan),
+                                "content": content}
         print(msg)
         (logger.warning if plan.cut else logger.info)(msg)
 
@@ -171,9 +151,8 @@ class OrderedRLHFDataset(RLHFDataset):
             return ""
 
     def _content_fingerprint(self, opts: OrderingOptions) -> str:
-        """The rows' prompt, ground truth and ordering field(s), hashed in file order."""
-        paths = (self.prompt_key, GROUND_TRUTH, *opts.value_fields())
-        return content_fingerprint(self.dataframe, paths)
+        """The rows' prompt, ground truth and ordering field, hashed in file order."""
+        return content_fingerprint(self.dataframe, (self.prompt_key, GROUND_TRUTH, opts.field))
 
     # -- torchdata Stateful: fingerprints of the order and the rows travel in data.pt ---------------
     def state_dict(self) -> dict:
@@ -185,23 +164,19 @@ class OrderedRLHFDataset(RLHFDataset):
         if not saved or not mine:
             return
         if saved["fingerprint"] != mine["fingerprint"] or saved["length"] != mine["length"]:
-            raise ValueError(
-                f"{type(self).__name__}: the checkpoint's data.pt was written for a different prompt order "
-                f"(saved {saved['fingerprint']} over {saved['length']} prompts, now {mine['fingerprint']} over "
-                f"{mine['length']}): the train file or data.ordering / data.seed / the batch size changed since "
-                "the checkpoint, so resuming would repeat or skip prompts. Restore the old settings or start a "
-                "fresh run."
-            )
+            raise ValueError(f"{type(self).__name__}: the checkpoint's data.pt was written for a different prompt "
+                             f"order (saved {saved['fingerprint']} over {saved['length']} prompts, now "
+                             f"{mine['fingerprint']} over {mine['length']}): the train file or data.ordering / "
+                             "data.seed / the batch size changed since the checkpoint, so resuming would repeat or "
+                             "skip prompts. Restore the old settings or start a fresh run.")
         if "content" not in saved:
-            logger.warning(
-                "%s: data.pt predates content fingerprints (version %s): the order matches, the rows' text is "
-                "not checked", type(self).__name__, saved.get("version"),
-            )
+            logger.warning("%s: data.pt predates content fingerprints (version %s): the order matches, the rows' "
+                           "text is not checked", type(self).__name__, saved.get("version"))
         elif saved["content"] != mine["content"]:
             raise ValueError(
                 f"{type(self).__name__}: the train rows changed since the checkpoint (content fingerprint "
                 f"{saved['content']}, now {mine['content']}, over the prompt, {GROUND_TRUTH} and "
-                f"{', '.join(self.ordering_options.value_fields())}): resuming would continue the old position "
+                f"{self.ordering_options.field}): resuming would continue the old position "
                 "over different prompts. Restore the checkpoint's train file or start a fresh run."
             )
 

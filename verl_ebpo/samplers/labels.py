@@ -32,19 +32,9 @@ def is_missing(value: Any) -> bool:
 
 
 def label_kind(value: Any) -> str | None:
-    """"text" | "integer" | "float" for a usable topic label (a present value), None for anything else."""
-    kind = _KINDS.get(type(value))
-    if kind is not None:
-        return kind
-    if isinstance(value, (bool, np.bool_)):
-        return None
-    if isinstance(value, (str, np.str_)):
-        return "text"
-    if isinstance(value, (numbers.Integral, np.integer)):
-        return "integer"
-    if isinstance(value, (numbers.Real, np.floating)):
-        return "float"
-    return None
+    """"text" | "integer" | "float" for a usable topic label (a present value; numpy scalars as their Python kind),
+    None for anything else (a bool, a list, a struct)."""
+    return _KINDS.get(type(value.item() if isinstance(value, np.generic) else value))
 
 
 def group_labels(labels: Sequence[Any], field: str) -> tuple[dict[Hashable, list[int]], list[int]]:
@@ -56,17 +46,15 @@ def group_labels(labels: Sequence[Any], field: str) -> tuple[dict[Hashable, list
     missing: list[int] = []
     first_of: dict[str, int] = {}
     for i, raw in enumerate(labels):
-        if is_missing(raw):
+        value = raw.item() if isinstance(raw, np.generic) else raw
+        if is_missing(value):
             missing.append(i)
-            continue
-        kind = label_kind(raw)
-        if kind is None:
-            raise ValueError(
-                f"row {i}: {field!r} holds {type(raw).__name__} {raw!r:.60}, not a topic label; a label is text "
-                "or a number"
-            )
-        first_of.setdefault(kind, i)
-        members.setdefault(raw.item() if isinstance(raw, np.generic) else raw, []).append(i)
+        elif _KINDS.get(type(value)) is None:
+            raise ValueError(f"row {i}: {field!r} holds {type(raw).__name__} {raw!r:.60}, not a topic label; a label "
+                             "is text or a number")
+        else:
+            first_of.setdefault(_KINDS[type(value)], i)
+            members.setdefault(value, []).append(i)
     if len(first_of) > 1:
         kinds = ", ".join(f"{k} (first at row {r})" for k, r in first_of.items())
         raise ValueError(
@@ -89,16 +77,15 @@ def numeric_values(values: Sequence[Any], field_name: str) -> np.ndarray:
         out = np.array(values, dtype=np.float64)
         if not np.isinf(out).any():
             return out
-    out = np.empty(len(values), dtype=np.float64)
+    out = np.full(len(values), np.nan)
     bad: list[tuple[int, Any]] = []
-    for i, v in enumerate(values):
-        if is_missing(v):
-            out[i] = np.nan
-        elif isinstance(v, (bool, np.bool_)) or not isinstance(v, (numbers.Real, np.integer, np.floating)) \
-                or math.isinf(v):
-            bad.append((i, v))
+    for i, raw in enumerate(values):
+        v = raw.item() if isinstance(raw, np.generic) else raw
+        if type(v) not in (int, float) or math.isinf(v):
+            if not is_missing(v):
+                bad.append((i, raw))
         else:
-            out[i] = float(v)
+            out[i] = v
     if bad:
         raise ValueError(
             f"{len(bad)} rows have a non-numeric or infinite value in {field_name!r} "

@@ -15,11 +15,10 @@ from typing import Any, ClassVar
 from verl_ebpo.samplers.fields import split_path
 from verl_ebpo.spec import Spec, option
 
-CLUSTER_ORDERS = ("first_seen", "name", "random", "easy_first", "hard_first")
+CLUSTER_ORDERS = ("first_seen", "name", "random")
 MAX_BATCH = 1 << 20  # prompts per step; far beyond any real batch, small enough that padding stays cheap
 MAX_PASSES = 10_000
 MAX_VISITS = 10**8  # visits in one epoch's order (800 MB of int64 indices): checked before they are built
-BY_DIFFICULTY = ("easy_first", "hard_first")
 
 
 def _whole(value: Any, least: int, what: str, most: float = float("inf")) -> int:
@@ -28,10 +27,6 @@ def _whole(value: Any, least: int, what: str, most: float = float("inf")) -> int
     if isinstance(value, bool) or not ok or not least <= int(value) <= most:
         raise ValueError(f"must be {what}")
     return int(value)
-
-
-def _seed(value: Any) -> int:
-    return _whole(value, 0, "a non-negative integer")
 
 
 def _batch_size(value: Any) -> int | None:
@@ -44,18 +39,15 @@ def _path(value: Any) -> str:
 
 
 def _cluster_order(value: Any) -> str | tuple:
-    if isinstance(value, str):
-        if value not in CLUSTER_ORDERS:
-            raise ValueError(f"must be one of {list(CLUSTER_ORDERS)} or a list of labels")
+    if isinstance(value, str) and value in CLUSTER_ORDERS:
         return value
-    if isinstance(value, (dict, bytes)) or not hasattr(value, "__iter__"):
+    if isinstance(value, (str, dict, bytes)) or not hasattr(value, "__iter__"):
         raise ValueError(f"must be one of {list(CLUSTER_ORDERS)} or a list of labels")
-    labels = tuple(value)
-    names = [str(x) for x in labels]
+    names = [str(x) for x in value]
     twice = sorted({n for n in names if names.count(n) > 1})
     if twice:
         raise ValueError(f"lists a cluster twice ({twice})")
-    return labels
+    return tuple(value)
 
 
 @dataclass(frozen=True)
@@ -66,59 +58,28 @@ class OrderingOptions(Spec):
     ORDER: ClassVar[str] = ""
 
     field: str = option("", check=_path, doc="dotted path of the field the order reads")
-    unlabelled: str = option(
-        "error",
-        choices=("error", "drop", "first", "last"),
-        doc="rows with no value in `field`: `error` (count and first row indices), `drop`, or `first` / `last` "
-        "(one more group, visited before / after the others)",
-    )
-    higher_is_easier: bool = option(
-        True, doc="the difficulty value is a pass rate (1.0 = easy); `false` for a level (5 = hard)"
-    )
-    batch_size: int | None = option(
-        None,
-        check=_batch_size,
-        default_doc="`data.train_batch_size`",
-        doc=f"in [1, {MAX_BATCH}]: prompts per step: the unit of `align`",
-    )
-    remainder: str = option(
-        "pad",
-        choices=("pad", "drop", "error"),
-        doc="verl's train loader drops an epoch's last incomplete batch (`drop_last=True`; its batch is "
+    unlabelled: str = option("error", choices=("error", "drop"),
+                             doc="rows with no value in `field`: `error` (count and first row indices) or `drop`")
+    batch_size: int | None = option(None, check=_batch_size, default_doc="`data.train_batch_size`",
+                                    doc=f"in [1, {MAX_BATCH}]: prompts per step: the unit of `align`")
+    remainder: str = option("pad", choices=("pad", "drop"), doc=(
+        "verl's train loader drops an epoch's last incomplete batch (`drop_last=True`; its batch is "
         "`data.gen_batch_size`, else `data.train_batch_size`), so the last `visits % batch` prompts (the hardest, "
         "in a difficulty order) would never be served. `pad` completes that batch with repeat visits of the rows "
         "just before it in the same cluster / difficulty band (counted in the start-up summary); `drop` leaves "
-        "them out and lists at start-up every row never served; `error` stops at start-up",
-    )
-    passes: int = option(
-        1,
-        number=(1, MAX_PASSES),
-        integer=True,
-        doc=f"in [1, {MAX_PASSES}] (and at most 10^8 visits per epoch): N passes unrolled into one epoch, each reshuffled inside clusters (topic) or with new tie-breaks "
-        "(difficulty); use with `trainer.total_epochs=1`",
-    )
-    seed: int = option(
-        0, check=_seed, default_doc="`data.seed`, else `0`", doc="seeds every shuffle and tie-break of the order"
-    )
-    apply_to: str = option(
-        "train",
-        choices=("train", "all"),
-        doc="datasets only: `train` reorders only the dataset built from `data.train_files`; `all` also the "
-        "validation set",
-    )
+        "them out and lists at start-up every row never served"))
+    passes: int = option(1, number=(1, MAX_PASSES), integer=True, doc=(
+        f"in [1, {MAX_PASSES}] (and at most 10^8 visits per epoch): N passes unrolled into one epoch, each reshuffled "
+        "inside clusters (topic) or with new tie-breaks (difficulty); use with `trainer.total_epochs=1`"))
+    seed: int = option(0, check=lambda v: _whole(v, 0, "a non-negative integer"), default_doc="`data.seed`, else `0`",
+                       doc="seeds every shuffle and tie-break of the order")
 
     @classmethod
     def build(cls, options: "OrderingOptions | None" = None, **overrides: Any):
         """`options` (or the defaults) with `overrides` applied; a bad or unknown key is a ValueError."""
-        if options is None:
-            return cls.from_mapping(overrides)
-        if not isinstance(options, cls):
+        if options is not None and not isinstance(options, cls):
             raise ValueError(f"expected {cls.__name__}, got {type(options).__name__}")
-        return cls.from_mapping({**options.to_mapping(), **overrides})
-
-    def value_fields(self) -> tuple[str, ...]:
-        """The fields the order reads (the first one holds the labels or values)."""
-        return (self.field,)
+        return cls.from_mapping({**(options.to_mapping() if options is not None else {}), **overrides})
 
 
 @dataclass(frozen=True)
@@ -128,44 +89,25 @@ class TopicOptions(OrderingOptions):
     ORDER = "topic"
 
     field: str = option("extra_info.topic", check=_path, doc="dotted path of the cluster label")
-    cluster_order: Any = option(
-        "first_seen",
-        check=_cluster_order,
-        doc="order in which clusters are visited: `first_seen` (as they appear in the file), `name`, `random` "
-        "(seeded; the same every pass), `easy_first` / `hard_first` (by the cluster's mean of "
-        "`difficulty_field`), or a list of every label",
-    )
-    difficulty_field: str = option(
-        "extra_info.difficulty", check=_path, doc="the difficulty read by `easy_first` / `hard_first`"
-    )
-    align: str = option(
-        "none",
-        choices=("none", "drop", "pad"),
-        doc="`pad` repeats rows of the same cluster, `drop` drops each cluster's tail, so that each cluster's "
-        "size is a multiple of `batch_size` and **no batch mixes two clusters** (counted in the start-up summary)",
-    )
-
-    def value_fields(self) -> tuple[str, ...]:
-        return (self.field, self.difficulty_field) if self.cluster_order in BY_DIFFICULTY else (self.field,)
+    cluster_order: Any = option("first_seen", check=_cluster_order, doc=(
+        "order in which clusters are visited: `first_seen` (as they appear in the file), `name`, `random` "
+        "(seeded; the same every pass), or a list of every label"))
+    align: str = option("none", choices=("none", "drop", "pad"), doc=(
+        "`pad` repeats rows of the same cluster, `drop` drops each cluster's tail, so that each cluster's "
+        "size is a multiple of `batch_size` and **no batch mixes two clusters** (counted in the start-up summary)"))
 
 
 @dataclass(frozen=True)
 class DifficultyOptions(OrderingOptions):
-    """EBPO-diff: rows sorted by difficulty, ties broken by the seed (`DifficultyOrderedDataset`)."""
+    """EBPO-diff: rows sorted easy -> hard (the paper's curriculum), ties broken by the seed
+    (`DifficultyOrderedDataset`)."""
 
     ORDER = "difficulty"
 
     field: str = option("extra_info.difficulty", check=_path, doc="dotted path of the difficulty (a pass rate)")
-    direction: str = option(
-        "easy_to_hard", choices=("easy_to_hard", "hard_to_easy"), doc="`easy_to_hard` (the paper) or `hard_to_easy`"
-    )
+    higher_is_easier: bool = option(True, doc="the difficulty value is a pass rate (1.0 = easy); `false` for a level "
+                                    "(5 = hard)")
 
 
 OPTIONS = {cls.ORDER: cls for cls in (TopicOptions, DifficultyOptions)}
-
-
-def options_class(order: str) -> type[OrderingOptions]:
-    if order not in OPTIONS:
-        raise ValueError(f"data.ordering.order must be one of {list(OPTIONS)}, got {order!r}")
-    return OPTIONS[order]
 

@@ -2,8 +2,7 @@
 
 - `topic_order`: one pass; rows grouped by label, clusters visited one after another, shuffled inside each
   cluster; optionally every cluster aligned to the batch so that no batch mixes two clusters.
-- `difficulty_order`: one pass; rows sorted by a numeric difficulty (easy -> hard by default), ties broken by
-  the seed.
+- `difficulty_order`: one pass; rows sorted by a numeric difficulty, easy -> hard, ties broken by the seed.
 - `plan_epoch`: one epoch as a loader serves it: `passes` passes one after another and, for a loader that
   drops an incomplete last batch (verl's does), that batch handled as `remainder` says.
 
@@ -23,10 +22,8 @@ from typing import Any, Hashable, Sequence
 
 import numpy as np
 
-from verl_ebpo.samplers.labels import group_labels, is_missing, label_sort_key, numeric_values  # noqa: F401 (is_missing: re-exported)
+from verl_ebpo.samplers.labels import group_labels, label_sort_key, numeric_values
 from verl_ebpo.samplers.options import MAX_BATCH, MAX_VISITS, DifficultyOptions, OrderingOptions, TopicOptions
-
-UNLABELLED = "__unlabelled__"  # segment label of the unlabelled rows (unlabelled=first|last)
 
 # purposes for the seed sequences (distinct streams for distinct choices)
 _P_WITHIN, _P_CLUSTERS, _P_TIES = 1, 2, 3
@@ -98,39 +95,26 @@ class OrderPlan:
         return "; ".join(parts)
 
 
-# ------------------------------------------------------------------------------------------------
-# helpers
-
-
 def _rng(seed: int, purpose: int, *more: int) -> np.random.Generator:
     return np.random.default_rng(np.random.SeedSequence([int(seed), int(purpose), *[int(m) for m in more]]))
 
 
-def _missing_error(field_name: str, missing: Sequence[int], n: int, hint: str) -> UnlabelledRowsError:
-    return UnlabelledRowsError(
-        f"{len(missing)} of {n} rows have no value in {field_name!r} "
-        f"(first row indices: {list(missing[:_SHOW])}); {hint}"
-    )
+def _refuse_missing(opts: OrderingOptions, missing: Sequence[int], n: int, hint: str) -> None:
+    if len(missing) and opts.unlabelled == "error":
+        raise UnlabelledRowsError(f"{len(missing)} of {n} rows have no value in {opts.field!r} (first row indices: "
+                                  f"{list(missing[:_SHOW])}); {hint}, or leave them out with unlabelled=drop")
 
 
 # ------------------------------------------------------------------------------------------------
 # topic: group -> order the clusters -> shuffle (and align) inside each
 
 
-def topic_order(
-    labels: Sequence[Any],
-    options: TopicOptions | None = None,
-    *,
-    epoch: int = 0,
-    difficulties: Sequence[Any] | None = None,
-    **option_values: Any,
-) -> OrderPlan:
+def topic_order(labels: Sequence[Any], options: TopicOptions | None = None, *, epoch: int = 0,
+                **option_values: Any) -> OrderPlan:
     """One pass: clusters one after another, rows shuffled inside each cluster.
 
     options / option_values: a `TopicOptions` and/or its keys (seed, cluster_order, align, batch_size,
-      unlabelled, higher_is_easier, field: the name used in messages). One pass ignores `passes` and
-      `remainder` (see `plan_epoch`).
-    difficulties: one value per row, for cluster_order easy_first / hard_first (missing values ignored).
+      unlabelled, field: the name used in messages). One pass ignores `passes` and `remainder` (see `plan_epoch`).
     epoch: changes the shuffle inside clusters only (cluster order and sizes stay the same).
     align "drop" drops each cluster's last size % batch_size rows (a cluster smaller than a batch vanishes);
     "pad" repeats rows of the same cluster, from the start of its shuffled order, until its size is a
@@ -139,34 +123,18 @@ def topic_order(
     opts = TopicOptions.build(options, **option_values)
     if opts.align != "none" and opts.batch_size is None:
         raise ValueError(f"align={opts.align!r} needs a positive batch_size, got None")
-    if difficulties is not None and len(difficulties) != len(labels):
-        raise ValueError(f"difficulties has {len(difficulties)} values for {len(labels)} labels")
-    members, missing = _clusters(labels, opts)
+    members, missing = group_labels(labels, opts.field)  # one kind of label, refused naming field and row
+    _refuse_missing(opts, missing, len(labels), "label them")
     names = list(members)  # first-seen order
     rank = {name: r for r, name in enumerate(names)}  # seeds each cluster's shuffle
-    groups = [(name, members[name], rank[name]) for name in _cluster_sequence(names, members, opts, difficulties)]
-    if missing and opts.unlabelled in ("first", "last"):
-        entry = (UNLABELLED, missing, len(names))
-        groups = [entry, *groups] if opts.unlabelled == "first" else [*groups, entry]
+    groups = [(name, members[name], rank[name]) for name in _cluster_sequence(names, opts)]
     if opts.align == "pad":
         _check_visits(sum(-(-len(rows) // opts.batch_size) * opts.batch_size for _, rows, _ in groups), "align=pad")
     plan = _shuffle_and_align(groups, opts, epoch, len(labels))
-    if opts.unlabelled == "drop":
-        plan = dataclasses.replace(plan, dropped=tuple(sorted([*plan.dropped, *missing])))
-    return plan
+    return dataclasses.replace(plan, dropped=tuple(sorted([*plan.dropped, *missing])))
 
 
-def _clusters(labels: Sequence[Any], opts: TopicOptions) -> tuple[dict[Hashable, list[int]], list[int]]:
-    """Row numbers per label (labels in first-seen order), and the rows without a label."""
-    members, missing = group_labels(labels, opts.field)  # one kind of label, refused naming field and row
-    if missing and opts.unlabelled == "error":
-        raise _missing_error(
-            opts.field, missing, len(labels), "label them, or choose where they go with unlabelled=drop|first|last"
-        )
-    return members, missing
-
-
-def _cluster_sequence(names: list, members: dict, opts: TopicOptions, difficulties: Sequence[Any] | None) -> list:
+def _cluster_sequence(names: list, opts: TopicOptions) -> list:
     """The clusters in visiting order (`names` is first-seen order)."""
     order = opts.cluster_order
     if isinstance(order, tuple):
@@ -175,51 +143,23 @@ def _cluster_sequence(names: list, members: dict, opts: TopicOptions, difficulti
         return names
     if order == "name":
         return sorted(names, key=label_sort_key)
-    if order == "random":
-        return [names[j] for j in _rng(opts.seed, _P_CLUSTERS).permutation(len(names))]
-    return _by_difficulty(names, members, opts, difficulties)
+    return [names[j] for j in _rng(opts.seed, _P_CLUSTERS).permutation(len(names))]  # random
 
 
 def _listed(names: list, wanted_labels: tuple) -> list:
     """The order the user listed; labels match by their text (Hydra may hand numbers over as strings)."""
     wanted = [str(x) for x in wanted_labels]
-    by_str: dict[str, Hashable] = {}
-    for name in names:
-        by_str.setdefault(str(name), name)
+    by_str = {str(name): name for name in names}  # one kind of label: no two share a text
     not_listed = [name for name in names if str(name) not in wanted]
     if not_listed:
-        raise ValueError(
-            f"cluster_order lists {len(wanted)} clusters but the data has {len(not_listed)} more: "
-            f"{not_listed[:10]}; list every cluster (labels present: {names[:20]})"
-        )
+        raise ValueError(f"cluster_order lists {len(wanted)} clusters but the data has {len(not_listed)} more: "
+                         f"{not_listed[:10]}; list every cluster (labels present: {names[:20]})")
     return [by_str[w] for w in wanted if w in by_str]
-
-
-def _by_difficulty(names: list, members: dict, opts: TopicOptions, difficulties: Sequence[Any] | None) -> list:
-    """easy_first / hard_first: clusters by the mean difficulty of their rows (missing values ignored)."""
-    if difficulties is None:
-        raise ValueError(f"cluster_order={opts.cluster_order!r} needs a difficulty value per row")
-    values = numeric_values(difficulties, opts.difficulty_field)
-    means = {}
-    for name in names:
-        v = values[members[name]]
-        v = v[~np.isnan(v)]
-        if v.size == 0:
-            raise ValueError(f"cluster {name!r} has no difficulty value, so it cannot be ranked by difficulty")
-        means[name] = float(v.mean())
-    easiness = {name: m if opts.higher_is_easier else -m for name, m in means.items()}
-    sign = -1 if opts.cluster_order == "easy_first" else 1  # ascending sort key
-    rank = {name: r for r, name in enumerate(names)}
-    return sorted(names, key=lambda nm: (sign * easiness[nm], rank[nm]))
 
 
 def _shuffle_and_align(groups: list, opts: TopicOptions, epoch: int, n: int) -> OrderPlan:
     """Each group's rows shuffled (its own stream: independent of the cluster order), then aligned."""
-    out: list[np.ndarray] = []
-    segments: list[Segment] = []
-    dropped: list[int] = []
-    padded = pos = 0
-    b = opts.batch_size
+    out, segments, dropped, padded, pos, b = [], [], [], 0, 0, opts.batch_size
     for name, rows, rank in groups:
         rows_arr = np.asarray(rows, dtype=np.int64)
         shuffled = rows_arr[_rng(opts.seed, _P_WITHIN, epoch, rank).permutation(rows_arr.size)]
@@ -236,69 +176,36 @@ def _shuffle_and_align(groups: list, opts: TopicOptions, epoch: int, n: int) -> 
             segments.append(Segment(name, pos, pos + shuffled.size))
             pos += shuffled.size
     co = opts.cluster_order if isinstance(opts.cluster_order, str) else "listed"
-    return OrderPlan(
-        indices=np.concatenate(out) if out else np.zeros(0, dtype=np.int64),
-        segments=tuple(segments),
-        dropped=tuple(sorted(dropped)),
-        padded=padded,
-        num_rows=n,
-        description=f"topic order ({co} clusters, seed {opts.seed}, epoch {epoch}, align {opts.align})",
-    )
+    return OrderPlan(np.concatenate(out) if out else np.zeros(0, dtype=np.int64), tuple(segments),
+                     tuple(sorted(dropped)), padded, num_rows=n,
+                     description=f"topic order ({co} clusters, seed {opts.seed}, epoch {epoch}, align {opts.align})")
 
 
 # ------------------------------------------------------------------------------------------------
 # difficulty
 
 
-def difficulty_order(
-    values: Sequence[Any],
-    options: DifficultyOptions | None = None,
-    *,
-    epoch: int = 0,
-    **option_values: Any,
-) -> OrderPlan:
-    """One pass: rows sorted by difficulty; rows with equal values in a seeded random order (new per `epoch`).
+def difficulty_order(values: Sequence[Any], options: DifficultyOptions | None = None, *, epoch: int = 0,
+                     **option_values: Any) -> OrderPlan:
+    """One pass: rows sorted easy -> hard; rows with equal values in a seeded random order (new per `epoch`).
 
-    options / option_values: a `DifficultyOptions` and/or its keys (seed, direction, higher_is_easier,
-      unlabelled, field: the name used in messages). values: a pass rate by default (higher_is_easier:
-      1.0 = always solved = easy); higher_is_easier=False for a field where a larger number means harder.
+    options / option_values: a `DifficultyOptions` and/or its keys (seed, higher_is_easier, unlabelled,
+      field: the name used in messages). values: a pass rate by default (higher_is_easier: 1.0 = always solved
+      = easy); higher_is_easier=False for a field where a larger number means harder.
     """
     opts = DifficultyOptions.build(options, **option_values)
     v = numeric_values(values, opts.field)
-    n = v.size
-    missing = np.flatnonzero(np.isnan(v))
-    if missing.size and opts.unlabelled == "error":
-        raise _missing_error(
-            opts.field,
-            missing.tolist(),
-            n,
-            "score them (verl-ebpo label-difficulty), or choose where they go with unlabelled=drop|first|last",
-        )
-    have = np.flatnonzero(~np.isnan(v))
-    easiness = v[have] if opts.higher_is_easier else -v[have]
-    primary = -easiness if opts.direction == "easy_to_hard" else easiness  # ascending sort key
+    missing, have = np.flatnonzero(np.isnan(v)), np.flatnonzero(~np.isnan(v))
+    _refuse_missing(opts, missing.tolist(), v.size, "score them (verl-ebpo label-difficulty)")
+    hardness = -v[have] if opts.higher_is_easier else v[have]  # ascending sort key: easy -> hard
     ties = _rng(opts.seed, _P_TIES, epoch).random(have.size)
-    sorted_rows = have[np.lexsort((ties, primary))]
-
-    missing_shuffled = missing[_rng(opts.seed, _P_TIES, epoch, 1).permutation(missing.size)]
-    if missing.size and opts.unlabelled == "first":
-        parts = [missing_shuffled, sorted_rows]
-        segments = [Segment(UNLABELLED, 0, missing.size), Segment("scored", missing.size, n)]
-    elif missing.size and opts.unlabelled == "last":
-        parts = [sorted_rows, missing_shuffled]
-        segments = [Segment("scored", 0, have.size), Segment(UNLABELLED, have.size, n)]
-    else:
-        parts = [sorted_rows]
-        segments = [Segment("scored", 0, have.size)] if have.size else []
     return OrderPlan(
-        indices=np.concatenate(parts).astype(np.int64),
-        segments=tuple(segments),
-        dropped=tuple(missing.tolist()) if opts.unlabelled == "drop" else (),
-        num_rows=n,
-        description=(
-            f"difficulty order ({opts.direction}, higher value = {'easier' if opts.higher_is_easier else 'harder'}, "
-            f"seed {opts.seed}, epoch {epoch})"
-        ),
+        indices=have[np.lexsort((ties, hardness))].astype(np.int64),
+        segments=(Segment("scored", 0, have.size),) if have.size else (),
+        dropped=tuple(missing.tolist()),
+        num_rows=v.size,
+        description=(f"difficulty order (easy_to_hard, higher value = "
+                     f"{'easier' if opts.higher_is_easier else 'harder'}, seed {opts.seed}, epoch {epoch})"),
     )
 
 
@@ -306,28 +213,18 @@ def difficulty_order(
 # one epoch: passes, then the last batch
 
 
-def plan_epoch(
-    values: Sequence[Any],
-    options: OrderingOptions,
-    *,
-    difficulties: Sequence[Any] | None = None,
-    epoch: int = 0,
-    loader_batch: int | None = None,
-) -> OrderPlan:
+def plan_epoch(values: Sequence[Any], options: OrderingOptions, *, epoch: int = 0,
+               loader_batch: int | None = None) -> OrderPlan:
     """One epoch as a loader serves it.
 
     `options.passes` passes one after another (pass p of epoch e is ordered as epoch e * passes + p).
     loader_batch: the batch size of a loader that drops an incomplete last batch (verl's train loader does;
       None: a loader that serves it). `options.remainder` then decides: `pad` completes it with repeat
       visits of the rows just before it in its segment (cycling through the segment if it is shorter than
-      the batch), `drop` cuts it and lists the rows never served (`OrderPlan.cut`), `error` raises.
+      the batch), `drop` cuts it and lists the rows never served (`OrderPlan.cut`).
     """
-    if isinstance(options, TopicOptions):
-        one = lambda p: topic_order(values, options, epoch=p, difficulties=difficulties)  # noqa: E731
-    elif isinstance(options, DifficultyOptions):
-        one = lambda p: difficulty_order(values, options, epoch=p)  # noqa: E731
-    else:
-        raise ValueError(f"options must be TopicOptions or DifficultyOptions, got {type(options).__name__}")
+    order = topic_order if isinstance(options, TopicOptions) else difficulty_order
+    one = lambda p: order(values, options, epoch=p)  # noqa: E731  (a DifficultyOptions is checked by build)
     first = one(epoch * options.passes)
     _check_visits(len(first) * options.passes, f"passes={options.passes}")
     plan = concat_plans([first, *(one(epoch * options.passes + p) for p in range(1, options.passes))])
@@ -341,30 +238,23 @@ def _check_visits(visits: int, why: str) -> None:
                          f"({visits * 8 / 2**30:.1f} GiB of indices); use fewer passes or a smaller batch_size")
 
 
-def concat_plans(plans: Sequence[OrderPlan], description: str | None = None) -> OrderPlan:
+def concat_plans(plans: Sequence[OrderPlan]) -> OrderPlan:
     """One plan that visits `plans` one after another (used to unroll several passes into one epoch)."""
-    if not plans:
-        raise ValueError("concat_plans needs at least one plan")
     if len(plans) == 1:
         return plans[0]
-    segments: list[Segment] = []
-    offset = 0
-    for p in plans:
-        segments.extend(Segment(s.label, s.start + offset, s.stop + offset) for s in p.segments)
-        offset += len(p)
-    dropped = sorted(set(plans[0].dropped).intersection(*[set(p.dropped) for p in plans[1:]]))
+    offsets = np.cumsum([0, *map(len, plans)])
     return OrderPlan(
         indices=np.concatenate([p.indices for p in plans]).astype(np.int64),
-        segments=tuple(segments),
-        dropped=tuple(dropped),
+        segments=tuple(Segment(s.label, s.start + o, s.stop + o) for p, o in zip(plans, offsets) for s in p.segments),
+        dropped=tuple(sorted(set(plans[0].dropped).intersection(*[set(p.dropped) for p in plans[1:]]))),
         padded=sum(p.padded for p in plans),
         num_rows=plans[0].num_rows,
-        description=description or f"{len(plans)} passes of {plans[0].description}",
+        description=f"{len(plans)} passes of {plans[0].description}",
     )
 
 
 def _fit_last_batch(plan: OrderPlan, remainder: str, b: int) -> OrderPlan:
-    """The plan with its last incomplete batch of `b` completed (pad), cut (drop) or refused (error)."""
+    """The plan with its last incomplete batch of `b` completed (pad) or cut (drop)."""
     if not 1 <= b <= MAX_BATCH:
         raise ValueError(f"the loader's batch size must be an integer in [1, {MAX_BATCH}], got {b}")
     total = len(plan)
@@ -372,37 +262,20 @@ def _fit_last_batch(plan: OrderPlan, remainder: str, b: int) -> OrderPlan:
     if r == 0:
         return plan
     tail_rows = sorted(set(plan.indices[total - r :].tolist()))
-    if remainder == "error":
-        raise ValueError(
-            f"{total} visits are {total // b} full batches of {b} and {r} more: verl's train loader "
-            f"(drop_last=True) would never serve the last {r} (rows {tail_rows}). Set data.ordering.remainder=pad "
-            f"(complete the batch with {b - r} repeat visits of the same band) or remainder=drop (leave them out, "
-            f"listed at start-up), or use a batch size that divides {total}"
-        )
     if remainder == "drop":
         if total < b:
-            raise ValueError(
-                f"remainder=drop leaves nothing to serve: {total} visits are less than one batch of {b}; "
-                "use remainder=pad or a smaller batch"
-            )
+            raise ValueError(f"remainder=drop leaves nothing to serve: {total} visits are less than one batch of {b}; "
+                             "use remainder=pad or a smaller batch")
         keep = total - r
         indices = plan.indices[:keep]
         segments = tuple(Segment(s.label, s.start, min(s.stop, keep)) for s in plan.segments if s.start < keep)
         never = np.setdiff1d(np.arange(plan.num_rows), indices)
-        return dataclasses.replace(
-            plan,
-            indices=indices,
-            segments=segments,
-            dropped=tuple(never.tolist()),
-            cut=tuple(sorted(set(tail_rows).intersection(never.tolist()))),
-        )
+        return dataclasses.replace(plan, indices=indices, segments=segments, dropped=tuple(never.tolist()),
+                                   cut=tuple(sorted(set(tail_rows).intersection(never.tolist()))))
     last = plan.segments[-1] if plan.segments else Segment(None, 0, total)
     pool = plan.indices[last.start : total][::-1]  # the segment, latest visit first
     t = min(r, pool.size)  # the incomplete batch's visits inside the segment
     repeats = np.resize(np.concatenate([pool[t:], pool[:t]]), b - r)[::-1]
-    return dataclasses.replace(
-        plan,
-        indices=np.concatenate([plan.indices, repeats]),
-        segments=(*plan.segments[:-1], Segment(last.label, last.start, total + b - r)),
-        completed=plan.completed + b - r,
-    )
+    return dataclasses.replace(plan, indices=np.concatenate([plan.indices, repeats]),
+                               segments=(*plan.segments[:-1], Segment(last.label, last.start, total + b - r)),
+                               completed=plan.completed + b - r)

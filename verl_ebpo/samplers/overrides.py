@@ -13,7 +13,7 @@ import re
 from dataclasses import fields
 from typing import Any
 
-from verl_ebpo.samplers.options import options_class
+from verl_ebpo.samplers.options import OPTIONS
 
 DATASET_MODULE = "pkg://verl_ebpo.samplers.dataset"
 DATASET_CLASS = {"topic": "TopicOrderedDataset", "difficulty": "DifficultyOrderedDataset"}
@@ -65,7 +65,7 @@ def overrides(order: str, *, seed: int | None = None, total_epochs: int | None =
             raise ValueError(f"order='random' takes no ordering options, got {sorted(given)}")
         out = ["data.shuffle=True"]
     else:
-        spec = options_class(order).from_mapping(given)  # unknown keys and bad values: ValueError
+        spec = OPTIONS[order].from_mapping(given)  # unknown keys and bad values: ValueError
         out = ["data.shuffle=False", f"data.custom_cls.path={DATASET_MODULE}", f"data.custom_cls.name={DATASET_CLASS[order]}"]
         out += [f"++data.ordering.{f.name}={hydra_value(getattr(spec, f.name))}" for f in fields(spec) if f.name in given]
     if seed is not None:

@@ -14,15 +14,12 @@ reached through `refill_fn`, a bound method of verl's `PPOTrainer`: the data loa
 `_num_yielded`), `total_training_steps` (which ends verl's loop) and the `on_train_begin` hook (run after a resume
 restored the loader, before the first step) -- each a touch with a canary in tests/test_samplers_replay.py.
 
-With `deterministic` (rules 4-6 of `replay_rules`) the buffer wraps the trainer's `_submit_batch_to_rollout` (every
-prompt verl sends to generation passes through it, the step's first B and every refill) to number the prompts in
-the order the data loader gave them, and makes verl's own sync sampling loop decide only on settled snapshots
-(its `_sync_metadata_from_transfer_queue` waits for every rollout of the partition; tests/test_samplers_replay_order.py).
+`deterministic` (the CPU demo's choice, rules 4-6) lives in the tools: `__new__` hands a buffer built with it over
+to `verl_ebpo.tools.cpu.deterministic.DeterministicReplayBuffer`, a subclass.
 """
 
 from __future__ import annotations
 
-import itertools
 import logging
 import time
 
@@ -40,32 +37,31 @@ class DataPassEnds(Exception):
 
 
 class TrackedReplayBuffer(ReplayBuffer):
+    def __new__(cls, *args, sampler_kwargs=None, **kwargs):
+        if cls is TrackedReplayBuffer and rules.ReplayOptions.from_mapping(sampler_kwargs).deterministic:  # tools
+            from verl_ebpo.tools.cpu.deterministic import DeterministicReplayBuffer
+
+            cls = DeterministicReplayBuffer
+        return super().__new__(cls)
+
     def __init__(self, *args, sampler_kwargs=None, poll_interval=None, refill_fn=None, **kwargs):
-        given = rules.options_mapping(sampler_kwargs)  # a string or a list is refused, naming the key
-        opts = rules.ReplayOptions.from_mapping({k: v for k, v in given.items() if k != "verl"})
+        opts = rules.ReplayOptions.from_mapping(sampler_kwargs)  # not a mapping: refused, naming the key
         trainer_mode = kwargs.get("trainer_mode", args[0] if args else "sync")
         if trainer_mode != "sync":
-            raise ValueError(
-                f"{rules.BUFFER_CLASS} is verl's synchronous buffer; trainer.v1.trainer_mode={trainer_mode!r} needs "
-                "verl's own (drop the custom_sampler overrides)"
-            )
+            raise ValueError(f"{rules.BUFFER_CLASS} is verl's synchronous buffer; trainer.v1.trainer_mode="
+                             f"{trainer_mode!r} needs verl's own (drop the custom_sampler overrides)")
         # What verl passes explicitly wins (a later verl may pass the filtering arguments to custom buffers).
-        kwargs = {**rules.filter_arguments(given.get("verl")), **kwargs}
+        kwargs = {**rules.filter_arguments(opts.verl), **kwargs}
         interval = opts.poll_interval_s if poll_interval is None else float(poll_interval)
         super().__init__(*args, sampler_kwargs=sampler_kwargs, poll_interval=interval,
                          refill_fn=None if refill_fn is None else self._refill, **kwargs)
         self.one_pass = opts.one_pass
-        self.deterministic = opts.deterministic
         self._trainer_refill = refill_fn
         self._trainer = getattr(refill_fn, "__self__", None)  # verl's PPOTrainer (refill_fn is its bound method)
-        self._ranks: dict[str, int] = {}  # deterministic: prompt uid -> its draw rank (0, 1, ...)
-        self._counter = itertools.count()
-        if self.deterministic:
-            self._number_the_prompts()
         self._discarded = {rules.DISCARDED_ANSWERS: 0.0, rules.DISCARDED_REWARD_SUM: 0.0}
         self._is_last, self._kept = True, set()  # the step's last-step flag; groups kept by rule 3
         self._iterator, self._passes = None, 0
-        self._settling = None  # the partition whose snapshots wait for every rollout (rule 4)
+        self._settling = None  # the partition whose snapshots wait for every rollout (rule 3's end; deterministic)
         if self.one_pass:
             self._check_one_pass()
             begin = self._trainer.on_train_begin
@@ -76,26 +72,8 @@ class TrackedReplayBuffer(ReplayBuffer):
 
             self._trainer.on_train_begin = on_train_begin
 
-    def _number_the_prompts(self) -> None:
-        """Rule 5's draw ranks: every prompt batch verl sends to generation, numbered in its (data loader) order."""
-        trainer = self._trainer
-        submit = getattr(trainer, "_submit_batch_to_rollout", None)
-        if submit is None:
-            raise ValueError("sampler_kwargs.deterministic needs verl's V1 trainer (refill_fn must be a bound method "
-                             "of verl.trainer.ppo.v1.PPOTrainer, which has _submit_batch_to_rollout)")
-
-        def numbered_submit(batch):
-            for uid in list(batch["uid"]):
-                self._ranks[str(uid)] = next(self._counter)
-            return submit(batch)
-
-        trainer._submit_batch_to_rollout = numbered_submit
-
     def _check_one_pass(self) -> None:
-        trainer = self._trainer
-        if trainer is None or not hasattr(trainer, "on_train_begin") or not hasattr(trainer, "config"):
-            raise ValueError("sampler_kwargs.one_pass needs verl's V1 trainer (refill_fn must be a bound method of "
-                             "verl.trainer.ppo.v1.PPOTrainer)")
+        trainer = self._trainer  # verl's V1 PPOTrainer
         epochs = config_get(trainer.config.trainer, "total_epochs")
         if epochs != 1:
             raise ValueError(f"sampler_kwargs.one_pass ends the run at the end of the data's first pass: set "
@@ -163,21 +141,10 @@ class TrackedReplayBuffer(ReplayBuffer):
         return stale, filtered, failed, counts
 
     def _select_prompt_uids(self, partition_id: str, sampleable_keys: set[str], batch_size: int):
-        """verl's choice (oldest first; with `deterministic`, then in draw order: rule 5), with the groups kept by
-        rule 3 after every group DAPO accepts."""
+        """verl's choice (oldest first), with the groups kept by rule 3 after every group DAPO accepts."""
         selected, snapshot, steps = super()._select_prompt_uids(partition_id, sampleable_keys, len(sampleable_keys))
-        if self.deterministic and partition_id != "val":
-            selected = rules.draw_order(selected, steps, self._ranks)
         selected = sorted(selected, key=lambda uid: uid in self._kept)  # stable: the order above otherwise
         return selected[:batch_size], snapshot, steps
-
-    def _materialize_batch(self, partition_id: str, selected_prompt_uids: list[str], partition_snapshot: dict):
-        """verl's batch; with `deterministic` its answers in draw order (rule 6), not the order they finished in."""
-        if self.deterministic and partition_id != "val":
-            chosen = set(selected_prompt_uids)
-            keys = rules.batch_layout([k for k in partition_snapshot if k.split("_")[0] in chosen], self._ranks)
-            partition_snapshot = {k: partition_snapshot[k] for k in keys}
-        return super()._materialize_batch(partition_id, selected_prompt_uids, partition_snapshot)
 
     def sample(self, global_steps: int, partition_id: str, batch_size: int):
         if partition_id == "val":
@@ -186,7 +153,6 @@ class TrackedReplayBuffer(ReplayBuffer):
         self._kept = set()
         trainer = self._trainer
         self._is_last = trainer is None or global_steps >= trainer.total_training_steps
-        self._settling = partition_id if self.deterministic else None
         try:
             batch, metrics = super().sample(global_steps, partition_id, batch_size)
         except DataPassEnds:  # verl's per-step eviction counts before this point are not in `metrics`
@@ -202,15 +168,11 @@ class TrackedReplayBuffer(ReplayBuffer):
                 self._plan(global_steps + 1)
                 metrics[rules.LAST_STEP] = trainer.total_training_steps
                 metrics[rules.KEPT_GROUPS] = len(self._kept & self._trained(batch))
-        if self.deterministic:  # forget the prompts that left; the next step's are numbered after this returns
-            present = set().union(*(keys[partition_id] for keys in (self.pending_keys, self.running_keys,
-                                                                    self.finished_keys, self.failure_keys)))
-            self._ranks = {u: r for u, r in self._ranks.items() if u in present - self._trained(batch)}
         return batch, metrics
 
     def _sync_metadata_from_transfer_queue(self) -> None:
-        """Rule 4: while `deterministic` samples a partition, each of verl's snapshots is taken only once no group
-        of it is pending or running, so verl's own loop decides on settled snapshots (the rewards alone)."""
+        """While `_settling` names a partition (rule 3's end; `deterministic`'s whole step), each of verl's snapshots
+        is taken only once no group of it is pending or running: verl's own loop decides on settled snapshots."""
         super()._sync_metadata_from_transfer_queue()
         p, last_debug = self._settling, time.time()
         while p is not None and (self.pending_keys[p] or self.running_keys[p]):

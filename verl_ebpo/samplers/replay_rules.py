@@ -19,23 +19,14 @@ With `one_pass` the buffer keeps the run inside one pass over the data, by three
 
 So every prompt is drawn at most once, in order, and the run ends at the end of the data.
 
-Deterministic (`deterministic=true`): verl's sync buffer decides while rollouts are still running, so two runs of
-the same code and seed differ with DAPO. The option makes every decision on a settled snapshot, in draw order:
-
-4. the buffer evicts, refills and selects only when no group of the partition is pending or running (verl's own
-   loop, its snapshots taken once the generation in flight is done), then adds verl's credit (2 prompts per evicted group, 1 per failed group with
-   `sync_refill_failed_groups`) and draws `min(credit, max_inflight_gen_batches x B)` prompts at once, so the
-   number drawn depends only on the rewards;
-5. `draw_order`: groups are chosen oldest step first (verl's rule), then in the order their prompts were drawn
-   from the data loader (not verl's random `uuid4` uid);
-6. `batch_layout`: the training batch lists its answers in that order (group, then answer), not the order they
-   finished in.
+Deterministic (`deterministic=true`, rules 4-6): the CPU demo's option, implemented in the tools
+(`verl_ebpo.tools.cpu.deterministic`, to which `TrackedReplayBuffer` hands over).
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Iterable, Mapping, Optional
+from typing import Any, Mapping, Optional
 
 from verl_ebpo.spec import Spec, config_get, option
 
@@ -48,7 +39,7 @@ KEPT_GROUPS = "replay/kept_filtered_groups"  # one_pass: groups DAPO would drop,
 DISCARDED_ANSWERS = "replay/discarded_answers"  # answers generated for training but not trained on (DAPO)
 DISCARDED_REWARD_SUM = "replay/discarded_reward_sum"  # the sum of those answers' rewards
 
-DETERMINISTIC_OVERRIDE = "+trainer.v1.sampler.sampler_kwargs.deterministic=true"
+DETERMINISTIC_OVERRIDE = "+trainer.v1.sampler.sampler_kwargs.deterministic=true"  # the CPU demo's (tools.cpu)
 BUFFER_MODULE = "pkg://verl_ebpo.samplers.replay"
 BUFFER_CLASS = "TrackedReplayBuffer"
 
@@ -74,9 +65,12 @@ class ReplayOptions(Spec):
     deterministic: bool = option(False, doc="decide only when no rollout of the step is running, and choose and lay "
                                  "out groups in the order their prompts were drawn: two runs of the same code and "
                                  "seed draw, keep and train on the same prompts (DAPO); costs the overlap of "
-                                 "refills with generation (each refill waits for the answers in flight)")
+                                 "refills with generation (each refill waits for the answers in flight); implemented "
+                                 "in `verl_ebpo.tools.cpu.deterministic`")
     poll_interval_s: float = option(2.0, number=(0.0, 60.0), lo_open=True,
                                     doc="seconds between checks for finished rollouts (verl's own buffer: 2)")
+    verl: Any = option(None, default_doc="(required)", doc="`verl.KEY=${NODE}` links to the config nodes from which "
+                       "the buffer derives DAPO's arguments as verl does for its own (`buffer_overrides()` writes them)")
 
 
 def link_overrides() -> list[str]:
@@ -84,32 +78,16 @@ def link_overrides() -> list[str]:
     return [f"+trainer.v1.sampler.sampler_kwargs.verl.{name}=${{{node}}}" for name, node in VERL_CONFIG_LINKS.items()]
 
 
-def buffer_overrides(*, one_pass: bool = False, poll_interval_s: Optional[float] = None,
-                     deterministic: bool = False) -> list[str]:
+def buffer_overrides(*, one_pass: bool = False, poll_interval_s: Optional[float] = None) -> list[str]:
     """The Hydra overrides that plug `TrackedReplayBuffer` into verl's V1 trainer (options validated here)."""
-    opts = ReplayOptions.from_mapping({"one_pass": one_pass, "poll_interval_s": poll_interval_s,
-                                       "deterministic": deterministic})
+    opts = ReplayOptions.from_mapping({"one_pass": one_pass, "poll_interval_s": poll_interval_s})
     out = [f"trainer.v1.sampler.custom_sampler.path={BUFFER_MODULE}",
            f"trainer.v1.sampler.custom_sampler.name={BUFFER_CLASS}", *link_overrides()]
     if opts.one_pass:
         out.append("+trainer.v1.sampler.sampler_kwargs.one_pass=true")
-    if opts.deterministic:
-        out.append(DETERMINISTIC_OVERRIDE)
     if poll_interval_s is not None:
         out.append(f"+trainer.v1.sampler.sampler_kwargs.poll_interval_s={opts.poll_interval_s:g}")
     return out
-
-
-def options_mapping(sampler_kwargs) -> dict:
-    """`sampler_kwargs` as a dict, refused in one line naming the key when it is not a mapping (Hydra composes
-    `trainer.v1.sampler.sampler_kwargs=one_pass` into the string 'one_pass')."""
-    if sampler_kwargs is None:
-        return {}
-    if isinstance(sampler_kwargs, (str, bytes)) or not hasattr(sampler_kwargs, "items"):
-        raise ValueError(
-            f"{ReplayOptions.PREFIX} must be a mapping of options (+{ReplayOptions.PREFIX}.KEY=VALUE), got "
-            f"{type(sampler_kwargs).__name__} {sampler_kwargs!r}"[:300])
-    return dict(sampler_kwargs.items())
 
 
 def filter_arguments(linked: Optional[Mapping]) -> dict:
@@ -117,11 +95,9 @@ def filter_arguments(linked: Optional[Mapping]) -> dict:
     gives its own sync buffer, computed the same way from the linked config values (`sampler_kwargs.verl`, see
     `VERL_CONFIG_LINKS`: verl's own config, typed and checked by verl, so read as verl reads it)."""
     if linked is None:
-        raise ValueError(
-            f"{BUFFER_CLASS} needs trainer.v1.sampler.sampler_kwargs.verl (links to algorithm.filter_groups, "
-            "data.train_batch_size, ...) to apply DAPO's group filtering as verl would: add the overrides of "
-            "verl_ebpo.samplers.replay_rules.buffer_overrides()"
-        )
+        raise ValueError(f"{BUFFER_CLASS} needs trainer.v1.sampler.sampler_kwargs.verl (links to "
+                         "algorithm.filter_groups, data.train_batch_size, ...) to apply DAPO's group filtering as verl "
+                         "would: add the overrides of verl_ebpo.samplers.replay_rules.buffer_overrides()")
     missing = sorted(set(VERL_CONFIG_LINKS) - set(linked))
     if missing:
         raise ValueError(f"trainer.v1.sampler.sampler_kwargs.verl lacks {missing} (see VERL_CONFIG_LINKS)")
@@ -159,26 +135,3 @@ def last_step(next_step: int, left: int, batch: int, planned: int) -> int:
         return min(planned, next_step)
     return planned
 
-
-def _draw_rank(uid: str, ranks: Mapping[str, int]) -> tuple[int, int, str]:
-    """Rule 5's key past the step: drawn prompts by draw rank; a uid never seen drawn (a rollout-skip cache hit)
-    after them, by its uid."""
-    rank = ranks.get(uid)
-    return (0, rank, "") if rank is not None else (1, 0, uid)
-
-
-def draw_order(uids: Iterable[str], steps: Mapping[str, int], ranks: Mapping[str, int]) -> list[str]:
-    """Rule 5: `uids` (prompt groups, any order) oldest step first (`steps[uid]`, 0 when unknown, as verl),
-    then by draw rank (`ranks[uid]`: 0, 1, ... in the order the data loader gave the prompts). Returns a list of
-    len(uids)."""
-    return sorted(uids, key=lambda uid: (steps.get(uid, 0), *_draw_rank(uid, ranks)))
-
-
-def batch_layout(keys: Iterable[str], ranks: Mapping[str, int]) -> list[str]:
-    """Rule 6: answer keys `<uid>_<session>_<output>` grouped by prompt in draw order, then by session and output
-    number. Returns a list of len(keys)."""
-    def key(k: str):
-        uid, session, output = k.split("_")
-        return (*_draw_rank(uid, ranks), int(session), int(output))
-
-    return sorted(keys, key=key)

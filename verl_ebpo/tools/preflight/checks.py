@@ -136,7 +136,7 @@ def check_data(ctx: Context, report: Report) -> None:
         rows_total = 0
         for raw in files:
             row = _check_file(ctx, report, which, str(raw), prompt_key,
-                              opts if opts is not None and (which == "train" or opts.apply_to != "train") else None)
+                              opts if which == "train" else None)
             if row is None:
                 rows_total = None
             elif rows_total is not None:
@@ -202,7 +202,7 @@ def _check_file(ctx, report, which, raw, prompt_key, opts) -> Optional[int]:
     except Exception as exc:  # noqa: BLE001 - not a parquet file
         report.add(check, "FAIL", f"data.{which}_files: {path}: not readable as parquet ({exc})")
         return None
-    wanted = [prompt_key, GT, "data_source", *(opts.value_fields() if opts is not None else ())]
+    wanted = [prompt_key, GT, "data_source", *((opts.field,) if opts is not None else ())]
     tops = sorted({w.split(".")[0] for w in wanted})
     missing = [t for t in tops if t not in names]
     if missing:
@@ -231,7 +231,7 @@ def _check_file(ctx, report, which, raw, prompt_key, opts) -> Optional[int]:
         except ValueError as exc:
             report.add(check, "FAIL", f"{path}: {exc}")
             return None
-        note = f"; {', '.join(opts.value_fields())} on every row ({len(plan):,} rows served)"
+        note = f"; {opts.field} on every row ({len(plan):,} rows served)"
         if which == "train":
             ctx.train_plan_len = (ctx.train_plan_len or 0) + len(plan)
     if which == "train" and ctx.first_row is None:

@@ -1,4 +1,4 @@
-"""The replay buffer's `deterministic` option (verl_ebpo.samplers.replay_rules, rules 4-6): its pure ordering rules,
+"""The replay buffer's `deterministic` option (verl_ebpo.tools.cpu.deterministic, rules 4-6): its pure ordering rules,
 then verl's real sync sampling loop and ours on a simulated TransferQueue whose rollouts finish at random times (the
 timing two runs of one seed do not share), and the verl internals it touches. Two DAPO runs of verl's trainer on
 the CPU backend: tests/test_e2e_dapo_determinism.py."""
@@ -12,6 +12,7 @@ import pytest
 import torch
 
 from verl_ebpo.samplers import replay_rules as rules
+from verl_ebpo.tools.cpu.deterministic import batch_layout, draw_order
 
 B, G = 4, 2  # prompts per step, answers per prompt
 
@@ -20,31 +21,83 @@ B, G = 4, 2  # prompts per step, answers per prompt
 
 def test_draw_order_is_oldest_step_then_draw_rank_never_the_uid():
     ranks = {"f": 0, "a": 1, "e": 2, "b": 3}
-    assert rules.draw_order({"a", "b", "e", "f"}, {}, ranks) == ["f", "a", "e", "b"]
+    assert draw_order({"a", "b", "e", "f"}, {}, ranks) == ["f", "a", "e", "b"]
     # verl's oldest-step-first stays first; a uid never seen drawn comes after the drawn ones, by uid
     steps = {"a": 2, "b": 1, "e": 2, "f": 2, "z": 2, "y": 2}
-    assert rules.draw_order(["z", "f", "y", "a", "e", "b"], steps, ranks) == ["b", "f", "a", "e", "y", "z"]
+    assert draw_order(["z", "f", "y", "a", "e", "b"], steps, ranks) == ["b", "f", "a", "e", "y", "z"]
     uids = [str(uuid.UUID(int=random.Random(s).getrandbits(128))) for s in range(40)]
     order = {u: i for i, u in enumerate(uids)}
     for seed in range(5):  # whatever order the set comes in (hash seeds, uuid4 values): the draw order
         shuffled = random.Random(seed).sample(uids, len(uids))
-        assert rules.draw_order(set(shuffled), {}, order) == uids
-    assert rules.draw_order(uids, {}, order) != sorted(uids)  # verl's uids sort in a random order
+        assert draw_order(set(shuffled), {}, order) == uids
+    assert draw_order(uids, {}, order) != sorted(uids)  # verl's uids sort in a random order
 
 
 def test_batch_layout_is_draw_order_then_answer():
     ranks = {"p": 1, "q": 0}
     keys = ["p_1_0", "q_1_0", "p_0_0", "q_0_1", "q_0_0", "p_10_0", "p_2_0"]
-    assert rules.batch_layout(keys, ranks) == ["q_0_0", "q_0_1", "q_1_0", "p_0_0", "p_1_0", "p_2_0", "p_10_0"]
+    assert batch_layout(keys, ranks) == ["q_0_0", "q_0_1", "q_1_0", "p_0_0", "p_1_0", "p_2_0", "p_10_0"]
 
 
 def test_the_option_and_its_override():
+    """The plugin's option, its override, and the hand-over: verl builds the plugin's class, which returns the tools'
+    subclass when the option is set."""
+    from verl_ebpo.samplers.replay import TrackedReplayBuffer
+    from verl_ebpo.tools.cpu.deterministic import DeterministicReplayBuffer
+
+    sim = _SimTrainer(_rewards, 0)
+    kwargs = dict(trainer_mode="sync", trainer_config={}, max_off_policy_threshold=None, max_off_policy_strategy="drop",
+                  refill_fn=sim._add_prompts_to_generate)
+    linked = {"filter_groups": None, "train_batch_size": B, "gen_batch_size": None, "sync_refill_failed_groups": False,
+              "reward_model_enable": False, "reward_model_enable_resource_pool": False}
+    assert type(TrackedReplayBuffer(sampler_kwargs={"verl": linked}, **kwargs)) is TrackedReplayBuffer
+    assert type(TrackedReplayBuffer(sampler_kwargs={"verl": linked, "deterministic": "true"}, **kwargs)) \
+        is DeterministicReplayBuffer
     assert rules.ReplayOptions.from_mapping({}).deterministic is False
     assert rules.ReplayOptions.from_mapping({"deterministic": "true"}).deterministic is True
-    assert rules.DETERMINISTIC_OVERRIDE in rules.buffer_overrides(deterministic=True)
     assert not any("deterministic" in k for k in rules.buffer_overrides())
     with pytest.raises(ValueError, match="deterministic"):
         rules.ReplayOptions.from_mapping({"deterministic": "maybe"})
+
+
+def test_verls_builder_given_the_demos_override_builds_the_deterministic_buffer():
+    """The override the demo's commands record (docs/results/demo_default/summary.json), composed by Hydra and built
+    by verl's own `PPOTrainer._build_replay_buffer`: verl names the plugin's class, which hands over to the tools'
+    subclass, and that subclass numbers the prompts the trainer sends to generation."""
+    import os
+
+    import verl.trainer
+    from hydra import compose, initialize_config_dir
+    from omegaconf import OmegaConf
+    from verl.trainer.ppo.v1.trainer_base import PPOTrainer
+
+    from verl_ebpo.tools.cpu.deterministic import DeterministicReplayBuffer
+    from verl_ebpo.tools.cpu.launch import CPURun
+
+    run = CPURun(model_path="/m", train_files="t.parquet", val_files="v.parquet", out_dir="/tmp/unused",
+                 train_batch_size=8, extra=["algorithm.filter_groups.enable=True", rules.DETERMINISTIC_OVERRIDE])
+    assert rules.DETERMINISTIC_OVERRIDE == "+trainer.v1.sampler.sampler_kwargs.deterministic=true"
+    with initialize_config_dir(config_dir=os.path.join(os.path.dirname(verl.trainer.__file__), "config"),
+                               version_base=None):
+        cfg = compose(config_name="ppo_trainer", overrides=run.overrides())
+    OmegaConf.resolve(cfg)
+
+    class Trainer:  # verl's PPOTrainer as its builder and the buffer see it
+        config, trainer_mode, sent = cfg, "sync", []
+        _resolve_filter_groups_metric = PPOTrainer._resolve_filter_groups_metric
+
+        def _add_prompts_to_generate(self, n):
+            return n
+
+        def _submit_batch_to_rollout(self, batch):
+            self.sent.append(list(batch["uid"]))
+
+    trainer = Trainer()
+    buffer = PPOTrainer._build_replay_buffer(trainer)
+    assert type(buffer) is DeterministicReplayBuffer and buffer.filter_groups_metric is not None
+    trainer._submit_batch_to_rollout({"uid": ["q", "p"]})
+    trainer._submit_batch_to_rollout({"uid": ["r"]})
+    assert buffer._ranks == {"q": 0, "p": 1, "r": 2} and trainer.sent == [["q", "p"], ["r"]]
 
 
 def test_the_demo_sets_it_for_every_algorithm():
@@ -251,14 +304,3 @@ def test_verl_internals_deterministic_touches_still_exist():
     assert params(rb.ReplayBuffer._sync_metadata_from_transfer_queue) == ["self"]
     assert "for key, tag in partition_snapshot.items():" in inspect.getsource(rb.ReplayBuffer._materialize_batch)
 
-
-def test_deterministic_needs_verls_trainer():
-    linked = {"filter_groups": {"enable": False}, "train_batch_size": 8, "gen_batch_size": None,
-              "sync_refill_failed_groups": False, "reward_model_enable": False,
-              "reward_model_enable_resource_pool": False}
-    from verl_ebpo.samplers.replay import TrackedReplayBuffer
-
-    with pytest.raises(ValueError, match="deterministic needs verl's V1 trainer"):
-        TrackedReplayBuffer(trainer_mode="sync", trainer_config={}, max_off_policy_threshold=None,
-                            max_off_policy_strategy="drop", sampler_kwargs={"verl": linked, "deterministic": True},
-                            refill_fn=lambda n: n)
