@@ -37,15 +37,8 @@ _ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__
 _BOOT = "import sys; sys.path.insert(0, sys.argv[1]); from verl_ebpo.rewards._worker import main; main(int(sys.argv[2]))"
 
 
-def _cpus() -> int:
-    try:
-        return max(1, len(os.sched_getaffinity(0)))
-    except (AttributeError, OSError):
-        return max(1, os.cpu_count() or 1)
-
-
 # More processes than the CPUs only queue for them (6 threads asking for 64 started 24 on a 2-core machine).
-MAX_PROCESSES = _cpus()
+MAX_PROCESSES = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else max(1, os.cpu_count() or 1)
 
 
 def _bounded(size: int) -> int:

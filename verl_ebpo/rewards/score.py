@@ -15,6 +15,7 @@ import logging
 import math
 import threading
 from dataclasses import dataclass
+from functools import lru_cache
 from typing import Any, Optional
 
 from verl_ebpo.rewards.extract import ground_truth_texts, to_text
@@ -120,33 +121,27 @@ def is_correct(result: Any) -> bool:
     return x > 0.0
 
 
-_options_cache: dict = {}
 _warned_unknown: set = set()
 _stats_lock = threading.Lock()
 _stats = {v: 0 for v in VERDICTS}
 
 
+@lru_cache(maxsize=64)
+def _options_of(given: tuple) -> RewardOptions:
+    return RewardOptions(**dict(given))  # validated once per set of options (~150 us each time otherwise)
+
+
 def _options(kwargs: dict) -> RewardOptions:
-    given = {k: v for k, v in kwargs.items() if k in _OPTION_KEYS}
     unknown = set(kwargs) - _OPTION_KEYS - _VERL_EXTRA_KWARGS - _warned_unknown
     if unknown:
         _warned_unknown.update(unknown)
-        logger.warning(
-            "verl_ebpo.rewards.compute_score: ignoring unknown keyword argument(s) %s; options are %s",
-            sorted(unknown),
-            sorted(_OPTION_KEYS),
-        )
+        logger.warning("verl_ebpo.rewards.compute_score: ignoring unknown keyword argument(s) %s; options are %s",
+                       sorted(unknown), sorted(_OPTION_KEYS))
+    given = tuple(sorted((k, v) for k, v in kwargs.items() if k in _OPTION_KEYS))
     try:
-        key = tuple(sorted(given.items()))
-        hash(key)
-    except TypeError:
-        return RewardOptions(**given)
-    opts = _options_cache.get(key)
-    if opts is None:
-        opts = RewardOptions(**given)
-        if len(_options_cache) < 64:
-            _options_cache[key] = opts
-    return opts
+        return _options_of(given)
+    except TypeError:  # an unhashable value (a list, ...): validated without the cache
+        return RewardOptions(**dict(given))
 
 
 def _for_log(text: str) -> str:
