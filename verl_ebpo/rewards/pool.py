@@ -53,18 +53,12 @@ class _Verifier:
     """One verifier process and its pipes (jobs on its stdin, replies on its stdout)."""
 
     def __init__(self, memory_limit_mb: int):
-        r_job, w_job = os.pipe()
-        r_res, w_res = os.pipe()
-        self.tx, self.rx = Connection(w_job, readable=False), Connection(r_res, writable=False)
         env = {**os.environ, "OMP_NUM_THREADS": os.environ.get("OMP_NUM_THREADS", "1")}
-        try:
-            self.proc = subprocess.Popen([sys.executable, "-c", _BOOT, _ROOT, str(int(memory_limit_mb))],
-                                         stdin=r_job, stdout=w_res, env=env)
-        except BaseException:
-            self.tx.close(), self.rx.close()
-            raise
-        finally:
-            os.close(r_job), os.close(w_res)
+        self.proc = subprocess.Popen([sys.executable, "-c", _BOOT, _ROOT, str(int(memory_limit_mb))],
+                                     stdin=subprocess.PIPE, stdout=subprocess.PIPE, env=env)
+        self.tx = Connection(os.dup(self.proc.stdin.fileno()), readable=False)
+        self.rx = Connection(os.dup(self.proc.stdout.fileno()), writable=False)
+        self.proc.stdin.close(), self.proc.stdout.close()
 
     def kill(self) -> None:
         self.tx.close(), self.rx.close()
