@@ -116,9 +116,9 @@ class VerifierPool:
                     self._all.add(w)
                     self.counters["started"] += 1
                 self._cv.notify()
+            if not ready and w is not None:
+                w.kill()  # also on an interrupt during start-up: never left running
         if not ready:
-            if w is not None:
-                w.kill()
             raise VerifierUnavailable(f"no verifier process could be started ({why}). Is math-verify installed "
                                       "(`pip install math-verify`)?")
         return w
