@@ -34,7 +34,9 @@ logger = logging.getLogger(__name__)
 
 ACQUIRE_TIMEOUT_S = 600.0  # a pool whose every process is stuck must not hang verl's reward threads forever
 _ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))  # holds the caller's verl_ebpo
-_BOOT = "import sys; sys.path.insert(0, sys.argv[1]); from verl_ebpo.rewards._worker import main; main(int(sys.argv[2]))"
+# The child: the caller's package first on its path, then its own, then the caller's (a Ray runtime_env, ...).
+_BOOT = ("import os, sys; sys.path.insert(0, sys.argv[1]); sys.path += [p for p in os.environ.pop('VERL_EBPO_SYS_PATH')"
+         ".split(os.pathsep) if p and p not in sys.path]; from verl_ebpo.rewards._worker import main; main(int(sys.argv[2]))")
 
 
 # More processes than the CPUs only queue for them (6 threads asking for 64 started 24 on a 2-core machine).
@@ -53,7 +55,8 @@ class _Verifier:
     """One verifier process and its pipes (jobs on its stdin, replies on its stdout)."""
 
     def __init__(self, memory_limit_mb: int):
-        env = {**os.environ, "OMP_NUM_THREADS": os.environ.get("OMP_NUM_THREADS", "1")}
+        env = {**os.environ, "OMP_NUM_THREADS": os.environ.get("OMP_NUM_THREADS", "1"),
+               "VERL_EBPO_SYS_PATH": os.pathsep.join(sys.path)}
         self.proc = subprocess.Popen([sys.executable, "-c", _BOOT, _ROOT, str(int(memory_limit_mb))],
                                      stdin=subprocess.PIPE, stdout=subprocess.PIPE, env=env)
         self.tx = Connection(os.dup(self.proc.stdin.fileno()), readable=False)
