@@ -28,9 +28,10 @@ from multiprocessing.connection import Connection
 TIMEOUT_MEMORY_S = 120.0  # after that a slow answer is tried again: a timeout on a loaded machine is not final
 EXTRACTED_CHARS = 1000  # how much of the extracted answer goes back to the caller (for its log)
 # sympy loads parts lazily (~0.5 s on first use): warm them up before taking jobs, so it is not a job's time.
-_WARM_UP = [("$\\frac{1}{2}$", "$0.5$"), ("$x^2+2x+1$", "$(x+1)^2$"), ("$(1,2]$", "$(1, 2]$"),
-            ("$\\{1,2\\}$", "$\\{2,1\\}$"), ("$2\\sqrt{3}$", "$\\sqrt{12}$"), ("$5$", "$x=5$"), ("$x \\geq 5$", "$5$"),
-            ("$\\begin{pmatrix}1\\\\2\\end{pmatrix}$", "$\\begin{pmatrix}1\\\\2\\end{pmatrix}$"), ("$10$\\%", "$0.1$")]
+_WARM_UP = [("$\\frac{1}{2}$", "$0.5$"), ("$x^2+2x+1$", "$(x+1)^2$"), ("$(1,2]$", "$(1, 2]$"), ("$\\{1,2\\}$", "$\\{2,1\\}$"),
+            ("$(3,-1)$", "$\\left(3, -1\\right)$"), ("$2\\sqrt{3}$", "$\\sqrt{12}$"), ("$\\frac{\\pi}{3}$", "$\\pi/3$"),
+            ("$5$", "$x=5$"), ("$\\begin{pmatrix}1\\\\2\\end{pmatrix}$", "$\\begin{pmatrix}1\\\\2\\end{pmatrix}$"),
+            ("$\\text{(B)}$", "$B$"), ("$10$\\%", "$0.1$"), ("$x \\geq 5$", "$5$")]  # the previous version's twelve
 _armed = False  # whether the timer may still stop the job (its signal can arrive after the job's end)
 
 
