@@ -213,15 +213,11 @@ def test_one_adversarial_call_is_bounded(reward_fn):
 TOWER = ADVERSARIAL[0][1:]  # (solution, ground truth) that timed out in the table
 
 
-def test_timeouts_are_counted_and_remembered(table_results, reward_fn):
+def test_timeouts_are_counted(table_results, reward_fn):
     before = stats()
-    t = time.monotonic()
     out = verl_call(reward_fn, *TOWER)  # the same answer again (a policy repeats itself in a group)
     assert out["verdict"] == "timeout"
-    assert time.monotonic() - t < TIMEOUT  # remembered, not recomputed
-    after = stats()
-    assert after["timeout"] == before["timeout"] + 1
-    assert after["verifier_timeouts_remembered"] == before["verifier_timeouts_remembered"] + 1
+    assert stats()["timeout"] == before["timeout"] + 1
 
 
 def test_dapo_scores_and_format_penalty(table_results, config):

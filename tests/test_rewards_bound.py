@@ -1,5 +1,5 @@
-"""Issue 30.4 and 30.5: a reward call's time bound covers the whole call (extraction included), and a ground truth
-with nothing in it once normalised is refused.
+"""A reward call's time bound covers the whole call (extraction included), and a ground truth with nothing in it once
+normalised is refused.
 
 Extraction and normalisation run inside the verifier process, under the job's `timeout + kill_grace`. Before, they
 ran in the caller's thread, outside any bound: 10,000 `\\boxed{1}, ` took 2.1 s with timeout=1, kill_grace=1 and
@@ -60,19 +60,3 @@ def test_an_answer_empty_after_normalisation_is_no_answer(output):
     out = compute_score("x", output, "5", processes=1)
     assert out["verdict"] == "no_answer" and out["acc"] is False and out["score"] == 0.0
     assert compute_score("x", output, "5", processes=1, no_answer_score=-1)["score"] == -1.0
-
-
-def test_a_slow_answer_is_remembered_across_outputs_that_differ_in_their_reasoning():
-    """With extraction in the verifier, the timeout memory still works per answer, not per whole output: a group's
-    samples that end in the same pathological answer after different reasoning cost one timeout, not one each."""
-    from verl_ebpo.rewards import stats
-
-    _warm()
-    before = stats()["verifier_timeouts_remembered"]
-    slow = "\\boxed{(x+y+z+w)^{90}}"
-    first = compute_score("x", "First we think. So " + slow, "1", timeout=0.5, kill_grace=0.5, processes=1)
-    assert first["verdict"] == "timeout"
-    start = time.monotonic()
-    again = compute_score("x", "Other reasoning, other words. " + slow, "1", timeout=0.5, kill_grace=0.5, processes=1)
-    assert again["verdict"] == "timeout" and time.monotonic() - start < 0.5
-    assert stats()["verifier_timeouts_remembered"] == before + 1

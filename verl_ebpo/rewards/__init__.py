@@ -13,16 +13,5 @@ from verl_ebpo.rewards.normalize import verifier_input
 from verl_ebpo.rewards.pool import VerifierUnavailable, shutdown
 from verl_ebpo.rewards.score import VERDICTS, RewardOptions, compute_score, is_correct, judge, stats
 
-__all__ = [
-    "compute_score",
-    "judge",
-    "is_correct",
-    "verifier_input",
-    "stats",
-    "shutdown",
-    "extract_answer",
-    "ground_truth_texts",
-    "RewardOptions",
-    "VerifierUnavailable",
-    "VERDICTS",
-]
+__all__ = ["compute_score", "judge", "is_correct", "verifier_input", "stats", "shutdown", "extract_answer",
+           "ground_truth_texts", "RewardOptions", "VerifierUnavailable", "VERDICTS"]

@@ -147,24 +147,13 @@ def extract_answer(solution: Any) -> Optional[Extracted]:
 
 def to_text(x: Any) -> str:
     """Model output as a clean str: bytes decoded with replacement, NULs and lone surrogates removed."""
-    if x is None:
-        return ""
     if isinstance(x, bytes):
-        s = x.decode("utf-8", "replace")
-    elif isinstance(x, str):
-        s = x
-    else:
-        try:
-            s = str(x)
-        except Exception:
-            return ""
-    if "\x00" in s:
-        s = s.replace("\x00", "")
+        x = x.decode("utf-8", "replace")
     try:
-        s.encode("utf-8")
-    except UnicodeEncodeError:
-        s = s.encode("utf-8", "replace").decode("utf-8")
-    return s
+        s = "" if x is None else str(x)
+    except Exception:
+        return ""
+    return s.replace("\x00", "").encode("utf-8", "replace").decode("utf-8")
 
 
 def ground_truth_texts(ground_truth: Any) -> list[str]:
@@ -183,10 +172,7 @@ def ground_truth_texts(ground_truth: Any) -> list[str]:
         items = [ground_truth]
     if not items:
         raise ValueError(f"ground_truth is an empty list: {ground_truth!r}")
-    out = []
-    for item in items:
-        out.append(_one_truth(item, ground_truth))
-    return out
+    return [_one_truth(item, ground_truth) for item in items]
 
 
 def _one_truth(x: Any, whole: Any) -> str:

@@ -15,6 +15,7 @@ import logging
 import math
 import threading
 from dataclasses import dataclass
+from functools import lru_cache
 from typing import Any, Optional
 
 from verl_ebpo.rewards.extract import ground_truth_texts, to_text
@@ -34,12 +35,10 @@ _ANY = (-math.inf, math.inf)
 def _optional_finite(value: Any) -> Optional[float]:
     if value is None:
         return None
-    if isinstance(value, bool):
-        raise ValueError("must be a finite number or null")
     try:
-        x = float(value)
+        x = math.nan if isinstance(value, bool) else float(value)
     except (TypeError, ValueError):
-        raise ValueError("must be a finite number or null") from None
+        x = math.nan
     if not math.isfinite(x):
         raise ValueError("must be a finite number or null")
     return x
@@ -50,43 +49,21 @@ class RewardOptions(Spec):
     PREFIX = "reward_kwargs"
 
     correct_score: float = option(1.0, number=_ANY, doc="score of a correct answer")
-    wrong_score: float = option(
-        0.0,
-        number=_ANY,
-        doc="score of a wrong answer, a timeout, an over-long answer or a verifier error; `-1` for DAPO's ±1",
-    )
-    no_answer_score: Optional[float] = option(
-        None,
-        check=_optional_finite,
-        doc="score when no answer can be extracted (a format penalty, e.g. `-1`); `null`: `wrong_score`",
-    )
-    timeout: float = option(
-        3.0, number=(0.0, 3600.0), lo_open=True,
-        doc="in (0, 3600]: wall-clock seconds of verifier time per answer; past it the answer is wrong",
-    )
-    kill_grace: float = option(
-        2.0, number=(0.0, 600.0), lo_open=True,
-        doc="in (0, 600]: extra seconds before a verifier process that ignores its timeout is killed",
-    )
-    processes: int = option(
-        2,
-        number=(1, 256),
-        integer=True,
-        doc="in [1, 256]: verifier processes of the calling process's one pool (each of verl's `reward.num_workers` "
-        "has its own; ~60 MB each): the largest value any call asked for, capped at the CPUs",
-    )
-    max_answer_chars: int = option(
-        1000,
-        number=(1, 10**7),
-        integer=True,
-        doc="in [1, 1e7]: a longer extracted answer is wrong without being parsed (`verdict=too_long`)",
-    )
-    memory_limit_mb: int = option(
-        4096,
-        number=(0, 1 << 30),
-        integer=True,
-        doc="in [0, 2^30]: how much a verifier process may grow (address space, Linux; `0`: no limit)",
-    )
+    wrong_score: float = option(0.0, number=_ANY, doc="score of a wrong answer, a timeout, an over-long answer or a "
+                                "verifier error; `-1` for DAPO's ±1")
+    no_answer_score: Optional[float] = option(None, check=_optional_finite, doc="score when no answer can be extracted "
+                                              "(a format penalty, e.g. `-1`); `null`: `wrong_score`")
+    timeout: float = option(3.0, number=(0.0, 3600.0), lo_open=True, doc="in (0, 3600]: wall-clock seconds of verifier "
+                            "time per answer; past it the answer is wrong")
+    kill_grace: float = option(2.0, number=(0.0, 600.0), lo_open=True, doc="in (0, 600]: extra seconds before a "
+                               "verifier process that ignores its timeout is killed")
+    processes: int = option(2, number=(1, 256), integer=True, doc="in [1, 256]: verifier processes of the calling "
+                            "process's one pool (each of verl's `reward.num_workers` has its own; ~60 MB each): the "
+                            "largest value any call asked for, capped at the CPUs")
+    max_answer_chars: int = option(1000, number=(1, 10**7), integer=True, doc="in [1, 1e7]: a longer extracted answer "
+                                   "is wrong without being parsed (`verdict=too_long`)")
+    memory_limit_mb: int = option(4096, number=(0, 1 << 30), integer=True, doc="in [0, 2^30]: how much a verifier "
+                                  "process may grow (address space, Linux; `0`: no limit)")
 
     def score_of(self, verdict: str) -> float:
         if verdict == "correct":
@@ -120,33 +97,27 @@ def is_correct(result: Any) -> bool:
     return x > 0.0
 
 
-_options_cache: dict = {}
 _warned_unknown: set = set()
 _stats_lock = threading.Lock()
 _stats = {v: 0 for v in VERDICTS}
 
 
+@lru_cache(maxsize=64)
+def _options_of(given: tuple) -> RewardOptions:
+    return RewardOptions(**dict(given))  # validated once per set of options (~150 us each time otherwise)
+
+
 def _options(kwargs: dict) -> RewardOptions:
-    given = {k: v for k, v in kwargs.items() if k in _OPTION_KEYS}
     unknown = set(kwargs) - _OPTION_KEYS - _VERL_EXTRA_KWARGS - _warned_unknown
     if unknown:
         _warned_unknown.update(unknown)
-        logger.warning(
-            "verl_ebpo.rewards.compute_score: ignoring unknown keyword argument(s) %s; options are %s",
-            sorted(unknown),
-            sorted(_OPTION_KEYS),
-        )
+        logger.warning("verl_ebpo.rewards.compute_score: ignoring unknown keyword argument(s) %s; options are %s",
+                       sorted(unknown), sorted(_OPTION_KEYS))
+    given = tuple(sorted((k, v) for k, v in kwargs.items() if k in _OPTION_KEYS))
     try:
-        key = tuple(sorted(given.items()))
-        hash(key)
-    except TypeError:
-        return RewardOptions(**given)
-    opts = _options_cache.get(key)
-    if opts is None:
-        opts = RewardOptions(**given)
-        if len(_options_cache) < 64:
-            _options_cache[key] = opts
-    return opts
+        return _options_of(given)
+    except TypeError:  # an unhashable value (a list, ...): validated without the cache
+        return RewardOptions(**dict(given))
 
 
 def _for_log(text: str) -> str:
