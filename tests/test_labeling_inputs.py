@@ -473,7 +473,7 @@ def test_a_bad_scorer_is_one_line(tmp_path, src, rollouts, capsys, monkeypatch, 
     monkeypatch.syspath_prepend(str(tmp_path))
     for name in ("broken_at_import_mod", "syntax_error_mod"):
         monkeypatch.delitem(sys.modules, name, raising=False)
-    from verl_ebpo.rewards.scorer import ScorerError, load_scorer  # the one loader, with the reward
+    from verl_ebpo.tools.scorer import ScorerError, load_scorer  # the one loader, with the reward
 
     with pytest.raises(ScorerError, match=re.escape(words)):
         load_scorer(spec)

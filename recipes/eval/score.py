@@ -24,11 +24,11 @@
   syntax, every benchmark file of --data-dir present and readable, the scorer, the output paths), then exit 0;
   run_eval.sh runs it before it merges or generates anything. A --run file may not exist yet then.
 - `--workers N`: N threads call the scorer, and the package's reward gets N verifier processes (its pool caps
-  them at the CPUs; rewards.scorer.sized_for). A tqdm bar per run on stderr (count, rate, time left) while it is
+  them at the CPUs; tools.scorer.sized_for). A tqdm bar per run on stderr (count, rate, time left) while it is
   scored; `--no-progress` turns it off.
 - Files: --out-md and --out-json are checked before anything is scored (verl_ebpo.tools.files.check_output_paths):
   neither may be a --run file or a --data-dir benchmark file (also through links), a FIFO/device/folder, or the
-  same file as the other. Writes are atomic. A bad --scorer (rewards.scorer.load_scorer, the one loader) and every
+  same file as the other. Writes are atomic. A bad --scorer (tools.scorer.load_scorer, the one loader) and every
   other error: one line on stderr, exit code 2.
 """
 
@@ -48,7 +48,7 @@ from benchmarks import BENCHMARKS, METHOD_TITLES, METHODS, MODEL_TITLES, SAMPLES
 from verl_ebpo.tools.cli import one_line  # noqa: E402
 from verl_ebpo.tools.files import atomic_write_text, check_output_paths, unreadable_reason  # noqa: E402
 from verl_ebpo.rewards.score import is_correct  # noqa: E402  (the verdict training uses; one definition)
-from verl_ebpo.rewards.scorer import load_scorer, sized_for  # noqa: E402  (the one scorer loader: one-line errors)
+from verl_ebpo.tools.scorer import load_scorer, sized_for  # noqa: E402  (the one scorer loader: one-line errors)
 from verl_ebpo.tools.compare import evals  # noqa: E402  (the one scoring implementation, shared with compare)
 from verl_ebpo.tools.compare.evals import REQUIRED_FIELDS, ScoreError, score_rows  # noqa: E402,F401
 

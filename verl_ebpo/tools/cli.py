@@ -113,7 +113,7 @@ def build_parser(command: str | None = None) -> argparse.ArgumentParser:
         target = getattr(target, attr) if attr else target
         target.add_arguments(p)
         uniform_defaults(p)
-        p.set_defaults(_run=target.run)
+        p.set_defaults(run_command=target.run)
     return parser
 
 
@@ -126,7 +126,7 @@ def main(argv: list[str] | None = None) -> int:
         print(problem, file=sys.stderr)
         return 2
     args = build_parser(command if command in SUBCOMMANDS else None).parse_args(argv)
-    return int(args._run(args) or 0)
+    return int(args.run_command(args) or 0)
 
 
 if __name__ == "__main__":

@@ -138,7 +138,7 @@ def score_evals(specs: dict, scorer_name: Optional[str], samples: dict, allow_pa
                 progress: bool = False) -> tuple:
     """--eval files scored once each: (rates algo->seed->bench->{problem: share}, pass1 algo->seed->bench->...)."""
     from verl_ebpo.tools.compare import evals
-    from verl_ebpo.rewards.scorer import load_scorer
+    from verl_ebpo.tools.scorer import load_scorer
 
     scorer = _scorer_with_pool(load_scorer(scorer_name or evals.DEFAULT_SCORER), workers)
     read = {key: [r for p in paths for r in evals.read_generations(p)] for key, paths in specs.items()}

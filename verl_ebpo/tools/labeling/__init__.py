@@ -3,7 +3,7 @@
 - `topics.label_topics`: copy a field, or cluster the prompts' embeddings (k-means) -> `extra_info.topic`;
 - `difficulty.label_difficulty`: a model's pass rate over its sampled answers -> `extra_info.difficulty`;
 - `io`: reading inputs, writing outputs atomically, rows without a value (`LabelingError`);
-- `cli`: `verl-ebpo label-topics` / `label-difficulty`. The scorer loader is `verl_ebpo.rewards.scorer`.
+- `cli`: `verl-ebpo label-topics` / `label-difficulty`. The scorer loader is `verl_ebpo.tools.scorer`.
 """
 
 from verl_ebpo.tools.labeling.difficulty import label_difficulty, read_rollouts

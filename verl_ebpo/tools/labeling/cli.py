@@ -172,7 +172,7 @@ def run_label_difficulty(args: argparse.Namespace) -> int:
     try:
         inputs = resolve_in_place(args, [args.rollouts])
         check_outputs([args.output], inputs, _in_place_hint(args))
-        from verl_ebpo.rewards.scorer import load_scorer
+        from verl_ebpo.tools.scorer import load_scorer
 
         table = read_table(args.input)
         scorer = load_scorer(args.scorer)

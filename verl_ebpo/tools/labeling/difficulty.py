@@ -1,5 +1,5 @@
 """Difficulty labels: a model's pass rate per prompt over its sampled answers (rollouts JSONL), scored with
-`verl_ebpo.rewards.compute_score` or any `module:function` (`verl_ebpo.rewards.scorer.load_scorer`).
+`verl_ebpo.rewards.compute_score` or any `module:function` (`verl_ebpo.tools.scorer.load_scorer`).
 
 `label_difficulty(table, rollouts_path, ...)` returns the table with the pass rate and stats; `verl-ebpo
 label-difficulty` (`cli.py`) is its command line. An index is an integer row number, or with `index_field` an
@@ -15,7 +15,7 @@ import sys
 from collections import Counter
 from typing import Any, Callable
 
-from verl_ebpo.rewards.scorer import load_scorer, sized_for
+from verl_ebpo.tools.scorer import load_scorer, sized_for
 from verl_ebpo.samplers.labels import is_missing, label_kind
 from verl_ebpo.tools.cli import one_line
 from verl_ebpo.tools.labeling.io import (

@@ -1,5 +1,5 @@
 """`load_scorer("module:function")`: the one loader of a scorer (a verl reward function), used by
-`verl-ebpo label-difficulty` and recipes/eval/score.py."""
+`verl-ebpo label-difficulty`, `verl-ebpo compare` and recipes/eval/score.py."""
 
 from __future__ import annotations
 
