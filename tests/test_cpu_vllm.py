@@ -382,6 +382,20 @@ def test_segments_left_by_killed_processes_are_removed_and_mapped_ones_kept():
             os.unlink(f"/dev/shm/{seg.name}")  # not seg.unlink(): it would unregister from the tracker again
 
 
+def test_a_vllm_run_removes_on_exit_the_segments_it_left_even_when_it_fails():
+    """`segments_removed_at_exit`, around every vLLM run (run_main_ppo, SMOKE=cpu): a segment made inside and left
+    unmapped is gone after the block, also when the block raised."""
+    from multiprocessing import resource_tracker, shared_memory
+
+    with pytest.raises(RuntimeError, match="the run failed"):
+        with vllm_rollout.segments_removed_at_exit():
+            left = shared_memory.SharedMemory(create=True, size=4096)
+            resource_tracker.unregister(left._name, "shared_memory")
+            left.close()
+            raise RuntimeError("the run failed")
+    assert left.name not in vllm_rollout.shm_segments()
+
+
 @pytest.mark.e2e
 @pytest.mark.vllm
 @needs_vllm

@@ -182,11 +182,8 @@ def main(argv=None) -> int:
             os.execvpe(trainer[0], trainer, env)
         from verl_ebpo.tools.cpu import vllm_rollout  # vLLM's shared memory outlives its killed workers
 
-        segments = vllm_rollout.shm_segments()
-        try:
+        with vllm_rollout.segments_removed_at_exit():
             return subprocess.call(trainer, env=env)
-        finally:
-            vllm_rollout.remove_orphaned_segments(segments)
     ray = shutil.which("ray", path=os.path.dirname(sys.executable)) or shutil.which("ray")
     if ray is None:
         print(f"{args.name}: LAUNCH=ray-job needs the `ray` command", file=sys.stderr)

@@ -69,11 +69,8 @@ def run_main_ppo(
     if run.rollout == "vllm":  # vLLM's shared memory outlives its killed workers: removed when the run ends
         from verl_ebpo.tools.cpu import vllm_rollout
 
-        segments = vllm_rollout.shm_segments()
-        try:
+        with vllm_rollout.segments_removed_at_exit():
             return _supervise(run, timeout_s, on_line, env, stop)
-        finally:
-            vllm_rollout.remove_orphaned_segments(segments)
     return _supervise(run, timeout_s, on_line, env, stop)
 
 

@@ -32,6 +32,7 @@ of at least 32: `VLLM_MODEL_SPEC` is the tiny model with 2 heads of 32 (the demo
 
 from __future__ import annotations
 
+import contextlib
 import os
 
 ROLLOUT_ENV = "VERL_EBPO_CPU_ROLLOUT"  # "vllm" on a CPU run of verl's vLLM rollout (set by CPURun(rollout="vllm"))
@@ -295,3 +296,13 @@ def remove_orphaned_segments(before: set[str], wait_s: float = 10.0) -> list[str
         except OSError:
             pass
     return removed
+
+
+@contextlib.contextmanager
+def segments_removed_at_exit():
+    """Around a vLLM run: on the way out (also on error), `remove_orphaned_segments` of what the run made."""
+    before = shm_segments()
+    try:
+        yield
+    finally:
+        remove_orphaned_segments(before)
