@@ -382,6 +382,48 @@ def test_segments_left_by_killed_processes_are_removed_and_mapped_ones_kept():
             os.unlink(f"/dev/shm/{seg.name}")  # not seg.unlink(): it would unregister from the tracker again
 
 
+def test_segments_another_user_may_hold_are_kept(monkeypatch):
+    """As root without CAP_SYS_PTRACE another user's /proc/PID/maps is unreadable: while such a process lives, a
+    segment it could open (group/other permission bits) stays; a segment of another user made during the run always
+    stays; this user's private, unmapped segment still goes."""
+    import glob as glob_module
+    from multiprocessing import resource_tracker, shared_memory
+
+    before = vllm_rollout.shm_segments()
+    left = shared_memory.SharedMemory(create=True, size=4096)
+    resource_tracker.unregister(left._name, "shared_memory")
+    left.close()
+    path = f"/dev/shm/{left.name}"
+    real_glob, real_open, real_stat = glob_module.glob, open, os.stat
+    hidden = "/proc/999999999/maps"  # a live process of uid 12345 whose maps cannot be read
+
+    def fake_open(p, *args, **kwargs):
+        if p == hidden:
+            raise PermissionError(13, "Permission denied", p)
+        return real_open(p, *args, **kwargs)
+
+    def fake_stat(p, *args, **kwargs):
+        if p == os.path.dirname(hidden):
+            return os.stat_result((0o40555, 0, 0, 0, 12345, 12345, 0, 0, 0, 0))
+        return real_stat(p, *args, **kwargs)
+
+    try:
+        monkeypatch.setattr(glob_module, "glob", lambda pattern: [*real_glob(pattern), hidden])
+        monkeypatch.setattr("builtins.open", fake_open)
+        monkeypatch.setattr(os, "stat", fake_stat)
+        os.chmod(path, 0o644)
+        assert vllm_rollout.remove_orphaned_segments(before, wait_s=0) == []
+        os.chmod(path, 0o600)
+        if os.getuid() == 0:
+            os.chown(path, 12345, -1)
+            assert vllm_rollout.remove_orphaned_segments(before, wait_s=0) == []
+            os.chown(path, 0, -1)
+        assert vllm_rollout.remove_orphaned_segments(before, wait_s=0) == [left.name]
+    finally:
+        if os.path.exists(path):
+            os.unlink(path)
+
+
 def test_a_vllm_run_removes_on_exit_the_segments_it_left_even_when_it_fails():
     """`segments_removed_at_exit`, around every vLLM run (run_main_ppo, SMOKE=cpu): a segment made inside and left
     unmapped is gone after the block, also when the block raised."""

@@ -261,30 +261,48 @@ def shm_segments() -> set[str]:
         return set()
 
 
-def _mapped_segments() -> set[str]:
-    """Names of /dev/shm files some live process maps (read from /proc/*/maps)."""
+def _mapped_segments() -> tuple[set[str], bool]:
+    """(names of /dev/shm files some live process maps, read from /proc/*/maps; whether a live process of another
+    user could not be inspected: as root without CAP_SYS_PTRACE its maps are unreadable)."""
     import glob
 
-    mapped = set()
+    mapped, hidden = set(), False
     for maps in glob.glob("/proc/[0-9]*/maps"):
         try:
             with open(maps) as f:
                 mapped.update(line.rsplit("/dev/shm/", 1)[1].split()[0] for line in f if "/dev/shm/" in line)
-        except (OSError, IndexError):
-            continue  # a process that ended meanwhile, or one we may not read
-    return mapped
+        except (FileNotFoundError, ProcessLookupError, IndexError):
+            continue  # a process that ended meanwhile
+        except OSError:
+            try:  # unreadable: a process of ours that is not dumpable cannot be a vLLM worker; another user's may be
+                hidden |= os.stat(os.path.dirname(maps)).st_uid != os.getuid()
+            except OSError:
+                continue
+    return mapped, hidden
+
+
+def _removable(name: str, others_hidden: bool) -> bool:
+    """This user's segment, and, when another user's process cannot be inspected, one only this user can open."""
+    try:
+        st = os.stat(os.path.join("/dev/shm", name))
+    except OSError:
+        return False
+    return st.st_uid == os.getuid() and not (others_hidden and st.st_mode & 0o077)
 
 
 def remove_orphaned_segments(before: set[str], wait_s: float = 10.0) -> list[str]:
-    """Unlink the segments of `shm_segments()` made since `before` that no live process maps (the run's own, left by
-    killed processes), waiting up to `wait_s` for the run's last processes to exit; a segment still mapped then
-    belongs to someone running and stays. Returns the names removed."""
+    """Unlink the segments of `shm_segments()` made since `before` that are this user's and that no live process
+    maps (the run's own, left by killed processes), waiting up to `wait_s` for the run's last processes to exit. A
+    segment still mapped then belongs to someone running and stays; so does another user's segment, and, while
+    another user's process cannot be inspected, any segment that user could open (group/other permission bits).
+    Returns the names removed."""
     import time
 
     deadline = time.time() + wait_s
     while True:
-        new = shm_segments() - before
-        mapped = new & _mapped_segments()
+        mapped, hidden = _mapped_segments()
+        new = {name for name in shm_segments() - before if _removable(name, hidden)}
+        mapped &= new
         if not mapped or time.time() >= deadline:
             break
         time.sleep(0.5)
