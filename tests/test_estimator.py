@@ -9,7 +9,7 @@ import pytest
 import torch
 import json
 
-from hypothesis import HealthCheck, given, settings
+from hypothesis import HealthCheck, example, given, settings
 from hypothesis import strategies as st
 
 from verl_ebpo.advantage import EBPOOptions, EBPOPrior, ebpo_advantage
@@ -421,6 +421,8 @@ def test_advantages_do_not_depend_on_the_rewards_unit(calls, log_c, mode):
 
 @settings(max_examples=150, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(_case())
+# bfloat16, every row skipped (two tokens of 3.39e38 sum to inf in float32): the early return keeps the dtype
+@example((torch.bfloat16, 2, [[[3.39e38, 3.39e38]]], EBPOOptions(on_nonfinite="skip")))
 def test_property_no_nan_no_inf_no_poisoned_prior_for_any_finite_reward(case):
     """Any finite rewards a reward function can return, any dtype: the output is finite, padding and tokens
     outside the mask are exactly 0, the prior stays finite and saveable; a row whose score is not finite in the
@@ -443,6 +445,24 @@ def test_property_no_nan_no_inf_no_poisoned_prior_for_any_finite_reward(case):
         assert prior.is_finite()
         assert all(math.isfinite(v) for v in diag.values())
         json.dumps(prior.state_dict(), allow_nan=False)  # saveable
+
+
+@pytest.mark.parametrize("mode", ["batch", "center", "none"])
+def test_a_skipped_row_is_exactly_zero_on_every_call_with_a_prior_behind_it(mode):
+    """A row skipped for a non-finite score gets advantage exactly 0 on the first call and on later ones, where the
+    prior is not empty and the centring would otherwise move it (rows 0 and 4 below are NaN / inf)."""
+    prior = EBPOPrior()
+    options = EBPOOptions(on_nonfinite="skip", normalize=mode)
+    for call in range(3):
+        rewards = torch.tensor([[float("nan")], [1.0], [0.0], [1.0], [float("inf")], [0.0]], dtype=torch.float32)
+        rewards[1:4] += 0.1 * call
+        mask = torch.ones(6, 1, dtype=torch.int64)
+        index = np.array(["a", "a", "b", "b", "c", "c"], dtype=object)
+        adv, diag = ebpo_advantage(rewards, mask, index, prior, options)
+        assert diag["ebpo/skipped_rows"] == 2.0
+        assert adv[0].item() == 0.0 and adv[4].item() == 0.0, (call, adv.reshape(-1).tolist())
+        assert torch.count_nonzero(adv[[1, 2, 3, 5]]) > 0
+    assert prior.reward.weight == 12.0  # 4 valid rows a call, none of the skipped ones
 
 
 def test_float64_scores_beyond_the_bound_are_refused_or_skipped_and_the_prior_stays_finite():

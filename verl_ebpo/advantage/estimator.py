@@ -81,7 +81,7 @@ def ebpo_advantage(
     if options.prior_scope == "batch":
         prior.reset()
     if n_marked == n_skip:  # an empty or all-padding/skipped batch: zeros, the prior untouched
-        return out.zero_(), _diagnostics(prior, bs - n_marked, n_skip)
+        return out.zero_().to(token_level_rewards.dtype), _diagnostics(prior, bs - n_marked, n_skip)
 
     labels = index.cpu().numpy() if isinstance(index, torch.Tensor) else np.asarray(index)
     codes, uniques = pd.factorize(labels.reshape(-1), use_na_sentinel=False)
