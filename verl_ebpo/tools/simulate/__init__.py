@@ -195,7 +195,8 @@ def run(args: argparse.Namespace) -> int:
         return 2
 
     from verl_ebpo.tools.simulate.regimes import run_family
-    from verl_ebpo.tools.simulate.report import cells_table, family_table, write_family_outputs
+    from verl_ebpo.tools.simulate.report import (cells_table, family_table, lr_warnings, verdict_counts,
+                                                 write_family_outputs)
 
     from tqdm import tqdm
 
@@ -226,7 +227,6 @@ def run(args: argparse.Namespace) -> int:
     except (OutputPathError, OSError) as e:
         print(f"verl-ebpo simulate: error: cannot write to {args.out}: {e}", file=sys.stderr)
         return 1
-    from verl_ebpo.tools.simulate.docs import lr_warnings, verdict_counts
     from verl_ebpo.tools.stats import power_note
 
     print(family_table(summary))

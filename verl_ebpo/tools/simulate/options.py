@@ -12,10 +12,7 @@ DEFAULT_ESTIMATORS = ("grpo", "drgrpo", "rfpp_baseline", "rloo", "dapo", "js", "
 # the learning-rate grid each estimator is tuned over, per optimizer (`lr_grid auto`)
 LR_GRIDS = {"adam": (0.1, 0.3, 1.0, 3.0, 10.0, 30.0), "sgd": (1.0, 3.0, 10.0, 30.0, 100.0, 300.0),
             "nsgd": (0.1, 0.3, 1.0, 3.0, 10.0, 30.0)}
-REGIME_NAMES = ("shared", "shared_clean", "per_prompt", "per_prompt_clean", "hard", "hard_clean")
-# `regime all`: the regimes with gradient noise. Without it (`*_clean`) one step does most of the learning even at
-# the best lr (docs/simulator.md): those run only by name.
-ALL_REGIMES = ("shared", "per_prompt", "hard")
+REGIME_NAMES = ALL_REGIMES = ("shared", "per_prompt", "hard")
 # what a named regime fixes (see regimes.py); with a named regime (or `all`) these must stay at their defaults
 REGIME_KNOBS = ("beta", "transfer", "score_noise")
 
@@ -126,9 +123,8 @@ class SimOptions(Spec):
         default_doc="`2 8 16`",
         doc="group sizes to sweep (answers per prompt); each must divide `answers_per_step`.",
     )
-    regime: str = option("all", check=_regime, doc="`all`: `shared`, `per_prompt`, `hard` (docs/simulator.md); a name (`shared`, "
-                         "`shared_clean`, `per_prompt`, `per_prompt_clean`, `hard`, `hard_clean`): that one; `custom`: the "
-                         "model knobs as given. A named regime fixes `beta`, `transfer`, `score_noise`: set those only "
+    regime: str = option("all", check=_regime, doc="`all`: `shared`, `per_prompt`, `hard` (docs/simulator.md); one of "
+                         "those names: that one; `custom`: the model knobs as given. A named regime fixes `beta`, `transfer`, `score_noise`: set those only "
                          "with `custom`.")
     seeds: int = option(5, number=(1, 10_000), integer=True, doc="reporting seeds per estimator and G (seeds "
                         "`seed`, `seed+1`, ...); one seed gives no interval.")
@@ -140,9 +136,6 @@ class SimOptions(Spec):
                           "sgd `1 3 10 30 100 300`. One value: no tuning.")
     negligible: float = option(0.005, number=(0.0, 1.0), doc="practical threshold: a resolved difference in final "
                                "success smaller than this is reported as negligible (0.005 = half a point of success).")
-    target_gap: float = option(0.5, number=(0.0, 1.0), lo_open=True, hi_open=True, doc="answers-to-target: answers "
-                               "until success >= s0 + target_gap * (1 - s0), s0 the seed's initial success (a run that "
-                               "never gets there counts the whole budget).")
     grad_draws: int = option(32, number=(0, 100_000), integer=True, doc="the mechanism: one-step gradient estimates "
                              "drawn per reporting seed, estimator and G at the initial policy, against the exact "
                              "gradient (docs/simulator.md, \"Gradient\"); 0: not measured.")

@@ -72,13 +72,12 @@ def summarize(sweep: Sweep, negligible: float = 0.0, lrs: dict | None = None, wh
     options' first grid lr); where: words added to each verdict's "what" (the regime); grads: {(label, G):
     GradientResult} (the gradient statistics, added to cells and comparisons)."""
     grads = grads or {}
-    from verl_ebpo.tools.simulate.regimes import answers_to_target, auc, gain_shape
+    from verl_ebpo.tools.simulate.regimes import auc, gain_shape
 
     o = sweep.options
     results: dict = {}
     for (label, G), run in sweep.runs.items():
         areas = mean_ci(auc(run.curve))
-        to_target, reached = answers_to_target(run.curve, o.answers_per_step, o.target_gap)
         first, half = gain_shape(run.curve)
         generated = np.maximum(run.generated, 1)
         final, held = mean_ci(run.final), mean_ci(run.heldout) if o.heldout else None
@@ -89,10 +88,8 @@ def summarize(sweep: Sweep, negligible: float = 0.0, lrs: dict | None = None, wh
             "auc_mean": _r(areas.mean),
             "auc_ci95": [_r(x) for x in areas.as_list()],
             "lr": (lrs or {}).get((label, G), o.lrs[0]),
-            "answers_to_target_mean": _r(float(to_target.mean()), 1),
             "first_step_gain_frac": _r(float(np.nanmean(first))) if np.isfinite(first).any() else None,
             "steps_to_half_gain": _r(float(half.mean()), 2),
-            "reached_target_frac": _r(float(reached.mean())),
             "degenerate_discard_frac": _r(float((run.degenerate / generated).mean())) if run.degenerate is not None
             else None,
             "surplus_discard_frac": _r(float((run.surplus / generated).mean())) if run.surplus is not None else None,
@@ -168,37 +165,6 @@ def comparison_intervals(c: dict, n: int) -> dict:
     return out
 
 
-def reclassify(summary: dict) -> dict:
-    """`summary` (a family's summary.json, changed in place and returned) with every verdict word and sentence
-    recomputed from its stored interval by today's `stats.classify` / `stats.verdict`: a results file written
-    under an earlier verdict rule re-rendered without re-running the sweep. The sentences keep summarize's order
-    (per regime, pair and G: final, AUC, gradient noise)."""
-    n, delta = summary["seeds"], summary["negligible"]
-    gdelta = summary.get("grad_delta", GRAD_DELTA)
-    verdicts = []
-    for name, comps in summary["regime_comparisons"].items():
-        where = f" ({name})" if "regimes" in summary else ""
-        for key, per_g in comps.items():
-            e, b = key.split("-", 1)
-            for G, c in per_g.items():
-                iv = comparison_intervals(c, n)
-                c["class"], c["auc_class"] = classify(iv["final success"], delta), classify(iv["AUC"], delta)
-                c["verdict"] = verdict(e, b, iv["final success"], f"final success at G={G}{where}", negligible=delta,
-                                       explain_power=False)
-                c["auc_verdict"] = verdict(e, b, iv["AUC"], f"AUC at G={G}{where}", negligible=delta,
-                                           explain_power=False)
-                verdicts += [c["verdict"], c["auc_verdict"]]
-                if "gradient noise" in iv:
-                    c["noise_class"] = classify(iv["gradient noise"], gdelta)
-                    c["noise_verdict"] = verdict(e, b, iv["gradient noise"], f"log gradient noise at G={G}{where}",
-                                                 negligible=gdelta, explain_power=False)
-                    verdicts.append(c["noise_verdict"])
-    head = "shared" if "shared" in summary["regime_comparisons"] else next(iter(summary["regime_comparisons"]))
-    summary["comparisons"] = summary["regime_comparisons"][head]
-    summary["verdicts"], summary["n_comparisons"] = verdicts, len(verdicts)
-    return summary
-
-
 KINDS = ("final success", "AUC", "gradient noise")
 
 
@@ -234,60 +200,6 @@ def verdict_counts(summary: dict) -> str:
             f"{summary['negligible']:g}; gradient noise: delta {summary.get('grad_delta', GRAD_DELTA):g} in log "
             "ratio; \"higher\"/\"lower\" only when the whole interval lies beyond delta), and how many stay resolved "
             "after Holm's correction over each family (family-wise error 5%) -- " + "; ".join(parts) + ".")
-
-
-def results_table(summary: dict) -> str:
-    """Markdown: one row per estimator and G."""
-    rows = [
-        "| estimator | G | final success, mean [95% CI] | zero-adv share | no-signal share | held-out success | updates |",
-        "|---|---:|---|---:|---:|---:|---:|",
-    ]
-    for label, per_g in summary["results"].items():
-        for G, r in per_g.items():
-            lo, hi = r["ci95"]
-            ci = f"[{lo:.3f}, {hi:.3f}]" if lo is not None else "[n/a]"
-            held = f"{r['heldout_mean']:.3f}" if r["heldout_mean"] is not None else "n/a"
-            rows.append(
-                f"| {label} | {G} | {r['final_mean']:.3f} {ci} | {r['zero_adv_frac']:.3f} | {r['no_signal_frac']:.3f} "
-                f"| {held} | {r['updates']:g} |"
-            )
-    return "\n".join(rows)
-
-
-def comparison_table(summary: dict) -> str:
-    """Markdown: EBPO minus each baseline, paired by seed, per G."""
-    Gs = [str(g) for g in summary["G"]]
-    rows = ["| a - b | " + " | ".join(f"G={g}" for g in Gs) + " |", "|---|" + "---|" * len(Gs)]
-    for key, per_g in summary["comparisons"].items():
-        cells = []
-        for g in Gs:
-            c = per_g.get(g)
-            if c is None:
-                cells.append("")
-            elif c["ci95"][0] is None:
-                cells.append(signed(c["diff"]))
-            else:
-                cells.append(f"{signed(c['diff'])} [{signed(c['ci95'][0])}, {signed(c['ci95'][1])}]")
-        rows.append(f"| {key} | " + " | ".join(cells) + " |")
-    return "\n".join(rows)
-
-
-def report_markdown(summary: dict) -> str:
-    o = summary["options"]
-    head = (
-        f"# verl-ebpo simulate\n\n{summary['seeds']} seeds, G in {summary['G']}, {o['prompts']} prompts "
-        f"(p0 ~ Beta({o['beta'][0]:g}, {o['beta'][1]:g}), {o['topics']} topic(s), order {summary['order']}), "
-        f"budget {summary['budget_answers']} answers per run ({o['answers_per_step']} per step), optimizer "
-        f"{o['optimizer']} lr {summary['results'] and next(iter(next(iter(summary['results'].values())).values()))['lr']:g}, score noise {o['score_noise']:g}; {summary['seconds']:.1f} s.\n\n"
-        "Final success: expected success over the training prompts when the budget is spent (exact, not "
-        "sampled). Zero-adv share: answers trained on with |A| < 1e-6. No-signal share: answers generated that "
-        "were discarded (DAPO) or had a zero advantage.\n\n"
-    )
-    verdicts = "\n".join(f"- {v}" for v in summary["verdicts"])
-    return (
-        f"{head}{results_table(summary)}\n\n## EBPO minus each baseline (and each EBPO variant minus the first), final success, paired by seed, 95% CI\n\n"
-        f"{comparison_table(summary)}\n\n## Verdicts\n\n{verdicts}\n"
-    )
 
 
 def curves_csv(sweep: Sweep) -> str:
@@ -365,13 +277,6 @@ def _write_files(out_dir: str, summary: dict, markdown: str, csv_text: str,
     if figure_of is not None:
         plot(*figure_of, os.path.join(out_dir, "simulate.png"))
     return summary
-
-
-def write_outputs(sweep: Sweep, out_dir: str, figure: bool = True) -> dict:
-    """Write FILES into out_dir (created if missing) for one sweep; returns the summary."""
-    summary = summarize(sweep)
-    return _write_files(out_dir, summary, report_markdown(summary), curves_csv(sweep),
-                        (sweep, summary) if figure else None)
 
 
 def share(x: float) -> str:
@@ -488,8 +393,7 @@ def family_markdown(summary: dict) -> str:
         f"{len(summary['tune_seeds'])} tuning seeds, G in {summary['G']}, budget {summary['budget_answers']} answers "
         f"per run, optimizer {o['optimizer']}, lr grid {summary['lr_grid']} (chosen per estimator, regime and G: "
         f"{summary['lr_rule']}); {summary['seconds']:.1f} s.\n\nAUC: mean success over the run (area under success "
-        "vs answers generated / budget). Answers to target: until success closes "
-        f"{o['target_gap']:g} of the gap to 1.\n\n## EBPO against Dr.GRPO and James-Stein: gradient noise ratio, "
+        "vs answers generated / budget).\n\n## EBPO against Dr.GRPO and James-Stein: gradient noise ratio, "
         "final success and AUC differences, paired by seed, 95% CI\n\n"
         f"{family_table(summary)}\n\n## Gradient noise tr Cov(g) / |E g|^2 at the initial policy (cosine of one "
         f"batch's step with the exact gradient)\n\n{gradient_table(summary)}\n\n## Cells\n\n{cells_table(summary)}\n\n## Verdicts ({summary['n_comparisons']} "
@@ -517,3 +421,25 @@ def write_family_outputs(family, out_dir: str, figure: bool = True, command: str
     first = family.sweeps["shared" if "shared" in family.sweeps else next(iter(family.sweeps))]
     return _write_files(out_dir, summary, family_markdown(summary), family_curves_csv(family),
                         (first, summarize(first)) if figure else None)
+
+
+def lr_edges(summary: dict) -> list[str]:
+    """The cells ('regime/estimator/G') whose chosen lr is the smallest or largest of their own grid (extended past
+    an edge by `regimes.run_cell`: `lr_grids`)."""
+    grids = summary.get("lr_grids", {})
+    return [f"{name}/{label}/{G}" for name, per in summary["regimes"].items() for label, per_g in per.items()
+            for G, c in per_g.items() for grid in [grids.get(name, {}).get(f"{label}|{G}", summary["lr_grid"])]
+            if len(grid) > 1 and c["lr"] in (min(grid), max(grid))]
+
+
+def lr_extended(summary: dict) -> list[str]:
+    """The cells whose grid was extended past the sweep's ('regime/estimator/G: lo-hi')."""
+    return [f"{name}/{key.replace('|', '/')}: {min(g):g}-{max(g):g}" for name, per in summary.get("lr_grids", {}).items()
+            for key, g in per.items() if len(g) != len(summary["lr_grid"])]
+
+
+def lr_warnings(summary: dict) -> list[str]:
+    """What a run prints when a grid was too narrow for a cell."""
+    edges, extended = lr_edges(summary), lr_extended(summary)
+    return ([f"chosen lr at an edge of its grid (the best may lie beyond it): {', '.join(edges)}"] if edges else []) + (
+        [f"lr grid too narrow, extended past an edge (`regimes.run_cell`): {'; '.join(extended)}"] if extended else [])
