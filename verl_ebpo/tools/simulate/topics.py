@@ -55,9 +55,8 @@ DECAY = 0.5  # the decayed prior's lambda: a horizon of about 2 batches (a topic
 PRIORS = {"eb_running": (True, 1.0), "eb_decayed": (True, DECAY), "eb_batch": (True, 0.0), "eb_topic": (False, 1.0)}
 ESTIMATORS = ("drgrpo", "ebpo", *PRIORS)
 ORDERS = ("random", "topic")
-WORTH = 0.9  # a choice: the noise ratio below which a reduction counts as large (a tenth less noise); the findings
-# name the G at which the per-topic prior's ratio over EBPO's is resolved below it. The decision to build it is
-# not taken from this rule (EBPO itself would fail it over Dr.GRPO at G >= 8): docs/simulator.md, "Topics"
+WORTH = 0.9  # a choice: `per_topic_large_at_G` names the G at which the per-topic prior's noise over EBPO's is
+# resolved below it (a tenth less noise); the decision to build it is not taken from this (docs/simulator.md)
 NOISE_DELTA = 0.05  # |log ratio| below it: practically equal (as report.GRAD_DELTA)
 REFUSED = ("estimators", "order")  # the study sets these itself
 
@@ -232,52 +231,6 @@ def comparisons_table(summary: dict) -> str:
     return "\n".join(rows)
 
 
-def _span(items) -> str:
-    vals = [(v, G) for G, v in items if v is not None]
-    lo, hi = min(vals), max(vals)
-    return f"{lo[0]:.3f} (G={lo[1]}) to {hi[0]:.3f} (G={hi[1]})" if lo != hi else f"{lo[0]:.3f} (G={lo[1]})"
-
-
-def findings(summary: dict) -> str:
-    """The verdicts in words, generated from the summary: topic order per prior scope, and the per-topic prior."""
-    from collections import Counter
-
-    lines = []
-    for label, per_g in summary["comparisons"]["order"].items():
-        noise = Counter(c["noise"]["class"] for c in per_g.values())
-        text = (f"- `{label}`, topic order / shuffled: gradient noise x{_span([(G, c['noise']['ratio']) for G, c in per_g.items()])}"
-                f" ({', '.join(f'{n} {k}' for k, n in sorted(noise.items()))})")
-        if all("prior_err" in c for c in per_g.values()):
-            pe = Counter(c["prior_err"]["class"] for c in per_g.values())
-            text += (f"; prior error x{_span([(G, c['prior_err']['ratio']) for G, c in per_g.items()])}"
-                     f" ({', '.join(f'{n} {k}' for k, n in sorted(pe.items()))})")
-        lines.append(text + ".")
-    for base, per_g in summary["comparisons"]["per_topic"].items():
-        noise = Counter(c["noise"]["class"] for c in per_g.values())
-        pe = Counter(c["prior_err"]["class"] for c in per_g.values())
-        lines.append(f"- `eb_topic` / `{base}` on shuffled batches: gradient noise "
-                     f"x{_span([(G, c['noise']['ratio']) for G, c in per_g.items()])} "
-                     f"({', '.join(f'{n} {k}' for k, n in sorted(noise.items()))}); prior error "
-                     f"x{_span([(G, c['prior_err']['ratio']) for G, c in per_g.items()])} "
-                     f"({', '.join(f'{n} {k}' for k, n in sorted(pe.items()))}).")
-    from verl_ebpo.tools.stats import family_counts, interval_of
-
-    for what, key in (("gradient-noise", "noise"), ("prior-error", "prior_err")):
-        fam = [interval_of(math.log(c[key]["ratio"]), [None if x is None else math.log(x) for x in c[key]["ci95"]],
-                           summary["seeds"])
-               for group in summary["comparisons"].values() for per_g in group.values() for c in per_g.values()
-               if key in c]
-        if fam:
-            n = family_counts(fam, summary.get("noise_delta", NOISE_DELTA))
-            lines.append(f"- The study's {n['n']} {what} comparisons, Holm's correction (family-wise error 5%): "
-                         f"{n['holm_resolved']} resolved ({n['holm_higher']} higher, {n['holm_lower']} lower).")
-    w, large = summary["worth_threshold"], summary.get("per_topic_large_at_G", [])
-    lines.append(f"- The per-topic prior's noise over EBPO's resolved below {w:g} (a tenth less noise; the threshold "
-                 f"is a choice): " + (f"at G = {', '.join(str(g) for g in large)}" if large else "at no G")
-                 + f" of {summary['G']}.")
-    return "\n".join(lines)
-
-
 def doc_blocks(summary: dict) -> dict:
     """docs/simulator.md's generated blocks of the study."""
     m = summary["model"]
@@ -287,7 +240,7 @@ def doc_blocks(summary: dict) -> dict:
            f"{summary['warmup']} warm-up batches, per order x estimator x G in {summary['G']}; decayed prior "
            f"lambda = {summary['decay']:g}; {summary['seconds']:.0f} s.")
     return {"run": run, "cells": cells_table(summary), "comparisons": comparisons_table(summary),
-            "findings": findings(summary), "readme": readme_block(summary)}
+            "readme": readme_block(summary)}
 
 
 def readme_block(summary: dict) -> str:
@@ -304,7 +257,7 @@ def readme_block(summary: dict) -> str:
 def results_markdown(summary: dict) -> str:
     b = doc_blocks(summary)
     return (f"# Topic study\n\n{b['run']}\n\n## Gradient noise and prior error\n\n{b['cells']}\n\n## Paired ratios"
-            f"\n\n{b['comparisons']}\n\n## Findings\n\n{b['findings']}\n")
+            f"\n\n{b['comparisons']}\n")
 
 
 FILES = ("summary.json", "results.md")
@@ -352,10 +305,5 @@ def main(args) -> int:
     print(cells_table(summary))
     print()
     print(comparisons_table(summary))
-    print()
-    print(findings(summary))
-    from verl_ebpo.tools.stats import power_note
-
-    print(f"\n{power_note()}")
     print(f"\n{summary['seconds']:.1f} s; wrote {os.path.join(args.out, 'summary.json')} and results.md")
     return 0
