@@ -3,7 +3,6 @@
 import dataclasses
 import json
 import os
-import re
 
 import numpy as np
 import pytest
@@ -212,7 +211,7 @@ def test_adam_matches_torch_adam_and_masked_seeds_do_not_move():
     torch.manual_seed(0)
     theta0 = torch.randn(2, 5, dtype=torch.float64)
     grads = [torch.randn(2, 5, dtype=torch.float64) for _ in range(4)]
-    ours = simtask.Optimizer("adam", 0.1, theta0.shape)
+    ours = simtask.Optimizer(0.1, theta0.shape)
     theta = theta0.clone()
     for g in grads:
         theta = ours.step(theta, g, torch.tensor([True, False]))

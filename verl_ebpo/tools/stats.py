@@ -39,13 +39,6 @@ from typing import Sequence
 
 import numpy as np
 
-__all__ = ["Interval", "classify", "crossed_mean_ci", "family_counts", "holm", "interval_of", "mean_ci", "mean_ci_rows",
-           "paired_diff_ci", "power_note", "signed", "t_p_value", "verdict", "VERDICTS"]
-
-VERDICTS = ("higher", "lower", "higher (possibly negligible)", "lower (possibly negligible)", "negligible", "equivalent",
-            "not resolved", "zero width", "one seed")
-
-
 @dataclass(frozen=True)
 class Interval:
     mean: float
@@ -254,7 +247,7 @@ def signed(x: float) -> str:
 
 
 def classify(diff: Interval, negligible: float = 0.0) -> str:
-    """One of `VERDICTS` for the difference `diff`, from its interval alone (see the module docstring);
+    """The verdict word (module docstring) for the difference `diff`, from its interval alone (see the module docstring);
     `negligible` is delta, the practical threshold (0: no threshold, so never "negligible" or "equivalent")."""
     if not negligible >= 0 or not math.isfinite(negligible):
         raise ValueError(f"negligible must be a finite number >= 0, got {negligible!r}")

@@ -52,8 +52,8 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         parser.add_argument("--" + f.name.replace("_", "-"), dest=f.name, default=None, metavar=f.name.upper(),
                             help=f"{f.metadata['doc']} (default {default})", **kwargs)
     parser.add_argument("--study", choices=("topics",), default=None,
-                        help="run a study instead of the sweep: `topics` (topic order vs shuffled, EBPO's prior scopes "
-                        "and a per-topic prior; docs/simulator.md, \"Topics\")")
+                        help="run a study instead of the sweep: `topics` (topic order vs shuffled, EBPO's prior scopes; "
+                        "docs/simulator.md, \"Topics\")")
     parser.add_argument("--out", default="runs/simulate", help="output folder (default runs/simulate)")
     parser.add_argument("--force", action="store_true", help="run even past the cost bound (see the estimate)")
     parser.add_argument("--no-figure", action="store_true", help="skip the figure")
@@ -95,8 +95,7 @@ def estimate_cost(options) -> tuple[float, float]:
     for e in options.estimators:
         spec = parse_estimator(e)
         for G in options.G:
-            gen = (options.gen_batch or options.answers_per_step // G) * G * (options.max_gen_batches
-                                                                                if spec.dynamic_sampling else 1)
+            gen = options.answers_per_step * (options.max_gen_batches if spec.dynamic_sampling else 1)
             per = 1e-8 * (gen + pd) + (8e-4 if spec.per_seed else 0.0)
             seconds += regimes * options.steps * rows * per
             # the gradient measurement: (warmup + draws) batches x reporting seeds, every generation batch drawn

@@ -10,7 +10,6 @@ import io
 import json
 import math
 import os
-from typing import Optional
 
 import numpy as np
 
@@ -265,20 +264,6 @@ def plot(sweep: Sweep, summary: dict, path: str) -> None:
     plt.close(fig)
 
 
-def _write_files(out_dir: str, summary: dict, markdown: str, csv_text: str,
-                 figure_of: Optional[tuple[Sweep, dict]]) -> dict:
-    """FILES into out_dir (created if missing), each atomically; the figure shows `figure_of`, a sweep and its
-    summary (None: no figure)."""
-    os.makedirs(out_dir, exist_ok=True)
-    summary["environment"] = environment()  # what computed it (the last digits depend on it)
-    atomic_write_text(os.path.join(out_dir, "summary.json"), json.dumps(summary, indent=2) + "\n")
-    atomic_write_text(os.path.join(out_dir, "results.md"), markdown)
-    atomic_write_text(os.path.join(out_dir, "curves.csv"), csv_text)
-    if figure_of is not None:
-        plot(*figure_of, os.path.join(out_dir, "simulate.png"))
-    return summary
-
-
 def share(x: float) -> str:
     """A share to two decimals; one that rounds to zero is 0.00, whatever its sign."""
     text = f"{x:.2f}"
@@ -386,12 +371,11 @@ def cells_table(summary: dict) -> str:
 
 
 def family_markdown(summary: dict) -> str:
-    o = summary["options"]
     verdicts = "\n".join(f"- {v}" for v in summary["verdicts"])
     return (
         f"# verl-ebpo simulate: {len(summary['regimes'])} regime(s)\n\n{summary['seeds']} reporting seeds and "
         f"{len(summary['tune_seeds'])} tuning seeds, G in {summary['G']}, budget {summary['budget_answers']} answers "
-        f"per run, optimizer {o['optimizer']}, lr grid {summary['lr_grid']} (chosen per estimator, regime and G: "
+        f"per run, Adam, lr grid {summary['lr_grid']} (chosen per estimator, regime and G: "
         f"{summary['lr_rule']}); {summary['seconds']:.1f} s.\n\nAUC: mean success over the run (area under success "
         "vs answers generated / budget).\n\n## EBPO against Dr.GRPO and James-Stein: gradient noise ratio, "
         "final success and AUC differences, paired by seed, 95% CI\n\n"
@@ -413,14 +397,20 @@ def family_curves_csv(family) -> str:
 
 
 def write_family_outputs(family, out_dir: str, figure: bool = True, command: str | None = None) -> dict:
-    """Write FILES into out_dir (created if missing) for a family run; the figure shows the first regime.
-    command: the command line that made it (kept in summary.json, quoted by the docs)."""
+    """Write FILES into out_dir (created if missing), each atomically, for a family run; the figure shows the
+    first regime. command: the command line that made it (kept in summary.json, quoted by the docs)."""
     summary = summarize_family(family)
     if command is not None:
         summary["command"] = command
-    first = family.sweeps["shared" if "shared" in family.sweeps else next(iter(family.sweeps))]
-    return _write_files(out_dir, summary, family_markdown(summary), family_curves_csv(family),
-                        (first, summarize(first)) if figure else None)
+    summary["environment"] = environment()  # what computed it (the last digits depend on it)
+    os.makedirs(out_dir, exist_ok=True)
+    atomic_write_text(os.path.join(out_dir, "summary.json"), json.dumps(summary, indent=2) + "\n")
+    atomic_write_text(os.path.join(out_dir, "results.md"), family_markdown(summary))
+    atomic_write_text(os.path.join(out_dir, "curves.csv"), family_curves_csv(family))
+    if figure:
+        first = family.sweeps["shared" if "shared" in family.sweeps else next(iter(family.sweeps))]
+        plot(first, summarize(first), os.path.join(out_dir, "simulate.png"))
+    return summary
 
 
 def lr_edges(summary: dict) -> list[str]:
