@@ -214,50 +214,31 @@ def curves_csv(sweep: Sweep) -> str:
     return out.getvalue()
 
 
-def plot(sweep: Sweep, summary: dict, path: str) -> None:
-    """Final success vs G (mean, 95% CI) and, per G, success against answers generated (mean and band)."""
+def plot(sweep: Sweep, path: str) -> None:
+    """Per G, success against answers generated (mean over seeds and its 95% band), one line per estimator."""
     import matplotlib
 
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
 
     Gs = list(sweep.options.G)
-    labels = list(summary["results"])
-    colors = {label: plt.get_cmap("tab10")(i % 10) for i, label in enumerate(labels)}
-    styles = {label: "--" if parse_estimator(label).is_ebpo else "-" for label in labels}
-    jitter = {label: 2 ** (0.04 * (i - (len(labels) - 1) / 2)) for i, label in enumerate(labels)}
-    fig, axes = plt.subplots(1, 1 + len(Gs), figsize=(3.6 * (1 + len(Gs)), 3.6), squeeze=False)
-    ax = axes[0, 0]
-    for label in labels:
-        per_g = summary["results"][label]
-        xs = [g for g in Gs if str(g) in per_g]
-        means = np.array([per_g[str(g)]["final_mean"] for g in xs])
-        ci = np.array([[np.nan if v is None else v for v in per_g[str(g)]["ci95"]] for g in xs])
-        err = np.abs(np.stack([means - ci[:, 0], ci[:, 1] - means])) if len(xs) else None
-        ax.errorbar([g * jitter[label] for g in xs], means, yerr=err, marker="o", ms=4, capsize=3, label=label,
-                    color=colors[label], ls=styles[label])
-    ax.set_xscale("log", base=2)
-    ax.set_xticks(Gs, [str(g) for g in Gs])
-    ax.set_xlabel("G (answers per prompt)")
-    ax.set_ylabel("final expected success")
-    ax.set_title(f"equal budget, {summary['seeds']} seeds, 95% CI", fontsize=9)
-    ax.legend(fontsize=7)
-    n = sweep.options.answers_per_step
-    for j, G in enumerate(Gs, start=1):
-        ax = axes[0, j]
-        for label in labels:
+    labels = list(dict.fromkeys(label for label, _ in sweep.runs))
+    fig, axes = plt.subplots(1, len(Gs), figsize=(3.6 * len(Gs), 3.6), squeeze=False)
+    for ax, G in zip(axes[0], Gs):
+        for i, label in enumerate(labels):
             run = sweep.runs.get((label, G))
             if run is None:
                 continue
-            x = np.arange(run.curve.shape[1]) * n
+            x = np.arange(run.curve.shape[1]) * sweep.options.answers_per_step
             m, lo, hi = mean_ci_rows(run.curve.T)  # curve: (seeds, points)
-            ax.plot(x, m, color=colors[label], lw=1.2, ls=styles[label], label=label)
+            color, ls = plt.get_cmap("tab10")(i % 10), "--" if parse_estimator(label).is_ebpo else "-"
+            ax.plot(x, m, color=color, lw=1.2, ls=ls, label=label)
             if run.curve.shape[0] > 1:
-                ax.fill_between(x, lo, hi, color=colors[label], alpha=0.2, lw=0)
+                ax.fill_between(x, lo, hi, color=color, alpha=0.2, lw=0)
         ax.set_title(f"G = {G}", fontsize=9)
         ax.set_xlabel("answers generated")
-        if j == 1:
-            ax.set_ylabel("expected success")
+    axes[0, 0].set_ylabel("expected success")
+    axes[0, 0].legend(fontsize=7)
     fig.tight_layout()
     with atomic_output(path) as tmp:
         fig.savefig(tmp, dpi=100, format="png")
@@ -409,7 +390,7 @@ def write_family_outputs(family, out_dir: str, figure: bool = True, command: str
     atomic_write_text(os.path.join(out_dir, "curves.csv"), family_curves_csv(family))
     if figure:
         first = family.sweeps["shared" if "shared" in family.sweeps else next(iter(family.sweeps))]
-        plot(first, summarize(first), os.path.join(out_dir, "simulate.png"))
+        plot(first, os.path.join(out_dir, "simulate.png"))
     return summary
 
 
