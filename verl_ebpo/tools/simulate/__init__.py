@@ -57,7 +57,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--out", default="runs/simulate", help="output folder (default runs/simulate)")
     parser.add_argument("--force", action="store_true", help="run even past the cost bound (see the estimate)")
     parser.add_argument("--no-figure", action="store_true", help="skip the figure")
-    parser.add_argument("--quiet", action="store_true", help="print only the tables and verdicts")
+    parser.add_argument("--quiet", action="store_true", help="print only the tables and verdict counts")
 
 
 def options_from_args_raw(args: argparse.Namespace) -> dict:
@@ -226,16 +226,7 @@ def run(args: argparse.Namespace) -> int:
     except (OutputPathError, OSError) as e:
         print(f"verl-ebpo simulate: error: cannot write to {args.out}: {e}", file=sys.stderr)
         return 1
-    from verl_ebpo.tools.stats import power_note
-
-    print(family_table(summary))
-    print()
-    print(cells_table(summary))
-    print(f"\n{summary['n_comparisons']} comparisons (95% intervals, each uncorrected; |difference| "
-          f"< {summary['negligible']:g} is negligible):")
-    for sentence in summary["verdicts"]:
-        print(sentence)
-    print(f"\n{power_note()}\n{verdict_counts(summary)}")
+    print(f"{family_table(summary)}\n\n{cells_table(summary)}\n\n{verdict_counts(summary)}")
     for line in lr_warnings(summary):
         print(f"verl-ebpo simulate: warning: {line}", file=sys.stderr)
     wrote = "summary.json, results.md, curves.csv" + ("" if args.no_figure else ", simulate.png")

@@ -1,7 +1,7 @@
-"""A sweep's numbers as users read them: summary.json, the results table, verdicts, curves.csv, one figure.
+"""A sweep's numbers as users read them: summary.json, the results tables, verdict counts, curves.csv, a figure.
 
 Every interval is `verl_ebpo.tools.stats` (Student t over seeds); every comparison is EBPO minus a baseline paired
-by seed (same task, same prompts); every verdict sentence is computed from its interval.
+by seed (same task, same prompts); every verdict word is computed from its interval (`stats.classify`).
 """
 
 from __future__ import annotations
@@ -18,7 +18,7 @@ from verl_ebpo.tools.provenance import environment
 from verl_ebpo.tools.simulate.engine import Sweep
 from verl_ebpo.tools.simulate.estimators import parse_estimator
 from verl_ebpo.tools.stats import (classify, family_counts, interval_of, mean_ci, mean_ci_rows, paired_diff_ci,
-                                  power_note, signed, verdict)
+                                  signed)
 
 FILES = ("summary.json", "results.md", "curves.csv", "simulate.png")
 
@@ -53,22 +53,20 @@ def _grad_cell(g) -> dict:
     }
 
 
-def _grad_comparison(e, b, ge, gb, G: int, where: str) -> tuple[dict, str]:
+def _grad_comparison(ge, gb) -> dict:
     """EBPO's gradient noise over the baseline's, paired by seed, as a ratio with its interval (log scale)."""
     diff = paired_diff_ci(np.log(ge.noise), np.log(gb.noise))
-    sentence = verdict(e, b, diff, f"log gradient noise at G={G}{where}", negligible=GRAD_DELTA, explain_power=False)
-    ci = diff.as_list()
     return {"noise_ratio": _r(float(np.exp(diff.mean))),
-            "noise_ratio_ci95": [_r(float(np.exp(x))) if x is not None else None for x in ci],
-            "noise_verdict": sentence, "noise_class": classify(diff, GRAD_DELTA)}, sentence
+            "noise_ratio_ci95": [_r(float(np.exp(x))) if x is not None else None for x in diff.as_list()],
+            "noise_class": classify(diff, GRAD_DELTA)}
 
 
-def summarize(sweep: Sweep, negligible: float = 0.0, lrs: dict | None = None, where: str = "",
+def summarize(sweep: Sweep, negligible: float = 0.0, lrs: dict | None = None,
               grads: dict | None = None) -> dict:
     """The summary dict (summary.json): results per estimator and G, paired comparisons, verdicts.
 
     negligible: the practical threshold of `stats.verdict`; lrs: {(label, G): lr} chosen per cell (default: the
-    options' first grid lr); where: words added to each verdict's "what" (the regime); grads: {(label, G):
+    options' first grid lr); grads: {(label, G):
     GradientResult} (the gradient statistics, added to cells and comparisons)."""
     grads = grads or {}
     from verl_ebpo.tools.simulate.regimes import auc, gain_shape
@@ -109,7 +107,6 @@ def summarize(sweep: Sweep, negligible: float = 0.0, lrs: dict | None = None, wh
             **(_grad_cell(grads[(label, G)]) if (label, G) in grads else {}),
         }
     comparisons: dict = {}
-    verdicts: list[str] = []
     ebpo, baselines = _ebpo_and_baselines(sweep)
     pairs = [(e, b) for e in ebpo for b in baselines] + [(e, ebpo[0]) for e in ebpo[1:]]
     for e, b in pairs:
@@ -120,30 +117,21 @@ def summarize(sweep: Sweep, negligible: float = 0.0, lrs: dict | None = None, wh
             ra, rb = sweep.runs[(e, G)], sweep.runs[(b, G)]
             diff = paired_diff_ci(ra.final, rb.final)
             adiff = paired_diff_ci(auc(ra.curve), auc(rb.curve))
-            sentence = verdict(e, b, diff, f"final success at G={G}{where}", negligible=negligible, explain_power=False)
-            asentence = verdict(e, b, adiff, f"AUC at G={G}{where}", negligible=negligible, explain_power=False)
             comparisons.setdefault(key, {})[str(G)] = {
                 "diff": _r(diff.mean),
                 "ci95": [_r(x) for x in diff.as_list()],
-                "verdict": sentence,
                 "auc_diff": _r(adiff.mean),
                 "auc_ci95": [_r(x) for x in adiff.as_list()],
-                "auc_verdict": asentence,
                 "class": classify(diff, negligible),
                 "auc_class": classify(adiff, negligible),
             }
-            verdicts += [sentence, asentence]
             if (e, G) in grads and (b, G) in grads:
-                entry, gsentence = _grad_comparison(e, b, grads[(e, G)], grads[(b, G)], G, where)
-                comparisons[key][str(G)].update(entry)
-                verdicts.append(gsentence)
+                comparisons[key][str(G)].update(_grad_comparison(grads[(e, G)], grads[(b, G)]))
     return {
         "seeds": o.seeds,
         "G": list(o.G),
         "results": results,
         "comparisons": comparisons,
-        "verdicts": verdicts,
-        "n_comparisons": len(verdicts),
         "negligible": negligible,
         "budget_answers": o.budget,
         "order": o.resolved_order,
@@ -262,11 +250,10 @@ def summarize_family(family) -> dict:
     from verl_ebpo.tools.simulate.regimes import LR_RULE, REGIMES
 
     o = family.options
-    per = {name: summarize(sweep, o.negligible, family.lrs[name], where=f" ({name})",
+    per = {name: summarize(sweep, o.negligible, family.lrs[name],
                            grads=family.gradients.get(name))
            for name, sweep in family.sweeps.items()}
     head = per.get("shared") or next(iter(per.values()))
-    verdicts = [v for s in per.values() for v in s["verdicts"]]
     return {
         **head,
         "regime": o.regime,
@@ -279,8 +266,6 @@ def summarize_family(family) -> dict:
         "lr_grids": {name: {f"{label}|{G}": v for (label, G), v in t.items()} for name, t in family.grids.items()},
         "lr_rule": LR_RULE,
         "tune_seeds": o.tune_seed_list,
-        "verdicts": verdicts,
-        "n_comparisons": len(verdicts),
         "negligible": o.negligible,
         "grad_delta": GRAD_DELTA,
         "seconds": _r(family.seconds, 2),
@@ -352,7 +337,6 @@ def cells_table(summary: dict) -> str:
 
 
 def family_markdown(summary: dict) -> str:
-    verdicts = "\n".join(f"- {v}" for v in summary["verdicts"])
     return (
         f"# verl-ebpo simulate: {len(summary['regimes'])} regime(s)\n\n{summary['seeds']} reporting seeds and "
         f"{len(summary['tune_seeds'])} tuning seeds, G in {summary['G']}, budget {summary['budget_answers']} answers "
@@ -361,9 +345,7 @@ def family_markdown(summary: dict) -> str:
         "vs answers generated / budget).\n\n## EBPO against Dr.GRPO and James-Stein: gradient noise ratio, "
         "final success and AUC differences, paired by seed, 95% CI\n\n"
         f"{family_table(summary)}\n\n## Gradient noise tr Cov(g) / |E g|^2 at the initial policy (cosine of one "
-        f"batch's step with the exact gradient)\n\n{gradient_table(summary)}\n\n## Cells\n\n{cells_table(summary)}\n\n## Verdicts ({summary['n_comparisons']} "
-        f"comparisons, each from its own 95% interval; |difference| < {summary['negligible']:g}: "
-        f"negligible)\n\n{verdicts}\n\n{power_note()}\n\n{verdict_counts(summary)}\n"
+        f"batch's step with the exact gradient)\n\n{gradient_table(summary)}\n\n## Cells\n\n{cells_table(summary)}\n\n{verdict_counts(summary)}\n"
     )
 
 

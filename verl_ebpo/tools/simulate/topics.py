@@ -127,16 +127,15 @@ def _r(x):
     return None if x is None or not math.isfinite(x) else float(x)
 
 
-def _ratio(a: np.ndarray, b: np.ndarray, what: str, name_a: str, name_b: str) -> dict:
-    """a / b paired by seed on the log scale: geometric-mean ratio, its 95% interval, class and sentence."""
-    from verl_ebpo.tools.stats import classify, paired_diff_ci, verdict
+def _ratio(a: np.ndarray, b: np.ndarray) -> dict:
+    """a / b paired by seed on the log scale: geometric-mean ratio, its 95% interval and class."""
+    from verl_ebpo.tools.stats import classify, paired_diff_ci
 
     diff = paired_diff_ci(np.log(a), np.log(b))
     lo, hi = diff.as_list()
     return {"ratio": _r(float(np.exp(diff.mean))),
             "ci95": [None if lo is None else float(np.exp(lo)), None if hi is None else float(np.exp(hi))],
-            "class": classify(diff, NOISE_DELTA), "verdict": verdict(name_a, name_b, diff, what,
-                                                                      negligible=NOISE_DELTA, explain_power=False)}
+            "class": classify(diff, NOISE_DELTA)}
 
 
 def summarize(results: dict, blowups: dict, options, seconds: float, command: str) -> dict:
@@ -164,11 +163,9 @@ def summarize(results: dict, blowups: dict, options, seconds: float, command: st
     for label in ESTIMATORS:  # topic order over shuffled, per estimator and G
         for G in options.G:
             a, b = results["topic"][label][G], results["random"][label][G]
-            entry = {"noise": _ratio(a.noise, b.noise, f"gradient noise at G={G}", f"{label} (topic order)",
-                                     f"{label} (shuffled)")}
+            entry = {"noise": _ratio(a.noise, b.noise)}
             if a.prior_err is not None:
-                entry["prior_err"] = _ratio(a.prior_err, b.prior_err, f"prior error at G={G}",
-                                            f"{label} (topic order)", f"{label} (shuffled)")
+                entry["prior_err"] = _ratio(a.prior_err, b.prior_err)
             comps["order"].setdefault(label, {})[str(G)] = entry
     return {
         "study": "topics", "command": command, "seconds": round(seconds, 1),
