@@ -232,8 +232,3 @@ def run(args: argparse.Namespace) -> int:
     wrote = "summary.json, results.md, curves.csv" + ("" if args.no_figure else ", simulate.png")
     print(f"\n{summary['seconds']:.1f} s; wrote {wrote} in {args.out}")
     return 0
-
-
-__all__ = ["HELP", "MAX_BYTES", "MAX_SECONDS", "add_arguments", "check_out_folder", "cost_line", "estimate_cost",
-           "grid_warnings",
-           "options_from_args", "options_from_args_raw", "run"]
