@@ -24,27 +24,16 @@ def _constraints() -> dict[str, str]:
     return pins
 
 
-def test_environment_names_the_packages_cpu_kernels_and_threads():
-    env = provenance.environment()
-    assert json.loads(json.dumps(env)) == env  # JSON-ready
-    assert set(env) == {"python", "machine", "cpu", "vector_flags", "numpy_dispatch", "torch_cpu_capability",
-                        "torch_threads", "cpu_count", "packages", "env"}
-    import numpy
-    import torch
-    assert env["packages"]["numpy"] == numpy.__version__ and env["packages"]["torch"] == torch.__version__
-    assert env["torch_cpu_capability"] == torch.backends.cpu.get_cpu_capability()
-    assert env["torch_threads"] == torch.get_num_threads()
-    assert set(env["vector_flags"]) <= set(provenance.VECTOR_FLAGS)
-
-
 def test_environment_records_the_variables_that_choose_kernels():
     code = "import json; from verl_ebpo.tools import provenance; print(json.dumps(provenance.environment()))"
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120, check=True,
                          env={"PATH": "/usr/bin:/bin", "ATEN_CPU_CAPABILITY": "default", "OMP_NUM_THREADS": "1",
-                              "MKL_CBWR": "AVX2", "UNRELATED": "x"})
+                              "MKL_CBWR": "AVX2", "UNRELATED": "x", "OMP_PROC_BIND": "y"})
     env = json.loads(out.stdout)
     assert env["env"] == {"ATEN_CPU_CAPABILITY": "default", "OMP_NUM_THREADS": "1", "MKL_CBWR": "AVX2"}
-    assert env["torch_cpu_capability"] == "DEFAULT" and env["torch_threads"] == 1
+    assert env["torch_cpu_capability"] == "DEFAULT"
+    assert env["packages"]["numpy"] == subprocess.run([sys.executable, "-c", "import numpy; print(numpy.__version__)"],
+                                                      capture_output=True, text=True, check=True).stdout.strip()
 
 
 def test_the_readme_installs_the_pinned_versions_of_every_package_that_computes():

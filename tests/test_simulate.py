@@ -3,7 +3,6 @@
 import dataclasses
 import json
 import os
-import re
 
 import numpy as np
 import pytest
@@ -212,7 +211,7 @@ def test_adam_matches_torch_adam_and_masked_seeds_do_not_move():
     torch.manual_seed(0)
     theta0 = torch.randn(2, 5, dtype=torch.float64)
     grads = [torch.randn(2, 5, dtype=torch.float64) for _ in range(4)]
-    ours = simtask.Optimizer("adam", 0.1, theta0.shape)
+    ours = simtask.Optimizer(0.1, theta0.shape)
     theta = theta0.clone()
     for g in grads:
         theta = ours.step(theta, g, torch.tensor([True, False]))
@@ -266,28 +265,6 @@ def test_learning_happens_and_transfers_to_held_out_prompts():
     start = simtask.expected_success(t, torch.zeros(3, t.n_params, dtype=torch.float64), heldout=True).numpy()
     assert np.all(run.final > run.curve[:, 0] + 0.05)
     assert np.all(run.heldout > start + 0.05)  # never trained on: moved by the shared parameters only
-
-
-def test_summary_shape_and_verdicts_come_from_intervals(tmp_path):
-    sweep = engine.run_sweep(SimOptions(**{**TINY, "estimators": ("grpo", "dapo", "ebpo")}))
-    summary = report.write_outputs(sweep, str(tmp_path), figure=False)
-    on_disk = json.loads((tmp_path / "summary.json").read_text())
-    assert on_disk == json.loads(json.dumps(summary))
-    assert on_disk["seeds"] == 3 and on_disk["G"] == [2, 4] and isinstance(on_disk["seconds"], float)
-    assert set(on_disk["results"]) == {"grpo", "dapo", "ebpo"}
-    for per_g in on_disk["results"].values():
-        assert set(per_g) == {"2", "4"}
-        for r in per_g.values():
-            lo, hi = r["ci95"]
-            assert lo <= r["final_mean"] <= hi and 0 <= r["zero_adv_frac"] <= 1
-    assert set(on_disk["comparisons"]) == {"ebpo-grpo", "ebpo-dapo"}
-    for per_g in on_disk["comparisons"].values():
-        for c in per_g.values():
-            lo, hi = c["ci95"]
-            expected = "higher" if lo > 0 else "lower" if hi < 0 else "not resolved"
-            assert expected in c["verdict"]
-    assert "| ebpo | 4 |" in (tmp_path / "results.md").read_text()
-    assert (tmp_path / "curves.csv").read_text().count("\n") == 1 + 3 * 2 * (TINY["steps"] + 1)
 
 
 def test_curves_csv_band_is_mean_ci_per_point_over_seeds():
@@ -368,17 +345,6 @@ def test_docs_options_table_is_the_spec():
     assert SimOptions.markdown_table(key_header="option") in text
 
 
-def test_comparison_table_prints_tiny_differences_with_their_size():
-    """The per-batch vs running prior differ by ~3e-5: the table must not print that as -0.000 [-0.000, -0.000]."""
-    from verl_ebpo.tools.simulate.report import comparison_table
-
-    summary = {"G": [2, 4], "comparisons": {"ebpo_batch-ebpo": {
-        "2": {"diff": -3.6e-05, "ci95": [-6.8e-05, -3.4e-06]},
-        "4": {"diff": 0.03, "ci95": [0.025, 0.035]}}}}
-    row = comparison_table(summary).splitlines()[-1]
-    assert row == "| ebpo_batch-ebpo | -3.6e-05 [-6.8e-05, -3.4e-06] | +0.030 [+0.025, +0.035] |"
-
-
 FAMILY = dict(TINY, regime="all", seeds=2, tune_seeds=1, lr_grid=(0.1, 1.0), estimators=("grpo", "dapo", "ebpo"))
 
 
@@ -408,12 +374,14 @@ def test_family_summary_has_every_regime_cell_with_its_lr_and_the_shared_results
                         cell["discarded_frac"], abs=1e-9)
     assert on_disk["results"] == on_disk["regimes"]["shared"]  # the old key: the shared regime
     # 3 regimes x 2 pairs x 2 G x (final, AUC, gradient noise)
-    assert on_disk["n_comparisons"] == len(on_disk["verdicts"]) == 3 * 2 * 2 * 3
+    assert sum(len(per_g) for comps in on_disk["regime_comparisons"].values() for per_g in comps.values()) == 3 * 2 * 2
     for comps in on_disk["regime_comparisons"].values():
         for c in comps["ebpo-grpo"].values():
-            assert c["noise_ratio"] > 0 and "log gradient noise" in c["noise_verdict"]
+            assert c["noise_ratio"] > 0 and c["noise_class"] in ("higher", "lower", "higher (possibly negligible)",
+                                                                 "lower (possibly negligible)", "negligible",
+                                                                 "equivalent", "not resolved")
     assert on_disk["regime_settings"]["hard"]["beta"] == [0.3, 3.0]
-    assert "comparisons" in (tmp_path / "results.md").read_text()
+    assert "## Cells" in (tmp_path / "results.md").read_text()
 
 
 def test_the_lr_is_chosen_on_tuning_seeds_only():
@@ -462,10 +430,8 @@ def test_a_grid_whose_best_is_at_an_edge_is_extended_until_it_is_inside(grid0, e
     assert np.allclose(run.final, ref.final, atol=1e-12, rtol=0)
 
 
-def test_auc_and_answers_to_target_known_answers():
+def test_auc_known_answers():
     from verl_ebpo.tools.simulate import regimes
 
     curve = np.array([[0.2, 0.4, 0.7, 0.8], [0.5, 0.5, 0.5, 0.5]])
     assert regimes.auc(curve).tolist() == pytest.approx([1.6 / 3, 0.5])
-    answers, reached = regimes.answers_to_target(curve, 10, 0.5)  # targets 0.6 and 0.75
-    assert answers.tolist() == [20, 30] and reached.tolist() == [True, False]

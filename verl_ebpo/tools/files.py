@@ -1,6 +1,6 @@
 """Writing files safely: the one helper every file this package writes goes through.
 
-`atomic_write_text` / `atomic_write_bytes` / `atomic_output` write to a temporary file in the target's folder,
+`atomic_write_text` / `atomic_output` write to a temporary file in the target's folder,
 fsync it, give it the permissions a plain `open(path, "w")` would (the target's own mode when it exists, else
 0o666 minus the umask, applied by the kernel at creation), rename it over the target and fsync the folder. A crash
 leaves the old file or the new one, never half a file (a writer killed mid-write may leave its hidden
@@ -28,19 +28,6 @@ import os
 import secrets
 import stat
 from typing import Iterable, Iterator
-
-__all__ = [
-    "OutputPathError",
-    "atomic_output",
-    "atomic_write_bytes",
-    "atomic_write_text",
-    "check_output_path",
-    "check_output_paths",
-    "current_umask",
-    "fsync_dir",
-    "pid_alive",
-    "unreadable_reason",
-]
 
 _TMP_TAG = ".tmp-"
 
@@ -244,13 +231,8 @@ def atomic_output(path: "str | os.PathLike[str]", inputs: Iterable["str | os.Pat
     fsync_dir(directory)
 
 
-def atomic_write_bytes(path: "str | os.PathLike[str]", data: bytes, inputs: Iterable["str | os.PathLike[str]"] = ()) -> None:
-    """Write `data` to `path` atomically (see the module docstring)."""
-    with atomic_output(path, inputs) as tmp:
-        with open(tmp, "wb") as f:
-            f.write(data)
-
-
 def atomic_write_text(path: "str | os.PathLike[str]", text: str, inputs: Iterable["str | os.PathLike[str]"] = ()) -> None:
     """Write `text` (UTF-8) to `path` atomically (see the module docstring)."""
-    atomic_write_bytes(path, text.encode("utf-8"), inputs)
+    with atomic_output(path, inputs) as tmp:
+        with open(tmp, "wb") as f:
+            f.write(text.encode("utf-8"))

@@ -1,22 +1,16 @@
-"""Rewrite the docs' generated result blocks from the committed results files.
+"""The one renderer from results files to the docs: every published number comes from a committed results file.
 
     python -m verl_ebpo.tools.results_docs [--root .]
 
-(`python -m verl_ebpo.tools.simulate.docs` is the same command.) For each `<!-- results:NAME:KEY -->` ...
-`<!-- /results -->` block in README.md and docs/*.md, the body becomes block KEY of `blocks(summary)`, the
-rendering of docs/results/NAME/summary.json by the tool that wrote it:
+For each `<!-- results:NAME:KEY -->` ... `<!-- /results -->` block in README.md and docs/*.md, the body becomes
+block KEY of `blocks(docs/results/NAME/summary.json)`:
 
-- `verl-ebpo simulate`: `simulate.docs.doc_blocks`, `readme` (`simulate.docs.readme_block`) and `readme_against`;
+- a `verl-ebpo simulate` sweep: `run`, `headline`, `gradient`, `cells`, `readme`, `readme_against`;
 - `verl-ebpo simulate --study topics` (`"study": "topics"`): `simulate.topics.doc_blocks`;
-- `verl-ebpo demo` (a summary with `tail_steps`): `demo.docs.doc_blocks`;
-- a set of simulate sweeps that differ in their drift penalty (`"study": "drift"`, its `sources` the results
-  names): `simulate.docs.drift_blocks`.
+- `verl-ebpo demo` (a summary with `tail_steps`): `readme` and `doc`.
 
-The blocks are the only place the docs quote these numbers (tests/test_docs_numbers.py checks them).
-
-Every results file is checked against the schema of what its renderer reads (`SCHEMAS`, one per kind) before it
-is rendered: a file that is not JSON, not an object, or holds a field of the wrong type is one line on stderr
-naming the file, the field, what it holds and what is expected, and exit status 2.
+tests/test_docs_numbers.py checks that the blocks equal their rendering. A results file that is not JSON, or lacks
+a field its renderer reads, is one line on stderr naming the file, and exit status 2.
 """
 
 from __future__ import annotations
@@ -24,196 +18,248 @@ from __future__ import annotations
 import argparse
 import glob
 import json
+import math
 import os
 import re
 import sys
 
+import numpy as np
+
 from verl_ebpo.tools.files import atomic_write_text
 
-# a block's start; its KEY
 START = r"<!-- results:([\w-]+):([\w-]+) -->"
 
 
-# ---- the schema each kind's renderer reads ----
-# A schema is a type name ("num": a number; "num?": a number or null; "int", "str", "bool", "any"), a list of one
-# schema (every item), or a dict of key -> schema ("*": every key; a key ending in "?" may be absent).
-_CI = ["num?"]
-_SIM_CELL = {"final_mean": "num", "ci95": _CI, "auc_mean": "num", "lr": "num", "steps_to_half_gain": "num",
-             "first_step_gain_frac?": "num?", "grad_noise?": "num?", "grad_cos_draw?": "num?",
-             "degenerate_discard_frac?": "num?", "surplus_discard_frac?": "num?"}
-_SIM_COMP = {"diff": "num", "ci95": _CI, "auc_diff": "num", "auc_ci95": _CI, "noise_ratio?": "num?",
-             "noise_ratio_ci95?": _CI}
-_TOPIC_RATIO = {"ratio": "num", "ci95": _CI, "class": "str"}
-SCHEMAS = {
-    "simulate": {"seeds": "int", "G": ["int"], "negligible": "num", "lr_grid": ["num"], "tune_seeds": ["int"],
-                 "budget_answers": "num", "seconds": "num", "command?": "str",
-                 "regimes": {"*": {"*": {"*": _SIM_CELL}}}, "regime_comparisons": {"*": {"*": {"*": _SIM_COMP}}}},
-    "topics": {"command": "str", "seconds": "num", "G": ["int"], "seeds": "int", "draws": "int", "warmup": "int",
-               "estimators": ["str"], "decay": "num", "worth_threshold": "num", "per_topic_large_at_G": ["int"],
-               "model": {"topics": "int", "concentration": "num", "beta": ["num"], "score_noise": "num",
-                         "prompts": "int", "answers_per_step": "int"},
-               "cells": {"*": {"*": {"*": {"grad_noise": "num", "grad_noise_ci95": _CI}}}},
-               "comparisons": {"*": {"*": {"*": {"noise": _TOPIC_RATIO, "prior_err?": _TOPIC_RATIO}}}}},
-    "drift": {"study": "str", "sources": ["str"]},
-    "demo": {"tail_steps": "int", "equal_budget_answers": "num", "seconds?": "num?",
-             "algos": {"*": {"final_reward_mean": "num", "final_reward_ci95": _CI,
-                             "final_reward_at_equal_budget_mean?": "num?", "final_reward_at_equal_budget_ci95?": _CI,
-                             "greedy_accuracy_mean?": "num?", "answers_generated?": "num"}},
-             "comparisons?": {"*": {"diff?": "num", "ci95?": _CI, "verdict?": "str"}}},
-}
+# ---- `verl-ebpo simulate` ----
+
+NEAREST = ("drgrpo", "grpo", "rloo")  # the group-mean baselines EBPO shrinks
 
 
-def _type_ok(value, t: str) -> bool:
-    if t == "any":
-        return True
-    if t.endswith("?") and value is None:
-        return True
-    t = t.rstrip("?")
-    if t == "num":
-        return isinstance(value, (int, float)) and not isinstance(value, bool)
-    if t == "int":
-        return isinstance(value, int) and not isinstance(value, bool)
-    return isinstance(value, {"str": str, "bool": bool}[t])
+def _sim_run(summary: dict) -> str:
+    from verl_ebpo.tools.simulate.report import lr_edges, lr_extended, share
+
+    cells = [c for per in summary["regimes"].values() for per_g in per.values() for c in per_g.values()]
+    firsts = [c["first_step_gain_frac"] for c in cells if c.get("first_step_gain_frac") is not None]
+    halves = [c["steps_to_half_gain"] for c in cells]
+    edges, extended = lr_edges(summary), lr_extended(summary)
+    return (f"`{summary.get('command', 'verl-ebpo simulate')}`: {len(summary['regimes'])} regimes x "
+            f"{len(next(iter(summary['regimes'].values())))} estimators x G in {summary['G']}, lr grid "
+            f"{summary['lr_grid']}, {summary['seeds']} reporting + {len(summary['tune_seeds'])} tuning seeds, "
+            f"{summary['budget_answers']:,} answers per run, {summary['seconds']:.0f} s. At each cell's chosen lr "
+            f"the first step makes {share(min(firsts))} to {share(max(firsts))} of the run's final gain and half the "
+            f"gain takes {min(halves):g} to {max(halves):g} steps; "
+            + (f"chosen lr at an edge of its grid: {', '.join(edges)}." if edges else
+               "every chosen lr lies strictly inside its grid.")
+            + (f" Grids extended past an edge (`regimes.run_cell`): {'; '.join(extended)}." if extended else
+               " No grid needed extending."))
 
 
-def _holds(value) -> str:
-    text = json.dumps(value)
-    return f"{text[:40]}{'...' if len(text) > 40 else ''} ({type(value).__name__ if value is not None else 'null'})"
+def _directions(classes: dict) -> str:
+    """'2 lower (1 possibly negligible), 0 higher': resolved verdicts by direction."""
+    out = []
+    for word in ("lower", "higher"):
+        strict, maybe = classes.get(word, 0), classes.get(f"{word} (possibly negligible)", 0)
+        out.append(f"{strict + maybe} {word}" + (f" ({maybe} possibly negligible)" if maybe else ""))
+    return ", ".join(out)
 
 
-def check(value, schema, where: str = "") -> None:
-    """Raise ValueError naming the first field of `value` that does not match `schema` (see SCHEMAS)."""
-    at = where or "the top level"
-    if isinstance(schema, dict):
-        if not isinstance(value, dict):
-            raise ValueError(f"{at} holds {_holds(value)}; expected a JSON object")
-        for key, sub in schema.items():
-            if key == "*":
-                for k, v in value.items():
-                    check(v, sub, f"{where}.{k}" if where else k)
-                continue
-            name, optional = key.rstrip("?"), key.endswith("?")
-            if name not in value:
-                if optional:
-                    continue
-                raise ValueError(f"{at} has no field {name!r}")
-            check(value[name], sub, f"{where}.{name}" if where else name)
-    elif isinstance(schema, list):
-        if not isinstance(value, list):
-            raise ValueError(f"{at} holds {_holds(value)}; expected a list")
-        for i, v in enumerate(value):
-            check(v, schema[0], f"{where}[{i}]")
-    elif not _type_ok(value, schema):
-        want = {"num": "a number", "num?": "a number or null", "int": "a whole number", "str": "a string",
-                "bool": "true or false"}.get(schema, schema)
-        raise ValueError(f"{at} holds {_holds(value)}; expected {want}")
+def _family(summary: dict, kind: str, pairs) -> str:
+    from verl_ebpo.tools.simulate.report import family_of
+    from verl_ebpo.tools.stats import family_counts
 
+    c = family_counts(family_of(summary, kind, set(pairs)), summary["negligible"])
+    return f"{_directions(c['classes'])} of {c['n']} ({c['holm_resolved']} after Holm)"
+
+
+def _sim_readme(summary: dict) -> str:
+    """EBPO's gradient noise over Dr.GRPO's and James-Stein's (range over regimes) at the smallest G and the
+    others, and the AUC verdicts of those pairs."""
+    from verl_ebpo.tools.simulate.report import PAIRS
+
+    Gs = [str(g) for g in summary["G"]]
+    names = {"ebpo-drgrpo": "Dr.GRPO's", "ebpo-js": "James-Stein's"}
+    parts = []
+    for p in PAIRS:
+        per = [(G, c["noise_ratio"]) for comps in summary["regime_comparisons"].values()
+               for G, c in comps.get(p, {}).items() if c.get("noise_ratio") is not None]
+        small, rest = [r for G, r in per if G == Gs[0]], [r for G, r in per if G != Gs[0]]
+        if small:
+            parts.append(f"over {names.get(p, p)} {min(small):.2f}-{max(small):.2f} at G={Gs[0]}"
+                         + (f", {min(rest):.2f}-{max(rest):.2f} at G={'/'.join(Gs[1:])}" if rest else ""))
+    return f"EBPO's gradient noise {'; '.join(parts)}. AUC vs these two: {_family(summary, 'AUC', PAIRS)}."
+
+
+def _sim_against(summary: dict) -> str:
+    """The counts that go against EBPO, the design's power, and EBPO against DAPO at an equal answer budget."""
+    from verl_ebpo.tools.simulate.report import PAIRS, comparison_intervals
+    from verl_ebpo.tools.stats import classify
+
+    present = next(iter(summary["regime_comparisons"].values()))
+    pairs = [p for p in PAIRS if p in present]
+    parts = [f"final success vs Dr.GRPO/JS {_family(summary, 'final success', pairs)}"]
+    if "ebpo-rfpp_baseline" in present:
+        parts.append(f"AUC vs verl's REINFORCE++-baseline {_family(summary, 'AUC', ['ebpo-rfpp_baseline'])}")
+    near = sorted({f"ebpo-{b}" for b in NEAREST} & set(present))
+    cells = [c for comps in summary["regime_comparisons"].values() for key in near for c in comps.get(key, {}).values()]
+    better = sum(any(classify(iv, summary["negligible"]).startswith("higher")
+                     for kind, iv in comparison_intervals(c, summary["seeds"]).items() if kind != "gradient noise")
+                 for c in cells)
+    parts.append(f"above Dr.GRPO, GRPO or RLOO in {better} of {len(cells)}")
+    det = {}
+    for name, comps in summary["regime_comparisons"].items():
+        d = [comparison_intervals(c, summary["seeds"])["AUC"].detectable() for key in pairs + near
+             for c in comps.get(key, {}).values()]
+        det[name] = float(np.median([x for x in d if math.isfinite(x)]))
+    text = ("Against EBPO: " + "; ".join(parts) + ". Median 80%-power AUC resolution: "
+            + ", ".join(f"±{v:.2g} {k}" for k, v in det.items()) + ".")
+    r = [per["ebpo"][str(G)]["grad_noise_budget"] / per["dapo"][str(G)]["grad_noise_budget"]
+         for per in summary["regimes"].values() if "dapo" in per for G in summary["G"]
+         if per["ebpo"][str(G)].get("grad_noise_budget") and per["dapo"][str(G)].get("grad_noise_budget")]
+    if r:
+        text += (f" At an equal answer budget EBPO's noise is {min(r):.2f}-{max(r):.2f}x DAPO's "
+                 f"({sum(x < 1 for x in r)} of {len(r)} cells below 1).")
+    return text
+
+
+def simulate_blocks(summary: dict) -> dict:
+    from verl_ebpo.tools.simulate.report import cells_table, family_table, gradient_table
+
+    return {"run": _sim_run(summary), "headline": family_table(summary), "gradient": gradient_table(summary),
+            "cells": cells_table(summary), "readme": _sim_readme(summary), "readme_against": _sim_against(summary)}
+
+
+# ---- `verl-ebpo demo` ----
+
+DEMO_FLAGS = ("algos", "steps", "batch_size", "group_size", "lr", "max_response_length", "temperature", "parallel")
+
+
+def demo_command(settings: dict) -> str:
+    """The `verl-ebpo demo` command line that makes a run of `settings` (flags only where not the default)."""
+    from verl_ebpo.tools.demo.options import DemoOptions
+
+    default = DemoOptions()
+    argv = ["verl-ebpo", "demo"]
+    seeds = list(settings.get("seeds", default.seed_list))
+    if settings.get("quick"):
+        argv.append("--quick")
+    elif seeds != default.seed_list:
+        argv += ["--seeds", str(len(seeds))]  # the demo runs seeds 0..N-1
+    for key in DEMO_FLAGS:
+        value = tuple(settings[key]) if key == "algos" and key in settings else settings.get(key)
+        if value is not None and value != getattr(default, key):
+            argv += ["--" + key.replace("_", "-"), ",".join(value) if key == "algos" else f"{value:g}"]
+    return " ".join(argv)
+
+
+def _f(x, digits: int = 3) -> str:
+    return "n/a" if x is None else f"{x:.{digits}f}"
+
+
+def _ci(pair, digits: int = 3) -> str:
+    return "" if None in pair else f" [{pair[0]:.{digits}f}, {pair[1]:.{digits}f}]"
+
+
+def _demo_block(summary: dict, full: bool) -> str:
+    """The command and design, one row per algorithm, and the verdicts of EBPO against each baseline: README's
+    (`full=False`) at an equal answer budget only; docs/demo.md's every verdict, the greedy accuracy before
+    training and the share of answers with advantage exactly 0 (or dropped)."""
+    from verl_ebpo.tools.compare.plots import NAMES
+
+    s, tail, budget = summary["settings"], summary["tail_steps"], summary["equal_budget_answers"]
+    algos = [a for a in s["algos"] if a in summary["algos"]]
+    design = f"{len(s['seeds'])} seeds x {s['steps']} steps x {s['batch_size']} prompts x G={s['group_size']}"
+    what = (f"verl's real V1 trainer on CPU: a tiny Llama of {s['parameters']:,} parameters learns `n+1=`; "
+            f"{', '.join(NAMES.get(a, a) for a in algos)}; {design}; lr {s['lr']:g}") if full else design
+    took = f": {summary['seconds'] / 60:.0f} min" if summary.get("seconds") is not None else ""
+    if "peak_pss_gib" in summary.get("timings", {}):
+        took += f", {summary['timings']['peak_pss_gib']:.1f} GiB peak PSS"
+    parallel = f"; {s['parallel']} runs at once" if s.get("parallel", 1) > 1 else ""
+    greedy = "greedy accuracy (before -> after)" if full else "greedy accuracy"
+    extra = " advantage exactly 0 or dropped, first / last steps |" if full else ""
+    lines = [f"`{demo_command(s)}` ({what}{parallel}){took}.", "",
+             f"|{' algorithm' if full else ''} | final reward (last {tail} steps) | at equal budget ({budget:,.0f} "
+             f"answers) | {greedy} | answers generated |{extra}", "|---|---|---|---|---|" + ("---|" if full else "")]
+    for algo in algos:
+        a = summary["algos"][algo]
+        row = (f"| {NAMES.get(algo, algo)} | {_f(a['final_reward_mean'])}{_ci(a['final_reward_ci95'])} | "
+               f"{_f(a['final_reward_at_equal_budget_mean'])}{_ci(a['final_reward_at_equal_budget_ci95'])} | ")
+        if full:
+            pct = ["n/a" if a.get(k) is None else f"{100 * a[k]:.0f}%"
+                   for k in ("no_signal_share_first_steps", "no_signal_share_last_steps")]
+            row += (f"{_f(a.get('greedy_accuracy_before_mean'), 2)} -> {_f(a['greedy_accuracy_mean'], 2)}"
+                    f"{_ci(a.get('greedy_accuracy_ci95', [None, None]), 2)} | {a['answers_generated']:,} | "
+                    f"{pct[0]} / {pct[1]} |")
+        else:
+            row += f"{_f(a['greedy_accuracy_mean'], 2)} | {a['answers_generated']:,} |"
+        lines.append(row)
+    comps = [summary["comparisons"][f"ebpo-{a}"] for a in algos if f"ebpo-{a}" in summary.get("comparisons", {})]
+    keys = ("verdict", "equal_budget_verdict", "greedy_accuracy_verdict") if full else ("equal_budget_verdict",)
+    verdicts = [c[k] for c in comps for k in keys if k in c]
+    return "\n".join(lines + ([""] + [f"- {v}" for v in verdicts] if verdicts else []))
+
+
+# ---- the renderer ----
 
 def kind(summary: dict) -> str:
-    """Which tool wrote `summary`: "topics", "drift", "demo" or "simulate"."""
-    if summary.get("study") == "drift":
-        return "drift"
+    """Which tool wrote `summary`: "topics", "demo" or "simulate"."""
     if summary.get("study") == "topics":
         return "topics"
-    if "tail_steps" in summary and "algos" in summary:
-        return "demo"
-    return "simulate"
+    return "demo" if "tail_steps" in summary else "simulate"
 
 
 def blocks(summary: dict) -> dict:
     """KEY -> body of every block a results file renders."""
     k = kind(summary)
-    if k == "drift":
-        from verl_ebpo.tools.simulate.docs import drift_blocks
-
-        return drift_blocks(summary["_sources"])
     if k == "topics":
         from verl_ebpo.tools.simulate.topics import doc_blocks
 
         return doc_blocks(summary)
     if k == "demo":
-        from verl_ebpo.tools.demo.docs import doc_blocks
-
-        return doc_blocks(summary)
-    from verl_ebpo.tools.simulate import docs
-
-    return {**docs.doc_blocks(summary), "readme": docs.readme_block(summary),
-            "readme_against": docs.readme_against(summary)}
+        return {"readme": _demo_block(summary, False), "doc": _demo_block(summary, True)}
+    return simulate_blocks(summary)
 
 
 def replace_blocks(text: str, rendered: dict, name: str) -> str:
     """`text` with each `<!-- results:NAME:KEY -->...<!-- /results -->` span's body replaced by rendered[KEY]."""
 
     def sub(m):
-        key = m.group(1)
-        if key not in rendered:
-            raise KeyError(f"no block {key!r} for {name}")
-        return f"<!-- results:{name}:{key} -->\n{rendered[key]}\n<!-- /results -->"
+        if m.group(1) not in rendered:
+            raise KeyError(f"no block {m.group(1)!r} for {name} (it renders {sorted(rendered)})")
+        return f"<!-- results:{name}:{m.group(1)} -->\n{rendered[m.group(1)]}\n<!-- /results -->"
 
-    # a body never contains another block's start, and may be empty
-    body = r"(?:(?:(?!<!-- results:).)*?\n)?"
+    body = r"(?:(?:(?!<!-- results:).)*?\n)?"  # a body never holds another block's start, and may be empty
     return re.sub(rf"<!-- results:{re.escape(name)}:([\w-]+) -->\n{body}<!-- /results -->", sub, text, flags=re.S)
 
 
-def doc_files(root: str) -> list[str]:
-    """The files that may hold blocks, relative to `root`: README.md and docs/*.md."""
-    names = ["README.md", *sorted(os.path.relpath(p, root) for p in glob.glob(os.path.join(root, "docs", "*.md")))]
-    return [n for n in names if os.path.isfile(os.path.join(root, n))]
-
-
-def load(root: str, name: str) -> dict:
-    """docs/results/NAME/summary.json, checked against its kind's schema: ValueError naming the file and what is
-    wrong (not JSON, not an object, a field of the wrong type)."""
+def render(root: str, name: str) -> dict:
+    """The blocks of docs/results/NAME/summary.json; ValueError naming the file when it cannot be rendered."""
     rel = f"docs/results/{name}/summary.json"
     try:
-        with open(os.path.join(root, "docs", "results", name, "summary.json"), encoding="utf-8") as f:
-            summary = json.load(f)
-    except json.JSONDecodeError as e:
-        raise ValueError(f"{rel}: not valid JSON ({e.msg} at line {e.lineno} column {e.colno}); re-run the tool "
-                         "that wrote it") from None
-    except UnicodeDecodeError as e:
-        raise ValueError(f"{rel}: not UTF-8 text ({e.reason})") from None
+        with open(os.path.join(root, rel), encoding="utf-8") as f:
+            return blocks(json.load(f))
     except OSError as e:
         raise ValueError(f"{rel}: cannot be read ({e.strerror or e})") from None
-    if not isinstance(summary, dict):
-        raise ValueError(f"{rel}: holds {_holds(summary)}; expected a JSON object (a results file)")
-    try:
-        check(summary, SCHEMAS[kind(summary)])
-    except ValueError as e:
-        raise ValueError(f"{rel} ({kind(summary)} results): {e}") from None
-    if kind(summary) == "drift":
-        sources = {}
-        for src in summary["sources"]:
-            sub = load(root, src)
-            if kind(sub) != "simulate":
-                raise ValueError(f"{rel}: source {src!r} holds {kind(sub)} results; expected a simulate sweep")
-            sources[src] = sub
-        summary["_sources"] = sources
-    return summary
+    except ValueError as e:  # JSONDecodeError included
+        raise ValueError(f"{rel}: not a results file ({e})") from None
+    except (KeyError, TypeError, IndexError, AttributeError) as e:
+        raise ValueError(f"{rel}: missing or malformed field ({type(e).__name__}: {e})") from None
 
 
 def update(root: str) -> list[str]:
-    """Rewrite the blocks under `root`; returns the files that changed."""
+    """Rewrite the blocks of README.md and docs/*.md under `root`; returns the files that changed."""
     changed = []
-    for rel in doc_files(root):
-        path = os.path.join(root, rel)
-        with open(path, encoding="utf-8") as f:
+    docs = sorted(os.path.relpath(p, root) for p in glob.glob(os.path.join(root, "docs", "*.md")))
+    for rel in [n for n in ["README.md", *docs] if os.path.isfile(os.path.join(root, n))]:
+        with open(os.path.join(root, rel), encoding="utf-8") as f:
             text = f.read()
         new = text
         for name in sorted({n for n, _ in re.findall(START, text)}):
-            summary = load(root, name)
             try:
-                rendered = blocks(summary)
-            except (KeyError, TypeError, IndexError, AttributeError, ValueError) as e:  # past the schema's checks
-                raise ValueError(f"docs/results/{name}/summary.json: missing or malformed field "
-                                 f"({type(e).__name__}: {e})") from None
-            try:
-                new = replace_blocks(new, rendered, name)
+                new = replace_blocks(new, render(root, name), name)
             except KeyError as e:
-                raise ValueError(f"{rel}: {e.args[0]} (docs/results/{name}/summary.json renders "
-                                 f"{sorted(rendered)})") from e
+                raise ValueError(f"{rel}: {e.args[0]}") from None
         if new != text:
-            atomic_write_text(path, new)
+            atomic_write_text(os.path.join(root, rel), new)
             changed.append(rel)
     return changed
 
@@ -221,11 +267,10 @@ def update(root: str) -> list[str]:
 def main(argv=None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--root", default=".", help="the repository root (default .)")
-    args = ap.parse_args(argv)
     try:
-        changed = update(args.root)
-    except (OSError, ValueError, KeyError) as e:  # a missing results file, bad JSON, a block the file lacks
-        print(f"results_docs: error: {str(e).splitlines()[0] if str(e) else type(e).__name__}", file=sys.stderr)
+        changed = update(ap.parse_args(argv).root)
+    except ValueError as e:
+        print(f"results_docs: error: {str(e).splitlines()[0]}", file=sys.stderr)
         return 2
     for rel in changed:
         print(f"rewrote {rel}")

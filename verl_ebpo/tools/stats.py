@@ -39,13 +39,6 @@ from typing import Sequence
 
 import numpy as np
 
-__all__ = ["Interval", "classify", "crossed_mean_ci", "family_counts", "holm", "interval_of", "mean_ci", "mean_ci_rows",
-           "paired_diff_ci", "power_note", "signed", "t_p_value", "verdict", "VERDICTS"]
-
-VERDICTS = ("higher", "lower", "higher (possibly negligible)", "lower (possibly negligible)", "negligible", "equivalent",
-            "not resolved", "zero width", "one seed")
-
-
 @dataclass(frozen=True)
 class Interval:
     mean: float
@@ -99,30 +92,14 @@ def _json_float(x: float) -> float | None:
     return None if not math.isfinite(x) else float(x)
 
 
-def _t_quantile(level: float, dof: float, _cache: dict = {}) -> float:  # noqa: B006 - the cache, on purpose
+def _t_quantile(level: float, dof: float) -> float:
     """The two-sided Student-t quantile: t with P(|T| <= t) = `level` for `dof` >= 1 degrees of freedom (not
-    necessarily an integer: Satterthwaite's), i.e. scipy's `t.ppf(0.5 + level / 2, dof)`, computed with mpmath
-    (always installed: torch -> sympy -> mpmath), so that intervals need no scipy. It solves
-    P(T > t) = I_{dof/(dof+t^2)}(dof/2, 1/2) / 2 = (1 - level) / 2 at 30 digits; agrees with scipy to 1e-12
-    relative (tests/test_compare_plain_install.py). Results are cached per (level, dof)."""
-    key = (float(level), float(dof))
-    if key not in _cache:
-        import mpmath
+    necessarily an integer: Satterthwaite's)."""
+    from scipy.stats import t
 
-        if not (0.0 < key[0] < 1.0 and key[1] >= 1.0 and math.isfinite(key[1])):
-            raise ValueError(f"t quantile needs 0 < level < 1 and finite dof >= 1, got level={level!r}, dof={dof!r}")
-        with mpmath.workdps(30):
-            v, tail, half = mpmath.mpf(key[1]), (1 - mpmath.mpf(key[0])) / 2, mpmath.mpf(1) / 2
-
-            def excess(x):  # P(T > x) - tail, decreasing in x >= 0
-                return mpmath.betainc(v / 2, half, 0, v / (v + x * x), regularized=True) / 2 - tail
-
-            hi = mpmath.mpf(1)
-            while excess(hi) > 0:
-                hi *= 2
-            lo = hi / 2 if hi > 1 else mpmath.mpf(0)
-            _cache[key] = float(mpmath.findroot(excess, (lo, hi), solver="anderson"))
-    return _cache[key]
+    if not (0.0 < level < 1.0 and 1.0 <= dof < math.inf):
+        raise ValueError(f"t quantile needs 0 < level < 1 and finite dof >= 1, got level={level!r}, dof={dof!r}")
+    return float(t.ppf(0.5 + level / 2, dof))
 
 
 def mean_ci(values: Sequence[float], level: float = 0.95) -> Interval:
@@ -219,17 +196,12 @@ def paired_diff_ci(a: Sequence[float], b: Sequence[float], level: float = 0.95) 
 
 
 def t_p_value(t: float, dof: float) -> float:
-    """P(|T| >= |t|) for Student's T with `dof` >= 1 degrees of freedom: I_{dof/(dof+t^2)}(dof/2, 1/2) (mpmath, as
-    `_t_quantile`; equal to scipy's `2 * t.sf(|t|, dof)` to 1e-12 relative)."""
-    import mpmath
+    """P(|T| >= |t|) for Student's T with `dof` >= 1 degrees of freedom."""
+    from scipy.stats import t as student
 
     if not (math.isfinite(dof) and dof >= 1):
         raise ValueError(f"t_p_value needs finite dof >= 1, got {dof!r}")
-    if not math.isfinite(t):
-        return 0.0 if not math.isnan(t) else math.nan
-    with mpmath.workdps(30):
-        v = mpmath.mpf(dof)
-        return float(mpmath.betainc(v / 2, mpmath.mpf(1) / 2, 0, v / (v + mpmath.mpf(t) ** 2), regularized=True))
+    return float(2 * student.sf(abs(t), dof))
 
 
 def holm(p_values: Sequence[float], alpha: float = 0.05) -> list[bool]:
@@ -275,7 +247,7 @@ def signed(x: float) -> str:
 
 
 def classify(diff: Interval, negligible: float = 0.0) -> str:
-    """One of `VERDICTS` for the difference `diff`, from its interval alone (see the module docstring);
+    """The verdict word (module docstring) for the difference `diff`, from its interval alone (see the module docstring);
     `negligible` is delta, the practical threshold (0: no threshold, so never "negligible" or "equivalent")."""
     if not negligible >= 0 or not math.isfinite(negligible):
         raise ValueError(f"negligible must be a finite number >= 0, got {negligible!r}")

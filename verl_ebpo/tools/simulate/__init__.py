@@ -52,12 +52,12 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         parser.add_argument("--" + f.name.replace("_", "-"), dest=f.name, default=None, metavar=f.name.upper(),
                             help=f"{f.metadata['doc']} (default {default})", **kwargs)
     parser.add_argument("--study", choices=("topics",), default=None,
-                        help="run a study instead of the sweep: `topics` (topic order vs shuffled, EBPO's prior scopes "
-                        "and a per-topic prior; docs/simulator.md, \"Topics\")")
+                        help="run a study instead of the sweep: `topics` (topic order vs shuffled, EBPO's prior scopes; "
+                        "docs/simulator.md, \"Topics\")")
     parser.add_argument("--out", default="runs/simulate", help="output folder (default runs/simulate)")
     parser.add_argument("--force", action="store_true", help="run even past the cost bound (see the estimate)")
     parser.add_argument("--no-figure", action="store_true", help="skip the figure")
-    parser.add_argument("--quiet", action="store_true", help="print only the tables and verdicts")
+    parser.add_argument("--quiet", action="store_true", help="print only the tables and verdict counts")
 
 
 def options_from_args_raw(args: argparse.Namespace) -> dict:
@@ -95,8 +95,7 @@ def estimate_cost(options) -> tuple[float, float]:
     for e in options.estimators:
         spec = parse_estimator(e)
         for G in options.G:
-            gen = (options.gen_batch or options.answers_per_step // G) * G * (options.max_gen_batches
-                                                                                if spec.dynamic_sampling else 1)
+            gen = options.answers_per_step * (options.max_gen_batches if spec.dynamic_sampling else 1)
             per = 1e-8 * (gen + pd) + (8e-4 if spec.per_seed else 0.0)
             seconds += regimes * options.steps * rows * per
             # the gradient measurement: (warmup + draws) batches x reporting seeds, every generation batch drawn
@@ -195,7 +194,8 @@ def run(args: argparse.Namespace) -> int:
         return 2
 
     from verl_ebpo.tools.simulate.regimes import run_family
-    from verl_ebpo.tools.simulate.report import cells_table, family_table, write_family_outputs
+    from verl_ebpo.tools.simulate.report import (cells_table, family_table, lr_warnings, verdict_counts,
+                                                 write_family_outputs)
 
     from tqdm import tqdm
 
@@ -226,24 +226,9 @@ def run(args: argparse.Namespace) -> int:
     except (OutputPathError, OSError) as e:
         print(f"verl-ebpo simulate: error: cannot write to {args.out}: {e}", file=sys.stderr)
         return 1
-    from verl_ebpo.tools.simulate.docs import lr_warnings, verdict_counts
-    from verl_ebpo.tools.stats import power_note
-
-    print(family_table(summary))
-    print()
-    print(cells_table(summary))
-    print(f"\n{summary['n_comparisons']} comparisons (95% intervals, each uncorrected; |difference| "
-          f"< {summary['negligible']:g} is negligible):")
-    for sentence in summary["verdicts"]:
-        print(sentence)
-    print(f"\n{power_note()}\n{verdict_counts(summary)}")
+    print(f"{family_table(summary)}\n\n{cells_table(summary)}\n\n{verdict_counts(summary)}")
     for line in lr_warnings(summary):
         print(f"verl-ebpo simulate: warning: {line}", file=sys.stderr)
     wrote = "summary.json, results.md, curves.csv" + ("" if args.no_figure else ", simulate.png")
     print(f"\n{summary['seconds']:.1f} s; wrote {wrote} in {args.out}")
     return 0
-
-
-__all__ = ["HELP", "MAX_BYTES", "MAX_SECONDS", "add_arguments", "check_out_folder", "cost_line", "estimate_cost",
-           "grid_warnings",
-           "options_from_args", "options_from_args_raw", "run"]

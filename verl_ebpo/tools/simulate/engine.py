@@ -128,16 +128,15 @@ def run_one(task: Task, spec: EstimatorSpec, G: int, options: SimOptions, seeds=
     B = N // G
     budget = options.budget
     rounds_cap = options.max_gen_batches if spec.dynamic_sampling else 1
-    gen = (options.gen_batch or B) if spec.dynamic_sampling else B  # prompts per generation batch
     order = options.resolved_order
-    prompts = stream(task, order, budget // G + rounds_cap * gen, seeds)
+    prompts = stream(task, order, budget // G + rounds_cap * B, seeds)
     rngs = [np.random.default_rng(np.random.SeedSequence([int(seed), G, 0x5A])) for seed in seeds]
     noise_rngs = [np.random.default_rng(np.random.SeedSequence([int(seed), G, 0x401])) for seed in seeds]
     n_shared = task.n_params - P
 
     theta = torch.zeros(S, task.n_params, dtype=F64)
     lr = torch.as_tensor(np.full(S, options.lrs[0]) if lrs is None else np.asarray(lrs, dtype=np.float64))
-    opt = Optimizer(options.optimizer, lr.to(F64).reshape(S, 1), theta.shape, weight_decay=options.weight_decay)
+    opt = Optimizer(lr.to(F64).reshape(S, 1), theta.shape, weight_decay=options.weight_decay)
     warm = options.lr_warmup * budget  # answers over which the lr rises linearly (verl's lr_warmup_steps_ratio)
     caller = AdvantageCaller(spec, S)
     cursor = np.zeros(S, dtype=np.int64)
@@ -155,25 +154,25 @@ def run_one(task: Task, spec: EstimatorSpec, G: int, options: SimOptions, seeds=
     with torch.no_grad(), process_prior_preserved():
         for _ in range(options.steps):
             remaining = budget - generated
-            rounds = np.minimum(rounds_cap, remaining // (gen * G))  # batches each seed may still generate
+            rounds = np.minimum(rounds_cap, remaining // (B * G))  # batches each seed may still generate
             if not rounds.any():
                 break
-            width = int(rounds.max()) * gen
+            width = int(rounds.max()) * B
             slots = torch.from_numpy(cursor)[:, None] + torch.arange(width)
             pid = torch.gather(prompts, 1, slots)  # (S, width)
             p = torch.gather(torch.sigmoid(logits(task, theta)), 1, pid)  # (S, width)
             y = (_uniforms(rngs, rounds, B, G, width) < p.unsqueeze(-1)).to(F64)  # (S, width, G)
-            drawn = torch.arange(width)[None, :] < torch.from_numpy(rounds * gen)[:, None]  # (S, width)
+            drawn = torch.arange(width)[None, :] < torch.from_numpy(rounds * B)[:, None]  # (S, width)
             if spec.dynamic_sampling:
-                keep, used, full, deg, sur = dapo_select(y, drawn, rounds, B, gen)
+                keep, used, full, deg, sur = dapo_select(y, drawn, rounds, B)
                 short += ((~full) & (rounds > 0)).astype(np.int64)
                 degenerate += deg * G
                 surplus += sur * G
             else:
                 keep = drawn
                 used = rounds
-            generated += used * gen * G
-            cursor += used * gen
+            generated += used * B * G
+            cursor += used * B
 
             group_seed = seed_ids[:, None].expand_as(keep)[keep]  # (n_groups,) sorted by seed
             n_groups = int(group_seed.numel())

@@ -22,9 +22,9 @@ E[g] and tr Cov(g) are the sample mean and variance over the draws (relative Mon
 sqrt(2 / draws) on `noise`).
 
 The topic study (`topics.py`) also draws batches in topic order (`order="topic"`: consecutive batches of the
-topic-sorted stream, `task.stream`, the warm-up batches first; not for DAPO), gives its own caller (the per-topic
-prior), and asks for `prior_err`: per seed the mean over measured groups of (mu_prior - p_q)^2, mu_prior the prior
-mean the group's baseline was shrunk toward (`topic_prior.prior_mean_of`; None for an estimator without a prior).
+topic-sorted stream, `task.stream`, the warm-up batches first; not for DAPO), gives its own caller (counting
+EBPO's blow-ups), and asks for `prior_err`: per seed the mean over measured groups of (mu_prior - p_q)^2, mu_prior the prior
+mean the group's baseline was shrunk toward (`prior_mean_of`; None for an estimator without a prior).
 """
 
 from __future__ import annotations
@@ -74,10 +74,9 @@ def measure(task: Task, spec: EstimatorSpec, G: int, options: SimOptions, seeds,
             order: str = "random", caller=None, prior_error: bool = False) -> GradientResult:
     """`draws` one-step gradient estimates of `spec` at group size G at theta = 0, per seed (rows of `task`).
     order: "random" (uniform batches) or "topic" (the topic-sorted stream); caller: the advantage function
-    (default `AdvantageCaller(spec, S)`; one with `wants_topic` also gets each group's topic id);
+    (default `AdvantageCaller(spec, S)`);
     prior_error: also measure the prior's error (module docstring)."""
     from verl_ebpo.tools.simulate.task import stream
-    from verl_ebpo.tools.simulate.topic_prior import prior_mean_of
 
     if order not in ("random", "topic"):
         raise ValueError(f"order must be 'random' or 'topic', got {order!r}")
@@ -85,15 +84,13 @@ def measure(task: Task, spec: EstimatorSpec, G: int, options: SimOptions, seeds,
         raise ValueError("gradient.measure: order='topic' is not implemented for dynamic sampling (DAPO)")
     S, P = task.shape
     B = options.answers_per_step // G
-    gen = (options.gen_batch or B) if spec.dynamic_sampling else B
     rounds_cap = options.max_gen_batches if spec.dynamic_sampling else 1
-    width = min(gen, P)
+    width = min(B, P)
     theta = torch.zeros(S, task.n_params, dtype=F64)
     exact = exact_gradient(task, theta)  # (S, n)
     p_all = torch.sigmoid(logits(task, theta))  # (S, P)
     n_shared = task.n_params - P
     caller = AdvantageCaller(spec, S) if caller is None else caller
-    wants_topic = getattr(caller, "wants_topic", False)
     topic_stream = stream(task, "topic", (warmup + draws) * B, seeds) if order == "topic" else None
     err_sum, err_n, has_prior = torch.zeros(S, dtype=F64), torch.zeros(S, dtype=F64), False
     # the same prompts and rewards for every estimator of a seed and G: generator keyed by (seed, G) only
@@ -128,11 +125,7 @@ def measure(task: Task, spec: EstimatorSpec, G: int, options: SimOptions, seeds,
             if n_groups == 0:
                 adv = torch.zeros(0, G, dtype=F64)
             else:
-                if wants_topic:
-                    adv = caller(y[keep], group_seed, G, topic=torch.gather(task.topic, 1, pid)[keep])
-                else:
-                    adv = caller(y[keep], group_seed, G)
-                adv = adv.reshape(n_groups, G)
+                adv = caller(y[keep], group_seed, G).reshape(n_groups, G)
             if d < warmup:
                 continue
             if prior_error and n_groups:
@@ -161,3 +154,11 @@ def measure(task: Task, spec: EstimatorSpec, G: int, options: SimOptions, seeds,
     prior_err = (err_sum / err_n.clamp_min(1.0)).numpy() if has_prior else None
     return GradientResult(spec.label, G, cos_mean.numpy(), noise.numpy(), (cos_sum / draws).numpy(),
                           generated / (draws * options.answers_per_step), draws, prior_err)
+
+
+def prior_mean_of(caller, group_seed: torch.Tensor):
+    """(n,) the prior mean each group's baseline was shrunk toward in the caller's last call (EBPO's prior, one per
+    seed, holds after the call the statistics it used); None without a prior (not EBPO)."""
+    if getattr(caller, "priors", None) is None:
+        return None
+    return torch.tensor([p.mu_glob for p in caller.priors], dtype=torch.float64)[group_seed]

@@ -9,13 +9,8 @@ from typing import Any
 from verl_ebpo.spec import Spec, option
 
 DEFAULT_ESTIMATORS = ("grpo", "drgrpo", "rfpp_baseline", "rloo", "dapo", "js", "ebpo")
-# the learning-rate grid each estimator is tuned over, per optimizer (`lr_grid auto`)
-LR_GRIDS = {"adam": (0.1, 0.3, 1.0, 3.0, 10.0, 30.0), "sgd": (1.0, 3.0, 10.0, 30.0, 100.0, 300.0),
-            "nsgd": (0.1, 0.3, 1.0, 3.0, 10.0, 30.0)}
-REGIME_NAMES = ("shared", "shared_clean", "per_prompt", "per_prompt_clean", "hard", "hard_clean")
-# `regime all`: the regimes with gradient noise. Without it (`*_clean`) one step does most of the learning even at
-# the best lr (docs/simulator.md): those run only by name.
-ALL_REGIMES = ("shared", "per_prompt", "hard")
+LR_GRID = (0.1, 0.3, 1.0, 3.0, 10.0, 30.0)  # the learning rates each estimator is tuned over (Adam)
+REGIME_NAMES = ALL_REGIMES = ("shared", "per_prompt", "hard")
 # what a named regime fixes (see regimes.py); with a named regime (or `all`) these must stay at their defaults
 REGIME_KNOBS = ("beta", "transfer", "score_noise")
 
@@ -84,15 +79,13 @@ def _beta(value: Any) -> tuple[float, float]:
 
 
 def _lr_grid(value: Any):
-    if isinstance(value, str) and value.strip().lower() == "auto":
-        return "auto"
     items = value.replace(",", " ").split() if isinstance(value, str) else list(value)
     try:
         grid = tuple(float(v) for v in items)
     except (TypeError, ValueError):
-        raise ValueError("must be `auto` or learning rates > 0") from None
+        raise ValueError("must be learning rates > 0") from None
     if not grid or not all(math.isfinite(x) and 0 < x <= 1e3 for x in grid) or len(set(grid)) != len(grid):
-        raise ValueError("must be `auto` or distinct learning rates in (0, 1000]")
+        raise ValueError("must be distinct learning rates in (0, 1000]")
     return grid
 
 
@@ -126,30 +119,23 @@ class SimOptions(Spec):
         default_doc="`2 8 16`",
         doc="group sizes to sweep (answers per prompt); each must divide `answers_per_step`.",
     )
-    regime: str = option("all", check=_regime, doc="`all`: `shared`, `per_prompt`, `hard` (docs/simulator.md); a name (`shared`, "
-                         "`shared_clean`, `per_prompt`, `per_prompt_clean`, `hard`, `hard_clean`): that one; `custom`: the "
-                         "model knobs as given. A named regime fixes `beta`, `transfer`, `score_noise`: set those only "
+    regime: str = option("all", check=_regime, doc="`all`: `shared`, `per_prompt`, `hard` (docs/simulator.md); one of "
+                         "those names: that one; `custom`: the model knobs as given. A named regime fixes `beta`, `transfer`, `score_noise`: set those only "
                          "with `custom`.")
     seeds: int = option(5, number=(1, 10_000), integer=True, doc="reporting seeds per estimator and G (seeds "
                         "`seed`, `seed+1`, ...); one seed gives no interval.")
     tune_seeds: int = option(5, number=(1, 1_000), integer=True, doc="tuning seeds (`seed+seeds`, ...; disjoint from "
                              "the reporting seeds): each estimator's learning rate is the grid value with the highest "
                              "mean AUC on these, chosen before the reporting seeds are looked at.")
-    lr_grid: Any = option("auto", check=_lr_grid, default_doc="`auto`",
-                          doc="learning rates each estimator is tuned over; `auto`: adam/nsgd `0.1 0.3 1 3 10 30`, "
-                          "sgd `1 3 10 30 100 300`. One value: no tuning.")
+    lr_grid: tuple = option(LR_GRID, check=_lr_grid, default_doc="`" + " ".join(f"{x:g}" for x in LR_GRID) + "`",
+                            doc="learning rates each estimator is tuned over (Adam); one value: no tuning.")
     negligible: float = option(0.005, number=(0.0, 1.0), doc="practical threshold: a resolved difference in final "
                                "success smaller than this is reported as negligible (0.005 = half a point of success).")
-    target_gap: float = option(0.5, number=(0.0, 1.0), lo_open=True, hi_open=True, doc="answers-to-target: answers "
-                               "until success >= s0 + target_gap * (1 - s0), s0 the seed's initial success (a run that "
-                               "never gets there counts the whole budget).")
     grad_draws: int = option(32, number=(0, 100_000), integer=True, doc="the mechanism: one-step gradient estimates "
                              "drawn per reporting seed, estimator and G at the initial policy, against the exact "
                              "gradient (docs/simulator.md, \"Gradient\"); 0: not measured.")
     grad_warmup: int = option(8, number=(0, 100_000), integer=True, doc="batches fed to each estimator before the "
                               "measured draws (they fill EBPO's running prior).")
-    gen_batch: int = option(0, number=(0, 1_000_000), integer=True, doc="DAPO: prompts per generation batch (verl's "
-                            "`data.gen_batch_size`); 0: the training batch (answers_per_step / G).")
     seed: int = option(0, number=(0, 2**31 - 1), integer=True, doc="first seed.")
     estimators: tuple = option(
         DEFAULT_ESTIMATORS,
@@ -187,9 +173,6 @@ class SimOptions(Spec):
                                   "generation batches per step (verl's `algorithm.filter_groups.max_num_gen_batches`); "
                                   "when they yield fewer non-degenerate groups than a batch holds, the step trains on "
                                   "those it has (counted as `short_batches`).")
-    optimizer: str = option("adam", choices=("adam", "sgd", "nsgd"), doc="`adam`: Adam, betas 0.9/0.999 (verl's "
-                            "actor uses AdamW; weight decay: `weight_decay`). `sgd`: plain gradient ascent (an advantage's "
-                            "scale is then a learning-rate factor). `nsgd`: a step of length `lr` along the gradient.")
     lr_warmup: float = option(0.1, number=(0.0, 1.0), doc="share of the answer budget over which the lr rises "
                               "linearly to its value: a step's lr is lr x min(1, answers generated so far / "
                               "(lr_warmup x budget)) (verl's `actor.optim.lr_warmup_steps_ratio`, counted in answers "
@@ -252,7 +235,7 @@ class SimOptions(Spec):
 
     @property
     def lrs(self) -> tuple:
-        return LR_GRIDS[self.optimizer] if self.lr_grid == "auto" else self.lr_grid
+        return self.lr_grid
 
     @property
     def regime_names(self) -> tuple:

@@ -7,7 +7,6 @@ A regime fixes the model knobs that decide where all-fail groups matter (`REGIME
 | `shared` | 0.5 1.5 (mean 0.25) | 0.3 0.3 0.2 0.2: learning mostly global | 10 |
 | `per_prompt` | 0.5 1.5 | 0.05 0.05 0.1 0.8: per-prompt parameters dominate | 10 |
 | `hard` | 0.3 3 (mean 0.09) | 0.3 0.3 0.2 0.2 | 10 |
-| `*_clean` | as above | as above | 0 (not in `all`: one step does most of the learning) |
 
 Learning rate: for every (regime, estimator, G) all grid values run at once (rows of one batched run, seeds x
 lrs); the lr with the highest mean AUC on the *tuning* seeds (`SimOptions.tune_seed_list`, disjoint from the
@@ -31,11 +30,8 @@ from verl_ebpo.tools.simulate.options import SimOptions
 _BASE = {"beta": (0.5, 1.5), "transfer": (0.3, 0.3, 0.2, 0.2), "score_noise": 10.0}
 REGIMES: dict[str, dict] = {
     "shared": dict(_BASE),
-    "shared_clean": {**_BASE, "score_noise": 0.0},
     "per_prompt": {**_BASE, "transfer": (0.05, 0.05, 0.1, 0.8)},
-    "per_prompt_clean": {**_BASE, "transfer": (0.05, 0.05, 0.1, 0.8), "score_noise": 0.0},
     "hard": {**_BASE, "beta": (0.3, 3.0)},
-    "hard_clean": {**_BASE, "beta": (0.3, 3.0), "score_noise": 0.0},
 }
 LR_RULE = "highest mean AUC on the tuning seeds (ties: the smaller lr); reporting seeds not used"
 
@@ -53,16 +49,6 @@ def auc(curve: np.ndarray) -> np.ndarray:
     if curve.shape[1] < 2:
         return curve[:, 0].copy()
     return ((curve[:, 1:] + curve[:, :-1]) / 2).mean(axis=1)
-
-
-def answers_to_target(curve: np.ndarray, answers_per_step: int, gap: float) -> tuple[np.ndarray, np.ndarray]:
-    """(S,) answers until success >= s0 + gap (1 - s0) (s0 = curve[:, 0]), the whole budget when never; (S,) bool
-    reached. curve: (S, steps + 1), point k after k * answers_per_step answers."""
-    target = curve[:, :1] + gap * (1.0 - curve[:, :1])
-    hit = curve >= target
-    reached = hit.any(axis=1)
-    first = np.where(reached, hit.argmax(axis=1), curve.shape[1] - 1)
-    return first * answers_per_step, reached
 
 
 def gain_shape(curve: np.ndarray) -> tuple[np.ndarray, np.ndarray]:

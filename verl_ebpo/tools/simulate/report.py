@@ -1,7 +1,7 @@
-"""A sweep's numbers as users read them: summary.json, the results table, verdicts, curves.csv, one figure.
+"""A sweep's numbers as users read them: summary.json, the results tables, verdict counts, curves.csv, a figure.
 
 Every interval is `verl_ebpo.tools.stats` (Student t over seeds); every comparison is EBPO minus a baseline paired
-by seed (same task, same prompts); every verdict sentence is computed from its interval.
+by seed (same task, same prompts); every verdict word is computed from its interval (`stats.classify`).
 """
 
 from __future__ import annotations
@@ -10,7 +10,6 @@ import io
 import json
 import math
 import os
-from typing import Optional
 
 import numpy as np
 
@@ -19,7 +18,7 @@ from verl_ebpo.tools.provenance import environment
 from verl_ebpo.tools.simulate.engine import Sweep
 from verl_ebpo.tools.simulate.estimators import parse_estimator
 from verl_ebpo.tools.stats import (classify, family_counts, interval_of, mean_ci, mean_ci_rows, paired_diff_ci,
-                                  power_note, signed, verdict)
+                                  signed)
 
 FILES = ("summary.json", "results.md", "curves.csv", "simulate.png")
 
@@ -54,31 +53,28 @@ def _grad_cell(g) -> dict:
     }
 
 
-def _grad_comparison(e, b, ge, gb, G: int, where: str) -> tuple[dict, str]:
+def _grad_comparison(ge, gb) -> dict:
     """EBPO's gradient noise over the baseline's, paired by seed, as a ratio with its interval (log scale)."""
     diff = paired_diff_ci(np.log(ge.noise), np.log(gb.noise))
-    sentence = verdict(e, b, diff, f"log gradient noise at G={G}{where}", negligible=GRAD_DELTA, explain_power=False)
-    ci = diff.as_list()
     return {"noise_ratio": _r(float(np.exp(diff.mean))),
-            "noise_ratio_ci95": [_r(float(np.exp(x))) if x is not None else None for x in ci],
-            "noise_verdict": sentence, "noise_class": classify(diff, GRAD_DELTA)}, sentence
+            "noise_ratio_ci95": [_r(float(np.exp(x))) if x is not None else None for x in diff.as_list()],
+            "noise_class": classify(diff, GRAD_DELTA)}
 
 
-def summarize(sweep: Sweep, negligible: float = 0.0, lrs: dict | None = None, where: str = "",
+def summarize(sweep: Sweep, negligible: float = 0.0, lrs: dict | None = None,
               grads: dict | None = None) -> dict:
     """The summary dict (summary.json): results per estimator and G, paired comparisons, verdicts.
 
     negligible: the practical threshold of `stats.verdict`; lrs: {(label, G): lr} chosen per cell (default: the
-    options' first grid lr); where: words added to each verdict's "what" (the regime); grads: {(label, G):
+    options' first grid lr); grads: {(label, G):
     GradientResult} (the gradient statistics, added to cells and comparisons)."""
     grads = grads or {}
-    from verl_ebpo.tools.simulate.regimes import answers_to_target, auc, gain_shape
+    from verl_ebpo.tools.simulate.regimes import auc, gain_shape
 
     o = sweep.options
     results: dict = {}
     for (label, G), run in sweep.runs.items():
         areas = mean_ci(auc(run.curve))
-        to_target, reached = answers_to_target(run.curve, o.answers_per_step, o.target_gap)
         first, half = gain_shape(run.curve)
         generated = np.maximum(run.generated, 1)
         final, held = mean_ci(run.final), mean_ci(run.heldout) if o.heldout else None
@@ -89,10 +85,8 @@ def summarize(sweep: Sweep, negligible: float = 0.0, lrs: dict | None = None, wh
             "auc_mean": _r(areas.mean),
             "auc_ci95": [_r(x) for x in areas.as_list()],
             "lr": (lrs or {}).get((label, G), o.lrs[0]),
-            "answers_to_target_mean": _r(float(to_target.mean()), 1),
             "first_step_gain_frac": _r(float(np.nanmean(first))) if np.isfinite(first).any() else None,
             "steps_to_half_gain": _r(float(half.mean()), 2),
-            "reached_target_frac": _r(float(reached.mean())),
             "degenerate_discard_frac": _r(float((run.degenerate / generated).mean())) if run.degenerate is not None
             else None,
             "surplus_discard_frac": _r(float((run.surplus / generated).mean())) if run.surplus is not None else None,
@@ -113,7 +107,6 @@ def summarize(sweep: Sweep, negligible: float = 0.0, lrs: dict | None = None, wh
             **(_grad_cell(grads[(label, G)]) if (label, G) in grads else {}),
         }
     comparisons: dict = {}
-    verdicts: list[str] = []
     ebpo, baselines = _ebpo_and_baselines(sweep)
     pairs = [(e, b) for e in ebpo for b in baselines] + [(e, ebpo[0]) for e in ebpo[1:]]
     for e, b in pairs:
@@ -124,30 +117,21 @@ def summarize(sweep: Sweep, negligible: float = 0.0, lrs: dict | None = None, wh
             ra, rb = sweep.runs[(e, G)], sweep.runs[(b, G)]
             diff = paired_diff_ci(ra.final, rb.final)
             adiff = paired_diff_ci(auc(ra.curve), auc(rb.curve))
-            sentence = verdict(e, b, diff, f"final success at G={G}{where}", negligible=negligible, explain_power=False)
-            asentence = verdict(e, b, adiff, f"AUC at G={G}{where}", negligible=negligible, explain_power=False)
             comparisons.setdefault(key, {})[str(G)] = {
                 "diff": _r(diff.mean),
                 "ci95": [_r(x) for x in diff.as_list()],
-                "verdict": sentence,
                 "auc_diff": _r(adiff.mean),
                 "auc_ci95": [_r(x) for x in adiff.as_list()],
-                "auc_verdict": asentence,
                 "class": classify(diff, negligible),
                 "auc_class": classify(adiff, negligible),
             }
-            verdicts += [sentence, asentence]
             if (e, G) in grads and (b, G) in grads:
-                entry, gsentence = _grad_comparison(e, b, grads[(e, G)], grads[(b, G)], G, where)
-                comparisons[key][str(G)].update(entry)
-                verdicts.append(gsentence)
+                comparisons[key][str(G)].update(_grad_comparison(grads[(e, G)], grads[(b, G)]))
     return {
         "seeds": o.seeds,
         "G": list(o.G),
         "results": results,
         "comparisons": comparisons,
-        "verdicts": verdicts,
-        "n_comparisons": len(verdicts),
         "negligible": negligible,
         "budget_answers": o.budget,
         "order": o.resolved_order,
@@ -166,37 +150,6 @@ def comparison_intervals(c: dict, n: int) -> dict:
         out["gradient noise"] = interval_of(math.log(c["noise_ratio"]), [None if x is None else math.log(x)
                                                                          for x in c["noise_ratio_ci95"]], n)
     return out
-
-
-def reclassify(summary: dict) -> dict:
-    """`summary` (a family's summary.json, changed in place and returned) with every verdict word and sentence
-    recomputed from its stored interval by today's `stats.classify` / `stats.verdict`: a results file written
-    under an earlier verdict rule re-rendered without re-running the sweep. The sentences keep summarize's order
-    (per regime, pair and G: final, AUC, gradient noise)."""
-    n, delta = summary["seeds"], summary["negligible"]
-    gdelta = summary.get("grad_delta", GRAD_DELTA)
-    verdicts = []
-    for name, comps in summary["regime_comparisons"].items():
-        where = f" ({name})" if "regimes" in summary else ""
-        for key, per_g in comps.items():
-            e, b = key.split("-", 1)
-            for G, c in per_g.items():
-                iv = comparison_intervals(c, n)
-                c["class"], c["auc_class"] = classify(iv["final success"], delta), classify(iv["AUC"], delta)
-                c["verdict"] = verdict(e, b, iv["final success"], f"final success at G={G}{where}", negligible=delta,
-                                       explain_power=False)
-                c["auc_verdict"] = verdict(e, b, iv["AUC"], f"AUC at G={G}{where}", negligible=delta,
-                                           explain_power=False)
-                verdicts += [c["verdict"], c["auc_verdict"]]
-                if "gradient noise" in iv:
-                    c["noise_class"] = classify(iv["gradient noise"], gdelta)
-                    c["noise_verdict"] = verdict(e, b, iv["gradient noise"], f"log gradient noise at G={G}{where}",
-                                                 negligible=gdelta, explain_power=False)
-                    verdicts.append(c["noise_verdict"])
-    head = "shared" if "shared" in summary["regime_comparisons"] else next(iter(summary["regime_comparisons"]))
-    summary["comparisons"] = summary["regime_comparisons"][head]
-    summary["verdicts"], summary["n_comparisons"] = verdicts, len(verdicts)
-    return summary
 
 
 KINDS = ("final success", "AUC", "gradient noise")
@@ -236,60 +189,6 @@ def verdict_counts(summary: dict) -> str:
             "after Holm's correction over each family (family-wise error 5%) -- " + "; ".join(parts) + ".")
 
 
-def results_table(summary: dict) -> str:
-    """Markdown: one row per estimator and G."""
-    rows = [
-        "| estimator | G | final success, mean [95% CI] | zero-adv share | no-signal share | held-out success | updates |",
-        "|---|---:|---|---:|---:|---:|---:|",
-    ]
-    for label, per_g in summary["results"].items():
-        for G, r in per_g.items():
-            lo, hi = r["ci95"]
-            ci = f"[{lo:.3f}, {hi:.3f}]" if lo is not None else "[n/a]"
-            held = f"{r['heldout_mean']:.3f}" if r["heldout_mean"] is not None else "n/a"
-            rows.append(
-                f"| {label} | {G} | {r['final_mean']:.3f} {ci} | {r['zero_adv_frac']:.3f} | {r['no_signal_frac']:.3f} "
-                f"| {held} | {r['updates']:g} |"
-            )
-    return "\n".join(rows)
-
-
-def comparison_table(summary: dict) -> str:
-    """Markdown: EBPO minus each baseline, paired by seed, per G."""
-    Gs = [str(g) for g in summary["G"]]
-    rows = ["| a - b | " + " | ".join(f"G={g}" for g in Gs) + " |", "|---|" + "---|" * len(Gs)]
-    for key, per_g in summary["comparisons"].items():
-        cells = []
-        for g in Gs:
-            c = per_g.get(g)
-            if c is None:
-                cells.append("")
-            elif c["ci95"][0] is None:
-                cells.append(signed(c["diff"]))
-            else:
-                cells.append(f"{signed(c['diff'])} [{signed(c['ci95'][0])}, {signed(c['ci95'][1])}]")
-        rows.append(f"| {key} | " + " | ".join(cells) + " |")
-    return "\n".join(rows)
-
-
-def report_markdown(summary: dict) -> str:
-    o = summary["options"]
-    head = (
-        f"# verl-ebpo simulate\n\n{summary['seeds']} seeds, G in {summary['G']}, {o['prompts']} prompts "
-        f"(p0 ~ Beta({o['beta'][0]:g}, {o['beta'][1]:g}), {o['topics']} topic(s), order {summary['order']}), "
-        f"budget {summary['budget_answers']} answers per run ({o['answers_per_step']} per step), optimizer "
-        f"{o['optimizer']} lr {summary['results'] and next(iter(next(iter(summary['results'].values())).values()))['lr']:g}, score noise {o['score_noise']:g}; {summary['seconds']:.1f} s.\n\n"
-        "Final success: expected success over the training prompts when the budget is spent (exact, not "
-        "sampled). Zero-adv share: answers trained on with |A| < 1e-6. No-signal share: answers generated that "
-        "were discarded (DAPO) or had a zero advantage.\n\n"
-    )
-    verdicts = "\n".join(f"- {v}" for v in summary["verdicts"])
-    return (
-        f"{head}{results_table(summary)}\n\n## EBPO minus each baseline (and each EBPO variant minus the first), final success, paired by seed, 95% CI\n\n"
-        f"{comparison_table(summary)}\n\n## Verdicts\n\n{verdicts}\n"
-    )
-
-
 def curves_csv(sweep: Sweep) -> str:
     """estimator,G,answers,mean,lo,hi: the success curve against answers generated, over seeds."""
     out = io.StringIO()
@@ -303,75 +202,35 @@ def curves_csv(sweep: Sweep) -> str:
     return out.getvalue()
 
 
-def plot(sweep: Sweep, summary: dict, path: str) -> None:
-    """Final success vs G (mean, 95% CI) and, per G, success against answers generated (mean and band)."""
+def plot(sweep: Sweep, path: str) -> None:
+    """Per G, success against answers generated (mean over seeds and its 95% band), one line per estimator."""
     import matplotlib
 
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
 
     Gs = list(sweep.options.G)
-    labels = list(summary["results"])
-    colors = {label: plt.get_cmap("tab10")(i % 10) for i, label in enumerate(labels)}
-    styles = {label: "--" if parse_estimator(label).is_ebpo else "-" for label in labels}
-    jitter = {label: 2 ** (0.04 * (i - (len(labels) - 1) / 2)) for i, label in enumerate(labels)}
-    fig, axes = plt.subplots(1, 1 + len(Gs), figsize=(3.6 * (1 + len(Gs)), 3.6), squeeze=False)
-    ax = axes[0, 0]
-    for label in labels:
-        per_g = summary["results"][label]
-        xs = [g for g in Gs if str(g) in per_g]
-        means = np.array([per_g[str(g)]["final_mean"] for g in xs])
-        ci = np.array([[np.nan if v is None else v for v in per_g[str(g)]["ci95"]] for g in xs])
-        err = np.abs(np.stack([means - ci[:, 0], ci[:, 1] - means])) if len(xs) else None
-        ax.errorbar([g * jitter[label] for g in xs], means, yerr=err, marker="o", ms=4, capsize=3, label=label,
-                    color=colors[label], ls=styles[label])
-    ax.set_xscale("log", base=2)
-    ax.set_xticks(Gs, [str(g) for g in Gs])
-    ax.set_xlabel("G (answers per prompt)")
-    ax.set_ylabel("final expected success")
-    ax.set_title(f"equal budget, {summary['seeds']} seeds, 95% CI", fontsize=9)
-    ax.legend(fontsize=7)
-    n = sweep.options.answers_per_step
-    for j, G in enumerate(Gs, start=1):
-        ax = axes[0, j]
-        for label in labels:
+    labels = list(dict.fromkeys(label for label, _ in sweep.runs))
+    fig, axes = plt.subplots(1, len(Gs), figsize=(3.6 * len(Gs), 3.6), squeeze=False)
+    for ax, G in zip(axes[0], Gs):
+        for i, label in enumerate(labels):
             run = sweep.runs.get((label, G))
             if run is None:
                 continue
-            x = np.arange(run.curve.shape[1]) * n
+            x = np.arange(run.curve.shape[1]) * sweep.options.answers_per_step
             m, lo, hi = mean_ci_rows(run.curve.T)  # curve: (seeds, points)
-            ax.plot(x, m, color=colors[label], lw=1.2, ls=styles[label], label=label)
+            color, ls = plt.get_cmap("tab10")(i % 10), "--" if parse_estimator(label).is_ebpo else "-"
+            ax.plot(x, m, color=color, lw=1.2, ls=ls, label=label)
             if run.curve.shape[0] > 1:
-                ax.fill_between(x, lo, hi, color=colors[label], alpha=0.2, lw=0)
+                ax.fill_between(x, lo, hi, color=color, alpha=0.2, lw=0)
         ax.set_title(f"G = {G}", fontsize=9)
         ax.set_xlabel("answers generated")
-        if j == 1:
-            ax.set_ylabel("expected success")
+    axes[0, 0].set_ylabel("expected success")
+    axes[0, 0].legend(fontsize=7)
     fig.tight_layout()
     with atomic_output(path) as tmp:
         fig.savefig(tmp, dpi=100, format="png")
     plt.close(fig)
-
-
-def _write_files(out_dir: str, summary: dict, markdown: str, csv_text: str,
-                 figure_of: Optional[tuple[Sweep, dict]]) -> dict:
-    """FILES into out_dir (created if missing), each atomically; the figure shows `figure_of`, a sweep and its
-    summary (None: no figure)."""
-    os.makedirs(out_dir, exist_ok=True)
-    summary["environment"] = environment()  # what computed it (the last digits depend on it)
-    atomic_write_text(os.path.join(out_dir, "summary.json"), json.dumps(summary, indent=2) + "\n")
-    atomic_write_text(os.path.join(out_dir, "results.md"), markdown)
-    atomic_write_text(os.path.join(out_dir, "curves.csv"), csv_text)
-    if figure_of is not None:
-        plot(*figure_of, os.path.join(out_dir, "simulate.png"))
-    return summary
-
-
-def write_outputs(sweep: Sweep, out_dir: str, figure: bool = True) -> dict:
-    """Write FILES into out_dir (created if missing) for one sweep; returns the summary."""
-    summary = summarize(sweep)
-    return _write_files(out_dir, summary, report_markdown(summary), curves_csv(sweep),
-                        (sweep, summary) if figure else None)
 
 
 def share(x: float) -> str:
@@ -391,11 +250,10 @@ def summarize_family(family) -> dict:
     from verl_ebpo.tools.simulate.regimes import LR_RULE, REGIMES
 
     o = family.options
-    per = {name: summarize(sweep, o.negligible, family.lrs[name], where=f" ({name})",
+    per = {name: summarize(sweep, o.negligible, family.lrs[name],
                            grads=family.gradients.get(name))
            for name, sweep in family.sweeps.items()}
     head = per.get("shared") or next(iter(per.values()))
-    verdicts = [v for s in per.values() for v in s["verdicts"]]
     return {
         **head,
         "regime": o.regime,
@@ -408,8 +266,6 @@ def summarize_family(family) -> dict:
         "lr_grids": {name: {f"{label}|{G}": v for (label, G), v in t.items()} for name, t in family.grids.items()},
         "lr_rule": LR_RULE,
         "tune_seeds": o.tune_seed_list,
-        "verdicts": verdicts,
-        "n_comparisons": len(verdicts),
         "negligible": o.negligible,
         "grad_delta": GRAD_DELTA,
         "seconds": _r(family.seconds, 2),
@@ -481,20 +337,15 @@ def cells_table(summary: dict) -> str:
 
 
 def family_markdown(summary: dict) -> str:
-    o = summary["options"]
-    verdicts = "\n".join(f"- {v}" for v in summary["verdicts"])
     return (
         f"# verl-ebpo simulate: {len(summary['regimes'])} regime(s)\n\n{summary['seeds']} reporting seeds and "
         f"{len(summary['tune_seeds'])} tuning seeds, G in {summary['G']}, budget {summary['budget_answers']} answers "
-        f"per run, optimizer {o['optimizer']}, lr grid {summary['lr_grid']} (chosen per estimator, regime and G: "
+        f"per run, Adam, lr grid {summary['lr_grid']} (chosen per estimator, regime and G: "
         f"{summary['lr_rule']}); {summary['seconds']:.1f} s.\n\nAUC: mean success over the run (area under success "
-        "vs answers generated / budget). Answers to target: until success closes "
-        f"{o['target_gap']:g} of the gap to 1.\n\n## EBPO against Dr.GRPO and James-Stein: gradient noise ratio, "
+        "vs answers generated / budget).\n\n## EBPO against Dr.GRPO and James-Stein: gradient noise ratio, "
         "final success and AUC differences, paired by seed, 95% CI\n\n"
         f"{family_table(summary)}\n\n## Gradient noise tr Cov(g) / |E g|^2 at the initial policy (cosine of one "
-        f"batch's step with the exact gradient)\n\n{gradient_table(summary)}\n\n## Cells\n\n{cells_table(summary)}\n\n## Verdicts ({summary['n_comparisons']} "
-        f"comparisons, each from its own 95% interval; |difference| < {summary['negligible']:g}: "
-        f"negligible)\n\n{verdicts}\n\n{power_note()}\n\n{verdict_counts(summary)}\n"
+        f"batch's step with the exact gradient)\n\n{gradient_table(summary)}\n\n## Cells\n\n{cells_table(summary)}\n\n{verdict_counts(summary)}\n"
     )
 
 
@@ -509,11 +360,39 @@ def family_curves_csv(family) -> str:
 
 
 def write_family_outputs(family, out_dir: str, figure: bool = True, command: str | None = None) -> dict:
-    """Write FILES into out_dir (created if missing) for a family run; the figure shows the first regime.
-    command: the command line that made it (kept in summary.json, quoted by the docs)."""
+    """Write FILES into out_dir (created if missing), each atomically, for a family run; the figure shows the
+    first regime. command: the command line that made it (kept in summary.json, quoted by the docs)."""
     summary = summarize_family(family)
     if command is not None:
         summary["command"] = command
-    first = family.sweeps["shared" if "shared" in family.sweeps else next(iter(family.sweeps))]
-    return _write_files(out_dir, summary, family_markdown(summary), family_curves_csv(family),
-                        (first, summarize(first)) if figure else None)
+    summary["environment"] = environment()  # what computed it (the last digits depend on it)
+    os.makedirs(out_dir, exist_ok=True)
+    atomic_write_text(os.path.join(out_dir, "summary.json"), json.dumps(summary, indent=2) + "\n")
+    atomic_write_text(os.path.join(out_dir, "results.md"), family_markdown(summary))
+    atomic_write_text(os.path.join(out_dir, "curves.csv"), family_curves_csv(family))
+    if figure:
+        first = family.sweeps["shared" if "shared" in family.sweeps else next(iter(family.sweeps))]
+        plot(first, os.path.join(out_dir, "simulate.png"))
+    return summary
+
+
+def lr_edges(summary: dict) -> list[str]:
+    """The cells ('regime/estimator/G') whose chosen lr is the smallest or largest of their own grid (extended past
+    an edge by `regimes.run_cell`: `lr_grids`)."""
+    grids = summary.get("lr_grids", {})
+    return [f"{name}/{label}/{G}" for name, per in summary["regimes"].items() for label, per_g in per.items()
+            for G, c in per_g.items() for grid in [grids.get(name, {}).get(f"{label}|{G}", summary["lr_grid"])]
+            if len(grid) > 1 and c["lr"] in (min(grid), max(grid))]
+
+
+def lr_extended(summary: dict) -> list[str]:
+    """The cells whose grid was extended past the sweep's ('regime/estimator/G: lo-hi')."""
+    return [f"{name}/{key.replace('|', '/')}: {min(g):g}-{max(g):g}" for name, per in summary.get("lr_grids", {}).items()
+            for key, g in per.items() if len(g) != len(summary["lr_grid"])]
+
+
+def lr_warnings(summary: dict) -> list[str]:
+    """What a run prints when a grid was too narrow for a cell."""
+    edges, extended = lr_edges(summary), lr_extended(summary)
+    return ([f"chosen lr at an edge of its grid (the best may lie beyond it): {', '.join(edges)}"] if edges else []) + (
+        [f"lr grid too narrow, extended past an edge (`regimes.run_cell`): {'; '.join(extended)}"] if extended else [])

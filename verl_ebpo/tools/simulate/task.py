@@ -154,17 +154,15 @@ def stream(task: Task, order: str, length: int, seeds) -> torch.Tensor:
 
 
 class Optimizer:
-    """Adam (verl's actor default, no weight decay) or SGD, ascending J, per-seed masked steps.
+    """Adam (verl's actor default), ascending J, per-seed masked steps, optional decay toward theta = 0.
 
     Elementwise, so seeds batched in the leading dimension are exactly independent runs.
     """
 
-    def __init__(self, kind: str, lr: float, shape, betas=(0.9, 0.999), eps: float = 1e-8, weight_decay: float = 0.0):
-        if kind not in ("adam", "sgd", "nsgd"):
-            raise ValueError(f"optimizer must be 'adam', 'sgd' or 'nsgd', got {kind!r}")
+    def __init__(self, lr: float, shape, betas=(0.9, 0.999), eps: float = 1e-8, weight_decay: float = 0.0):
         if not 0.0 <= weight_decay < 1.0:
             raise ValueError(f"weight_decay must be in [0, 1), got {weight_decay!r}")
-        self.kind, self.base_lr, self.betas, self.eps = kind, lr, betas, eps
+        self.base_lr, self.betas, self.eps = lr, betas, eps
         # each active step first multiplies theta by (1 - weight_decay): decay toward the initial policy theta = 0,
         # decoupled from the gradient as in AdamW, but not scaled by the lr (so one value means the same drift
         # horizon, about 1 / weight_decay steps, at every lr of a grid)
@@ -182,11 +180,6 @@ class Optimizer:
             theta = torch.where(a, theta * (1.0 - self.weight_decay), theta)
         self.t = self.t + active.to(F64)
         self.lr = self.base_lr if scale is None else self.base_lr * torch.as_tensor(scale, dtype=F64).reshape(-1, 1)
-        if self.kind == "sgd":
-            return torch.where(a, theta + self.lr * grad, theta)
-        if self.kind == "nsgd":
-            norm = grad.norm(dim=1, keepdim=True)
-            return torch.where(a & (norm > 0), theta + self.lr * grad / norm.clamp_min(1e-300), theta)
         b1, b2 = self.betas
         self.m = torch.where(a, b1 * self.m + (1 - b1) * grad, self.m)
         self.v = torch.where(a, b2 * self.v + (1 - b2) * grad * grad, self.v)

@@ -1,4 +1,4 @@
-"""The topic study: does ordering batches by topic, or a per-topic prior, lower EBPO's prior error and gradient noise?
+"""The topic study: does ordering batches by topic lower EBPO's prior error and gradient noise?
 
     verl-ebpo simulate --study topics [--seeds N --G 2 8 --grad-draws D ...]
 
@@ -11,23 +11,10 @@ m_k ~ Beta(A, B), its prompts p0 ~ Beta(c m_k, c (1 - m_k))). At the initial pol
 
 each estimator's one-step gradient noise tr Cov(g) / |E g|^2 (`gradient.measure`, paired by seed across estimators)
 and its prior error, the mean over groups of (mu_prior - p_q)^2, with mu_prior the prior mean that group's baseline
-was shrunk toward and p_q the prompt's true success probability, are measured for
-
-    drgrpo       verl's Dr.GRPO: no prior (the reference: what batch composition alone does)
-    ebpo         verl's registered `ebpo` (prior_scope=running), as verl runs it; `blowups` counts its batches with
-                 max|A| > sqrt(rows) (an all-fail batch under a non-zero prior mean: `normalize_per_seed`)
-    eb_running   EBPO's prior (running, prior_decay=1: the mean of everything seen), `topic_prior_advantage` with
-                 one pooled topic -- verl's `ebpo` up to that rounding rule (tested)
-    eb_decayed   a decayed running prior, prior_decay=DECAY (horizon about 1 / (1 - DECAY) batches: it can follow
-                 the topic)
-    eb_batch     prior_scope=batch (decay 0: the prior is the current batch; under topic order, the topic)
-    eb_topic     a per-topic prior (`topic_prior_advantage`): hierarchical empirical Bayes, each topic's running
-                 moments shrunk toward the global ones; it needs each prompt's topic id, which verl's estimators
-                 do not get (they see only `uid`), so it exists only here.
-
-Under `normalize=batch` (EBPO's default) a prior mean shared by the whole batch cancels in the centring; a
-per-topic prior mean differs between the groups of a shuffled batch, so it does not cancel. The verdicts say
-whether that lowers the noise enough to be worth building into verl (`WORTH`).
+was shrunk toward and p_q the prompt's true success probability, are measured for verl's own functions
+(`ESTIMATORS`): Dr.GRPO (no prior: what batch composition alone does) and `ebpo` with a running, a decayed
+(prior_decay=DECAY, horizon about two batches: it can follow the topic) and a per-batch prior (under topic order,
+the topic). `blowups` counts EBPO's batches with max|A| > sqrt(rows), impossible for a correct `normalize=batch`.
 """
 
 from __future__ import annotations
@@ -43,7 +30,6 @@ import numpy as np
 import torch
 
 from verl_ebpo.tools.provenance import environment
-from verl_ebpo.tools.simulate.topic_prior import CountingCaller, TopicPriorCaller
 
 F64 = torch.float64
 TOPIC_DEFAULTS = {  # the study's model: clustered topics, the default regimes' `shared` knobs otherwise
@@ -51,13 +37,9 @@ TOPIC_DEFAULTS = {  # the study's model: clustered topics, the default regimes' 
     "score_noise": "10", "heldout": "0", "seeds": "10", "G": "2 8 16", "grad_draws": "64", "grad_warmup": "16",
 }
 DECAY = 0.5  # the decayed prior's lambda: a horizon of about 2 batches (a topic is 1, 4, 8 batches at G = 2, 8, 16)
-# label -> (topics pooled into one prior?, decay): the pure priors of this module; `drgrpo`, `ebpo` are verl's
-PRIORS = {"eb_running": (True, 1.0), "eb_decayed": (True, DECAY), "eb_batch": (True, 0.0), "eb_topic": (False, 1.0)}
-ESTIMATORS = ("drgrpo", "ebpo", *PRIORS)
+ESTIMATORS = {"drgrpo": "drgrpo", "ebpo": "ebpo", "ebpo_decayed": f"ebpo:prior_decay={DECAY}",
+              "ebpo_batch": "ebpo:prior_scope=batch"}  # label -> verl estimator (`estimators.parse_estimator`)
 ORDERS = ("random", "topic")
-WORTH = 0.9  # a choice: the noise ratio below which a reduction counts as large (a tenth less noise); the findings
-# name the G at which the per-topic prior's ratio over EBPO's is resolved below it. The decision to build it is
-# not taken from this rule (EBPO itself would fail it over Dr.GRPO at G >= 8): docs/simulator.md, "Topics"
 NOISE_DELTA = 0.05  # |log ratio| below it: practically equal (as report.GRAD_DELTA)
 REFUSED = ("estimators", "order")  # the study sets these itself
 
@@ -94,6 +76,26 @@ def estimate_seconds(options) -> float:
         options.seeds * per_call)
 
 
+class CountingCaller:
+    """verl's `ebpo` through `AdvantageCaller`, counting per seed the batches with max|A| > sqrt(rows)."""
+
+    def __init__(self, spec, n_seeds: int):
+        from verl_ebpo.tools.simulate.estimators import AdvantageCaller
+
+        self.inner = AdvantageCaller(spec, n_seeds)
+        self.priors = self.inner.priors
+        self.blowups = np.zeros(n_seeds)
+
+    def __call__(self, scores: torch.Tensor, group_seed: torch.Tensor, group_size: int) -> torch.Tensor:
+        adv = self.inner(scores, group_seed, group_size)
+        seed_rows = group_seed.repeat_interleave(group_size)
+        n = torch.bincount(seed_rows, minlength=len(self.blowups)).to(F64)
+        top = torch.zeros(len(self.blowups), dtype=F64).scatter_reduce_(0, seed_rows, adv.abs(), "amax",
+                                                                        include_self=True)
+        self.blowups += (top > n.sqrt()).numpy()
+        return adv
+
+
 def run_study(options, progress=None) -> dict:
     """Every order x estimator x G; returns {order: {label: {G: GradientResult}}} (reporting seeds) and
     {(order, label, G): (S,) batches with max|A| > sqrt(rows), warm-up included (None without a prior)}."""
@@ -107,16 +109,11 @@ def run_study(options, progress=None) -> dict:
         task = build_task(options)
         for order in ORDERS:
             out[order] = {}
-            for label in ESTIMATORS:
+            for label, name in ESTIMATORS.items():
                 out[order][label] = {}
                 for G in options.G:
-                    if label in PRIORS:
-                        pooled, decay = PRIORS[label]
-                        spec = parse_estimator("ebpo")
-                        caller = TopicPriorCaller(options.seeds, 1 if pooled else options.topics, decay)
-                    else:
-                        spec = parse_estimator(label)
-                        caller = CountingCaller(spec, options.seeds) if spec.is_ebpo else None
+                    spec = parse_estimator(name)
+                    caller = CountingCaller(spec, options.seeds) if spec.is_ebpo else None
                     res = measure(task, spec, G, options, options.seed_list, options.grad_draws,
                                   options.grad_warmup, order=order, caller=caller, prior_error=True)
                     out[order][label][G] = dataclasses.replace(res, estimator=label)
@@ -130,16 +127,15 @@ def _r(x):
     return None if x is None or not math.isfinite(x) else float(x)
 
 
-def _ratio(a: np.ndarray, b: np.ndarray, what: str, name_a: str, name_b: str) -> dict:
-    """a / b paired by seed on the log scale: geometric-mean ratio, its 95% interval, class and sentence."""
-    from verl_ebpo.tools.stats import classify, paired_diff_ci, verdict
+def _ratio(a: np.ndarray, b: np.ndarray) -> dict:
+    """a / b paired by seed on the log scale: geometric-mean ratio, its 95% interval and class."""
+    from verl_ebpo.tools.stats import classify, paired_diff_ci
 
     diff = paired_diff_ci(np.log(a), np.log(b))
     lo, hi = diff.as_list()
     return {"ratio": _r(float(np.exp(diff.mean))),
             "ci95": [None if lo is None else float(np.exp(lo)), None if hi is None else float(np.exp(hi))],
-            "class": classify(diff, NOISE_DELTA), "verdict": verdict(name_a, name_b, diff, what,
-                                                                      negligible=NOISE_DELTA, explain_power=False)}
+            "class": classify(diff, NOISE_DELTA)}
 
 
 def summarize(results: dict, blowups: dict, options, seconds: float, command: str) -> dict:
@@ -163,24 +159,14 @@ def summarize(results: dict, blowups: dict, options, seconds: float, command: st
                              prior_err_ci95=[None if x is None else float(np.exp(x)) for x in pe.as_list()],
                              prior_err_per_seed=[float(x) for x in g.prior_err])
                 cells.setdefault(order, {}).setdefault(label, {})[str(G)] = c
-    comps: dict = {"order": {}, "per_topic": {}}
+    comps: dict = {"order": {}}
     for label in ESTIMATORS:  # topic order over shuffled, per estimator and G
         for G in options.G:
             a, b = results["topic"][label][G], results["random"][label][G]
-            entry = {"noise": _ratio(a.noise, b.noise, f"gradient noise at G={G}", f"{label} (topic order)",
-                                     f"{label} (shuffled)")}
+            entry = {"noise": _ratio(a.noise, b.noise)}
             if a.prior_err is not None:
-                entry["prior_err"] = _ratio(a.prior_err, b.prior_err, f"prior error at G={G}",
-                                            f"{label} (topic order)", f"{label} (shuffled)")
+                entry["prior_err"] = _ratio(a.prior_err, b.prior_err)
             comps["order"].setdefault(label, {})[str(G)] = entry
-    for base in ("eb_running", "eb_batch"):  # the per-topic prior on shuffled batches against the global priors
-        for G in options.G:
-            a, b = results["random"]["eb_topic"][G], results["random"][base][G]
-            comps["per_topic"].setdefault(base, {})[str(G)] = {
-                "noise": _ratio(a.noise, b.noise, f"gradient noise at G={G}, shuffled", "eb_topic", base),
-                "prior_err": _ratio(a.prior_err, b.prior_err, f"prior error at G={G}, shuffled", "eb_topic", base)}
-    per_topic = comps["per_topic"]["eb_running"]
-    worth = [int(G) for G, c in per_topic.items() if c["noise"]["ci95"][1] is not None and c["noise"]["ci95"][1] < WORTH]
     return {
         "study": "topics", "command": command, "seconds": round(seconds, 1),
         "model": {k: (list(v) if isinstance(v, tuple) else v) for k, v in (
@@ -188,8 +174,8 @@ def summarize(results: dict, blowups: dict, options, seconds: float, command: st
             ("transfer", options.transfer), ("score_noise", options.score_noise), ("prompts", options.prompts),
             ("answers_per_step", options.answers_per_step))},
         "G": list(options.G), "seeds": options.seeds, "draws": options.grad_draws, "warmup": options.grad_warmup,
-        "estimators": list(ESTIMATORS), "orders": list(ORDERS), "decay": DECAY, "worth_threshold": WORTH,
-        "noise_delta": NOISE_DELTA, "cells": cells, "comparisons": comps, "per_topic_large_at_G": worth,
+        "estimators": list(ESTIMATORS), "orders": list(ORDERS), "decay": DECAY, "noise_delta": NOISE_DELTA,
+        "cells": cells, "comparisons": comps,
     }
 
 
@@ -216,7 +202,7 @@ def cells_table(summary: dict) -> str:
 
 
 def comparisons_table(summary: dict) -> str:
-    """Ratios paired by seed: topic order over shuffled per estimator, and the per-topic prior over EBPO's."""
+    """Ratios paired by seed: topic order over shuffled, per estimator."""
     rows = ["| comparison | G | noise ratio | verdict | prior-error ratio | verdict |", "|---|---:|---:|---|---:|---|"]
     for label, per_g in summary["comparisons"]["order"].items():
         for G, c in per_g.items():
@@ -224,58 +210,7 @@ def comparisons_table(summary: dict) -> str:
             rows.append(f"| {label}: topic order / shuffled | {G} | {_ci(c['noise']['ratio'], c['noise']['ci95'])} "
                         f"| {c['noise']['class']} | "
                         + ("n/a | n/a |" if pe is None else f"{_ci(pe['ratio'], pe['ci95'])} | {pe['class']} |"))
-    for base, per_g in summary["comparisons"]["per_topic"].items():
-        for G, c in per_g.items():
-            rows.append(f"| eb_topic / {base}, shuffled | {G} | {_ci(c['noise']['ratio'], c['noise']['ci95'])} | "
-                        f"{c['noise']['class']} | {_ci(c['prior_err']['ratio'], c['prior_err']['ci95'])} | "
-                        f"{c['prior_err']['class']} |")
     return "\n".join(rows)
-
-
-def _span(items) -> str:
-    vals = [(v, G) for G, v in items if v is not None]
-    lo, hi = min(vals), max(vals)
-    return f"{lo[0]:.3f} (G={lo[1]}) to {hi[0]:.3f} (G={hi[1]})" if lo != hi else f"{lo[0]:.3f} (G={lo[1]})"
-
-
-def findings(summary: dict) -> str:
-    """The verdicts in words, generated from the summary: topic order per prior scope, and the per-topic prior."""
-    from collections import Counter
-
-    lines = []
-    for label, per_g in summary["comparisons"]["order"].items():
-        noise = Counter(c["noise"]["class"] for c in per_g.values())
-        text = (f"- `{label}`, topic order / shuffled: gradient noise x{_span([(G, c['noise']['ratio']) for G, c in per_g.items()])}"
-                f" ({', '.join(f'{n} {k}' for k, n in sorted(noise.items()))})")
-        if all("prior_err" in c for c in per_g.values()):
-            pe = Counter(c["prior_err"]["class"] for c in per_g.values())
-            text += (f"; prior error x{_span([(G, c['prior_err']['ratio']) for G, c in per_g.items()])}"
-                     f" ({', '.join(f'{n} {k}' for k, n in sorted(pe.items()))})")
-        lines.append(text + ".")
-    for base, per_g in summary["comparisons"]["per_topic"].items():
-        noise = Counter(c["noise"]["class"] for c in per_g.values())
-        pe = Counter(c["prior_err"]["class"] for c in per_g.values())
-        lines.append(f"- `eb_topic` / `{base}` on shuffled batches: gradient noise "
-                     f"x{_span([(G, c['noise']['ratio']) for G, c in per_g.items()])} "
-                     f"({', '.join(f'{n} {k}' for k, n in sorted(noise.items()))}); prior error "
-                     f"x{_span([(G, c['prior_err']['ratio']) for G, c in per_g.items()])} "
-                     f"({', '.join(f'{n} {k}' for k, n in sorted(pe.items()))}).")
-    from verl_ebpo.tools.stats import family_counts, interval_of
-
-    for what, key in (("gradient-noise", "noise"), ("prior-error", "prior_err")):
-        fam = [interval_of(math.log(c[key]["ratio"]), [None if x is None else math.log(x) for x in c[key]["ci95"]],
-                           summary["seeds"])
-               for group in summary["comparisons"].values() for per_g in group.values() for c in per_g.values()
-               if key in c]
-        if fam:
-            n = family_counts(fam, summary.get("noise_delta", NOISE_DELTA))
-            lines.append(f"- The study's {n['n']} {what} comparisons, Holm's correction (family-wise error 5%): "
-                         f"{n['holm_resolved']} resolved ({n['holm_higher']} higher, {n['holm_lower']} lower).")
-    w, large = summary["worth_threshold"], summary.get("per_topic_large_at_G", [])
-    lines.append(f"- The per-topic prior's noise over EBPO's resolved below {w:g} (a tenth less noise; the threshold "
-                 f"is a choice): " + (f"at G = {', '.join(str(g) for g in large)}" if large else "at no G")
-                 + f" of {summary['G']}.")
-    return "\n".join(lines)
 
 
 def doc_blocks(summary: dict) -> dict:
@@ -287,7 +222,7 @@ def doc_blocks(summary: dict) -> dict:
            f"{summary['warmup']} warm-up batches, per order x estimator x G in {summary['G']}; decayed prior "
            f"lambda = {summary['decay']:g}; {summary['seconds']:.0f} s.")
     return {"run": run, "cells": cells_table(summary), "comparisons": comparisons_table(summary),
-            "findings": findings(summary), "readme": readme_block(summary)}
+            "readme": readme_block(summary)}
 
 
 def readme_block(summary: dict) -> str:
@@ -304,7 +239,7 @@ def readme_block(summary: dict) -> str:
 def results_markdown(summary: dict) -> str:
     b = doc_blocks(summary)
     return (f"# Topic study\n\n{b['run']}\n\n## Gradient noise and prior error\n\n{b['cells']}\n\n## Paired ratios"
-            f"\n\n{b['comparisons']}\n\n## Findings\n\n{b['findings']}\n")
+            f"\n\n{b['comparisons']}\n")
 
 
 FILES = ("summary.json", "results.md")
@@ -352,10 +287,5 @@ def main(args) -> int:
     print(cells_table(summary))
     print()
     print(comparisons_table(summary))
-    print()
-    print(findings(summary))
-    from verl_ebpo.tools.stats import power_note
-
-    print(f"\n{power_note()}")
     print(f"\n{summary['seconds']:.1f} s; wrote {os.path.join(args.out, 'summary.json')} and results.md")
     return 0
