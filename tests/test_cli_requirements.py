@@ -76,16 +76,6 @@ def test_help_and_commands_without_extras_are_not_blocked(monkeypatch, capsys):
     assert "pip install" not in capsys.readouterr().err
 
 
-def test_no_module_of_the_package_imports_scipy():
-    """Intervals use mpmath (stats.py): scipy is only the tests' reference, so no command asks for it."""
-    sources = [p for p in (ROOT / "verl_ebpo").rglob("*.py")]
-    assert sources
-    offenders = [str(p) for p in sources if re.search(r"^\s*(import scipy|from scipy)", p.read_text(), re.M)]
-    assert offenders == []
-    assert all("scipy" not in modules for modules, _fix in cli.REQUIRES.values())
-    assert "scipy" not in _extra_distributions("cpu") and "scipy" in _extra_distributions("test")
-
-
 def test_the_extras_declare_what_is_imported_and_the_test_extra_reuses_them():
     """sentence-transformers is imported by the topic labeller; the weights package is pinned
     exactly; `test` references the cpu and topics extras instead of copying them; hydra-core is kept because

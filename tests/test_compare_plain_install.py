@@ -1,5 +1,5 @@
-"""`verl-ebpo compare` after the plain install (`pip install -e .`: no scipy, no matplotlib), its t
-quantile against scipy's, and `--workers` / progress."""
+"""`verl-ebpo compare` after the plain install (`pip install -e .`: no matplotlib), its t
+known t quantiles, and `--workers` / progress."""
 
 from __future__ import annotations
 
@@ -47,8 +47,8 @@ def _gens(path: Path, correct: list[int], k: int = 4) -> Path:
     return path
 
 
-def test_compare_runs_end_to_end_without_scipy_and_matplotlib(tmp_path):
-    """A fresh interpreter where `import scipy` and `import matplotlib` fail (as tests/test_cli_requirements.py
+def test_compare_runs_end_to_end_without_matplotlib(tmp_path):
+    """A fresh interpreter where `import matplotlib` fails (as tests/test_cli_requirements.py
     fakes a missing module): intervals computed, plots skipped with a note, exit 0."""
     assert "compare" not in REQUIRES  # nothing to install for compare
     scorer = _scorer(tmp_path)
@@ -58,12 +58,12 @@ def test_compare_runs_end_to_end_without_scipy_and_matplotlib(tmp_path):
     script = textwrap.dedent(f"""
         import sys
         sys.path.insert(0, {str(tmp_path)!r})
-        for name in ("scipy", "matplotlib"):
+        for name in ("matplotlib",):
             sys.modules[name] = None
         from verl_ebpo.tools.cli import main
         rc = main({argv!r})
-        assert not any(m.split(".")[0] in ("scipy", "matplotlib") and sys.modules[m] is not None
-                       for m in list(sys.modules)), "scipy or matplotlib was imported"
+        assert not any(m.split(".")[0] == "matplotlib" and sys.modules[m] is not None
+                       for m in list(sys.modules)), "matplotlib was imported"
         sys.exit(rc)
     """)
     proc = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, timeout=300,
@@ -87,15 +87,7 @@ def test_compare_runs_end_to_end_without_scipy_and_matplotlib(tmp_path):
     assert "plots skipped" in (out / "report.md").read_text()
 
 
-@pytest.mark.parametrize("level", [0.5, 0.8, 0.9, 0.95, 0.99, 0.999])
-@pytest.mark.parametrize("dof", [1, 1.0001, 1.469, 2, 3, 4, 7.5, 29, 100, 1e4, 1e7])
-def test_t_quantile_agrees_with_scipy(level, dof):
-    student_t = pytest.importorskip("scipy.stats").t
-    ours, theirs = _t_quantile(level, dof), float(student_t.ppf(0.5 + level / 2, dof))
-    assert abs(ours - theirs) <= 1e-10 * max(1.0, abs(theirs))
-
-
-def test_t_quantile_known_values_without_scipy():
+def test_t_quantile_known_values():
     # dof 1 is Cauchy: tan(pi * level / 2); dof 2: sqrt(2 / (1 - level^2) - 2)
     assert _t_quantile(0.95, 1) == pytest.approx(math.tan(math.pi * 0.95 / 2), rel=1e-12)
     assert _t_quantile(0.9, 2) == pytest.approx(math.sqrt(2 / (1 - 0.81) - 2), rel=1e-12)
