@@ -267,6 +267,35 @@ def test_bad_ground_truth_raises_clear_error(reward_fn, gt):
         verl_call(reward_fn, f"{B}{{2}}", gt)
 
 
+@pytest.mark.parametrize("unit", ["\\(", "\\[", "$", "{", "\\boxed{", "x"])
+def test_a_ground_truth_is_read_in_bounded_work(reward_fn, monkeypatch, unit):
+    """The ground truth is normalised in verl's reward thread, outside the verifier's time bound, so a pathological
+    one (20,000 unclosed `\\(`: quadratic in the math-delimiter scan) is refused by its length before any of that
+    work; one at the bound is normalised once."""
+    from verl_ebpo.rewards import score
+
+    seen = []
+    real = score.verifier_input
+    monkeypatch.setattr(score, "verifier_input", lambda text: seen.append(len(text)) or real(text))
+    with pytest.raises(ValueError, match=r"ground_truth has [\d,]{6} characters, more than 4,096"):
+        score.gold_inputs(unit * (40_000 // len(unit)))
+    assert seen == []
+    body = (unit * score.MAX_GROUND_TRUTH_CHARS)[: score.MAX_GROUND_TRUTH_CHARS - 1] + "7"
+    try:
+        score.gold_inputs(body)
+    except ValueError as e:  # empty once normalised: a dataset error too, after one normalisation
+        assert "empty after normalisation" in str(e)
+    assert seen == [score.MAX_GROUND_TRUTH_CHARS]
+
+
+@pytest.mark.parametrize("answer", ["", None])
+def test_an_empty_answer_scores_the_no_answer_score(config, answer):
+    """No text at all is "no answer" (the format penalty `no_answer_score`), not a wrong answer."""
+    fn = get_custom_reward_fn(with_reward_kwargs(config, no_answer_score="-1", wrong_score="-0.5"))
+    out = verl_call(fn, answer, "2")
+    assert out["verdict"] == "no_answer" and out["score"] == -1.0
+
+
 def test_verl_naive_reward_manager_end_to_end(table_results, config, reward_fn):
     """verl's real reward manager: decodes token ids, calls the function in its loop's default thread pool
     and turns the dict into reward_score + reward_extra_info."""

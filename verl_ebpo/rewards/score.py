@@ -27,6 +27,9 @@ logger = logging.getLogger(__name__)
 
 VERDICTS = ("correct", "wrong", "no_answer", "too_long", "timeout", "error")
 PRED_LOG_CHARS = 200
+# A ground truth is normalised in verl's reward thread, outside the verifier's time bound: its length is bounded
+# (real answers are far shorter), so that work is too (normalising 4,096 characters of any text: < 0.2 s).
+MAX_GROUND_TRUTH_CHARS = 4096
 # Keyword arguments verl's reward managers pass that this scorer has no use for.
 _VERL_EXTRA_KWARGS = frozenset({"reward_router_address", "reward_model_tokenizer"})
 _ANY = (-math.inf, math.inf)
@@ -130,6 +133,9 @@ def gold_inputs(ground_truth: Any) -> list[str]:
     answer with nothing in it would match it (a reward hack)."""
     out = []
     for gold in ground_truth_texts(ground_truth):  # a dataset error raises ValueError
+        if len(gold) > MAX_GROUND_TRUTH_CHARS:
+            raise ValueError(f"ground_truth has {len(gold):,} characters, more than {MAX_GROUND_TRUTH_CHARS:,}: "
+                             f"{_for_log(repr(gold))}")
         text = verifier_input(gold)
         if text == EMPTY_INPUT:
             raise ValueError(f"ground_truth is empty after normalisation: {_for_log(repr(ground_truth))}")
