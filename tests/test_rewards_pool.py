@@ -201,10 +201,12 @@ EXIT_SCRIPT = textwrap.dedent(
         _, status = os.waitpid(pid, 0)
         assert status == 0, status
         assert compute_score("m", "\\\\boxed{3.0}", "3", **kw)["acc"]  # the parent's pool still works
-    if sys.argv[1] == "sleep":
-        # a thread still waiting on a verifier when the process is killed
-        threading.Thread(target=compute_score, args=("m", "\\\\boxed{(x+y+z+w)^{90}}", "1"),
-                         kwargs=dict(timeout=30, processes=2), daemon=True).start()
+    if sys.argv[1] in ("sleep", "grind"):
+        # a thread still waiting on a verifier when the process is killed; "grind": a C-level computation that holds
+        # the verifier's GIL for minutes (a thread of the verifier could not run)
+        job = "\\\\boxed{(x+y+z+w)^{90}}" if sys.argv[1] == "sleep" else "\\\\boxed{10^{10^{9}}}"
+        threading.Thread(target=compute_score, args=("m", job, "1"),
+                         kwargs=dict(timeout=60, processes=2), daemon=True).start()
         import time; time.sleep(3600)
     # plain exit: no shutdown() call
     """
@@ -241,8 +243,9 @@ def test_interpreter_exit_and_fork_leave_nothing_behind():
     assert wait_gone(parent_pids + child_pids) == []
 
 
-def test_verifiers_exit_when_their_parent_is_killed():
-    proc = run_script("sleep")
+@pytest.mark.parametrize("job", ["sleep", "grind"])
+def test_verifiers_exit_when_their_parent_is_killed(job):
+    proc = run_script(job)
     pids = []
     deadline = time.monotonic() + 120
     while time.monotonic() < deadline:
@@ -253,10 +256,10 @@ def test_verifiers_exit_when_their_parent_is_killed():
         if not line and proc.poll() is not None:
             break
     assert pids, proc.stderr.read()[-3000:]
-    time.sleep(0.5)  # let the daemon thread hand its job to a verifier
+    time.sleep(1.5)  # let the daemon thread hand its job to a verifier
     proc.send_signal(signal.SIGKILL)
     proc.wait(timeout=10)
-    # An idle verifier sees EOF on its pipe; a busy one notices its parent is gone (it checks twice a second)
+    # An idle verifier sees EOF on its pipe; a busy one is killed by its watchdog (it checks twice a second)
     assert wait_gone(pids, within=15) == []
 
 
@@ -289,3 +292,22 @@ def test_reward_options_have_upper_bounds(key, value):
 
     with pytest.raises(ValueError, match=f"reward_kwargs.{key} must be"):
         RewardOptions(**{key: value})
+
+
+def test_what_a_verifier_prints_at_start_up_does_not_reach_the_protocol(make_pool, tmp_path, monkeypatch):
+    """A `sitecustomize` that prints at interpreter start-up (unbuffered, as the CPU backend runs): jobs and replies
+    travel on pipes of their own, so the call is answered, within its bound."""
+    (tmp_path / "sitecustomize.py").write_text("import sys\nsys.stdout.write('hello from sitecustomize\\n' * 50)\n"
+                                               "sys.stdout.flush()\n")
+    monkeypatch.setenv("PYTHONPATH", f"{tmp_path}{os.pathsep}{os.environ.get('PYTHONPATH', '')}")
+    monkeypatch.setenv("PYTHONUNBUFFERED", "1")
+    pool = make_pool(acquire_timeout=60)
+    with ThreadPoolExecutor(1) as ex:
+        assert ex.submit(grade, pool, "\\boxed{4}").result(timeout=90) == "correct"
+
+
+def test_a_non_string_sys_path_entry_is_ignored_as_python_does(make_pool, monkeypatch, tmp_path):
+    from pathlib import Path
+
+    monkeypatch.setattr(sys, "path", [*sys.path, Path(tmp_path), b"/bytes/entry"])
+    assert grade(make_pool(), "\\boxed{4}") == "correct"

@@ -1,6 +1,7 @@
 """A verifier process, started by `verl_ebpo.rewards.pool` as a fresh interpreter: `main(memory_limit_mb)`.
 
-Protocol (`multiprocessing.connection` messages; jobs on stdin, replies on stdout):
+Protocol (`multiprocessing.connection` messages on two pipes of their own, never stdin/stdout, which a
+`sitecustomize` or a library may write to):
   child  -> parent: "ready"                                  after importing and warming up math-verify
   parent -> child : (gold_inputs, output, max_answer_chars, timeout_s)
   child  -> parent: (verdict, extracted answer, recycle)     recycle: the child exits after this reply
@@ -11,7 +12,8 @@ timer can stop a job after `timeout_s` (soft bound: the process lives on). The p
 reply came within timeout + kill_grace (hard bound). Every answer and ground truth is one inline formula, read
 with math-verify's LaTeX extraction and `extraction_mode="first_match"`: parsed whole or not at all.
 An answer that timed out is a timeout at once for TIMEOUT_MEMORY_S in this process (a group repeats answers).
-The process exits on EOF (the parent closed its end or died) and, mid-job, when its parent is gone.
+The process exits on EOF (the parent closed its end or died) and, mid-job, when its parent is gone: a watchdog
+process (`sh`) kills it then, since a thread of this interpreter may not get the GIL while a job computes.
 """
 
 from __future__ import annotations
@@ -19,6 +21,7 @@ from __future__ import annotations
 import logging
 import os
 import signal
+import subprocess
 import threading
 import time
 import warnings
@@ -77,9 +80,21 @@ def _limit_growth(mem_mb: int) -> None:
         pass
 
 
+_WATCHDOG = ('while read -r _ _ _ ppid _ < "/proc/$0/stat" && [ "$ppid" = "$1" ]; do sleep 0.5; done 2>/dev/null; '
+             'kill -9 "$0" 2>/dev/null')
+
+
 def _exit_with_parent() -> None:
-    """Exit when the parent dies, even in the middle of a job (between jobs, EOF on the pipe does it)."""
-    parent = os.getppid()
+    """Exit when the parent dies, even in the middle of a job (between jobs, EOF on the pipe does it). The watch runs
+    in a small `sh` process: a thread here would need the GIL, which a long C-level computation (a huge power in
+    sympy) holds. It ends by itself when this process ends; where `sh` is missing, a thread watches instead."""
+    parent, me = os.getppid(), os.getpid()
+    try:
+        subprocess.Popen(["sh", "-c", _WATCHDOG, str(me), str(parent)], stdin=subprocess.DEVNULL,
+                         stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, close_fds=True)
+        return
+    except OSError:
+        pass
 
     def watch():
         while os.getppid() == parent:
@@ -89,11 +104,9 @@ def _exit_with_parent() -> None:
     threading.Thread(target=watch, name="parent-watch", daemon=True).start()
 
 
-def main(memory_limit_mb: int) -> None:
+def main(memory_limit_mb: int, jobs_fd: int, replies_fd: int) -> None:
     global _armed
-    rx, tx = Connection(os.dup(0), writable=False), Connection(os.dup(1), readable=False)
-    devnull = os.open(os.devnull, os.O_RDWR)
-    os.dup2(devnull, 0), os.dup2(devnull, 1)  # a stray print must not corrupt the replies
+    rx, tx = Connection(jobs_fd, writable=False), Connection(replies_fd, readable=False)
     signal.signal(signal.SIGINT, signal.SIG_IGN)  # Ctrl-C is the parent's business
     _exit_with_parent()
     warnings.filterwarnings("ignore")

@@ -14,7 +14,8 @@ copy of the package first on its path: no fork of a threaded parent, no re-impor
 - on any other exception while a job is out (an interrupt, a bug) the process is killed, never lost to the pool;
 - `shutdown()` (also at interpreter exit) stops idle processes; a call in flight keeps its process until it
   returns; a call waiting for one gets `VerifierUnavailable`. Children exit on EOF when their parent dies, even
-  mid-job; a forked child of the parent forgets the pool and starts its own.
+  mid-job (a watchdog process outside its interpreter kills it); a forked child of the parent forgets the pool and
+  starts its own. Jobs and replies travel on two pipes of their own, not on the child's stdin/stdout.
 """
 
 from __future__ import annotations
@@ -36,7 +37,8 @@ ACQUIRE_TIMEOUT_S = 600.0  # a pool whose every process is stuck must not hang v
 _ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))  # holds the caller's verl_ebpo
 # The child: the caller's package first on its path, then its own, then the caller's (a Ray runtime_env, ...).
 _BOOT = ("import os, sys; sys.path.insert(0, sys.argv[1]); sys.path += [p for p in os.environ.pop('VERL_EBPO_SYS_PATH')"
-         ".split(os.pathsep) if p and p not in sys.path]; from verl_ebpo.rewards._worker import main; main(int(sys.argv[2]))")
+         ".split(os.pathsep) if p and p not in sys.path]; from verl_ebpo.rewards._worker import main; "
+         "main(int(sys.argv[2]), int(sys.argv[3]), int(sys.argv[4]))")
 
 
 # More processes than the CPUs only queue for them (6 threads asking for 64 started 24 on a 2-core machine).
@@ -52,16 +54,26 @@ class VerifierUnavailable(RuntimeError):
 
 
 class _Verifier:
-    """One verifier process and its pipes (jobs on its stdin, replies on its stdout)."""
+    """One verifier process and its two pipes of its own: never its stdin/stdout, which the interpreter, a
+    `sitecustomize` or a library may write to."""
 
     def __init__(self, memory_limit_mb: int):
-        env = {**os.environ, "OMP_NUM_THREADS": os.environ.get("OMP_NUM_THREADS", "1"),
-               "VERL_EBPO_SYS_PATH": os.pathsep.join(sys.path)}
-        self.proc = subprocess.Popen([sys.executable, "-c", _BOOT, _ROOT, str(int(memory_limit_mb))],
-                                     stdin=subprocess.PIPE, stdout=subprocess.PIPE, env=env)
-        self.tx = Connection(os.dup(self.proc.stdin.fileno()), readable=False)
-        self.rx = Connection(os.dup(self.proc.stdout.fileno()), writable=False)
-        self.proc.stdin.close(), self.proc.stdout.close()
+        env = {**os.environ, "OMP_NUM_THREADS": os.environ.get("OMP_NUM_THREADS", "1"),  # Python skips non-str
+               "VERL_EBPO_SYS_PATH": os.pathsep.join(p for p in sys.path if isinstance(p, str))}  # sys.path entries
+        jobs_r, jobs_w = os.pipe()
+        replies_r, replies_w = os.pipe()
+        try:
+            self.proc = subprocess.Popen(
+                [sys.executable, "-c", _BOOT, _ROOT, str(int(memory_limit_mb)), str(jobs_r), str(replies_w)],
+                stdin=subprocess.DEVNULL, env=env, pass_fds=(jobs_r, replies_w))
+        except BaseException:
+            for fd in (jobs_w, replies_r):
+                os.close(fd)
+            raise
+        finally:
+            os.close(jobs_r), os.close(replies_w)
+        self.tx = Connection(jobs_w, readable=False)
+        self.rx = Connection(replies_r, writable=False)
 
     def kill(self) -> None:
         self.tx.close(), self.rx.close()
