@@ -131,15 +131,21 @@ def test_readme_first_block_is_the_lines_a_verl_user_adds(tmp_path):
     assert first.group(1) == "bash" and "algorithm.adv_estimator=ebpo" in first.group(2)
     lines = [line for line in first.group(2).splitlines() if line.strip()]
     assert all("  # " in line for line in lines), "every line says what it turns on"
+    assert [line.split("  # ")[1].split(":")[0] for line in lines[:4]] == ["required", "required", "optional",
+                                                                           "optional"]
     stub = 'python3() { printf "%s\\n" "$@" > "$ARGV_OUT"; }\nYOUR_ARGS=(trainer.total_training_steps=3)\n'
-    out = subprocess.run(["bash", "-euc", stub + first.group(2)], capture_output=True, text=True, timeout=60,
-                         env={"PATH": os.environ["PATH"], "ARGV_OUT": str(tmp_path / "argv")})
-    assert out.returncode == 0, out.stderr
-    argv = (tmp_path / "argv").read_text().splitlines()
-    assert argv[:3] == ["-m", "verl.trainer.main_ppo", "trainer.total_training_steps=3"]
-    cfg = _composed_config(argv)
-    assert cfg.algorithm.adv_estimator == "ebpo"
-    assert cfg.trainer.checkpoint_callback_class == "verl_ebpo.EBPOCheckpointCallback"
-    assert (cfg.reward.custom_reward_function.path, cfg.reward.custom_reward_function.name) == (
-        "pkg://verl_ebpo.rewards", "compute_score")  # verl's default name: the package's function
-    assert cfg.data.custom_cls.name == "TopicOrderedDataset" and cfg.data.shuffle is False
+    # as pasted: the required keys only; then with the optional ones added as the last line's comment says
+    for extra, optional in (("", False), ('\npython3 -m verl.trainer.main_ppo "${YOUR_ARGS[@]}" "${EBPO[@]}" '
+                                          '"${OPTIONAL[@]}"', True)):
+        out = subprocess.run(["bash", "-euc", stub + first.group(2) + extra], capture_output=True, text=True,
+                             timeout=60, env={"PATH": os.environ["PATH"], "ARGV_OUT": str(tmp_path / "argv")})
+        assert out.returncode == 0, out.stderr
+        argv = (tmp_path / "argv").read_text().splitlines()
+        assert argv[:3] == ["-m", "verl.trainer.main_ppo", "trainer.total_training_steps=3"]
+        cfg = _composed_config(argv)
+        assert cfg.algorithm.adv_estimator == "ebpo"
+        assert cfg.trainer.checkpoint_callback_class == "verl_ebpo.EBPOCheckpointCallback"
+        ours = (cfg.reward.custom_reward_function.path, cfg.reward.custom_reward_function.name) == (
+            "pkg://verl_ebpo.rewards", "compute_score")  # verl's default name: the package's function
+        topic = cfg.data.custom_cls.name == "TopicOrderedDataset" and cfg.data.shuffle is False
+        assert ours == topic == optional
