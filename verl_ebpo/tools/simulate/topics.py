@@ -232,8 +232,10 @@ def readme_block(summary: dict) -> str:
     if not ebpo:
         return "(no EBPO in this study)"
     r = [c["noise"]["ratio"] for c in ebpo.values()]
+    m = summary["model"]
     return (f"Topic order (this run's) raised EBPO's gradient noise {min(r) - 1:.0%}-{max(r) - 1:.0%} over shuffled "
-            "batches in the [simulator](docs/simulator.md#topics).")
+            f"batches in the [simulator](docs/simulator.md#topics) (measured at a fixed policy, `normalize=batch`, "
+            f"{m['topics']} topics of concentration {m['concentration']:g}).")
 
 
 def results_markdown(summary: dict) -> str:
