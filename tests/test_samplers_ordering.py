@@ -388,3 +388,15 @@ def test_an_epoch_past_the_visit_bound_is_refused_before_it_is_built():
     with pytest.raises(ValueError, match=r"loader's batch size must be an integer in \[1, 1048576\]"):
         plan_epoch(list("ab"), TopicOptions(), loader_batch=10**12)
     assert time.monotonic() - start < 5
+
+
+def test_passes_over_a_difficulty_order_reshuffle_ties_in_each_pass():
+    """passes=N over a difficulty order: each pass is easy -> hard, and rows of equal difficulty come in a new order
+    in each pass (as docs/ordering.md says), not the first pass's order repeated."""
+    rates = [0.5] * 12 + [1.0] * 12  # two bands of twelve ties
+    plan = plan_epoch(rates, DifficultyOptions(seed=3, passes=3))
+    passes = plan.indices.reshape(3, 24).tolist()
+    for p in passes:
+        assert sorted(p[:12]) == list(range(12, 24)) and sorted(p[12:]) == list(range(12))  # easy band first
+    assert len({tuple(p) for p in passes}) == 3  # a new tie order in every pass
+    assert plan_epoch(rates, DifficultyOptions(seed=3, passes=3)).indices.tolist() == plan.indices.tolist()
