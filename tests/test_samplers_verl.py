@@ -387,6 +387,17 @@ def test_remainder_uses_the_loaders_batch_and_leaves_validation_whole(compose_cf
     assert sorted({i for b in tr.train_dataloader for i in (int(x) for x in b["index"])}) == list(range(26))
 
 
+def test_batches_complete_to_a_gen_batch_size_larger_than_the_batch(compose_cfg, tokenizer, tmp_path):
+    """18 rows, batches of 4, data.gen_batch_size=8: completed to 24 (a multiple of 8), every row served; completed
+    only to 20 (a multiple of 4), the loader's drop_last would leave two rows unserved."""
+    train = _write(tmp_path / "t.parquet", _rows(18, topic_of=lambda i: "x"))  # one topic: aligned to 4, 20 rows
+    val = _write(tmp_path / "v.parquet", _rows(4, topic_of=lambda i: "x"))
+    ovr = [*overrides("topic", batch_size=4, align="pad"), "data.gen_batch_size=8"]
+    tr = _trainer(compose_cfg(ovr, train, val), tokenizer)
+    assert len(tr.train_dataset) == 24
+    assert sorted({i for b in tr.train_dataloader for i in (int(x) for x in b["index"])}) == list(range(18))
+
+
 # ------------------------------------------------------------------------------------------------
 # data.pt: the rows' content
 
