@@ -213,6 +213,8 @@ def _run(monkeypatch, deterministic, timing, steps=3, inflight=1, **options):
         layout = [(sim.row_of[k.split("_")[0]], k.split("_")[1]) for k in batch.keys]
         kept = {k: v for k, v in metrics.items() if not k.startswith("replay/prompts")}
         out.append((sim.drawn[step], layout, kept))
+        if step >= sim.total_training_steps:  # verl's loop ends there (one_pass moves it earlier)
+            break
     return out, buffer
 
 
@@ -304,3 +306,45 @@ def test_verl_internals_deterministic_touches_still_exist():
     assert params(rb.ReplayBuffer._sync_metadata_from_transfer_queue) == ["self"]
     assert "for key, tag in partition_snapshot.items():" in inspect.getsource(rb.ReplayBuffer._materialize_batch)
 
+
+
+# ---- the base class the recipes' -diff runs use (deterministic off), through verl's real sampling loop -------------
+
+def _filtered(row):
+    return _rewards(row)[0] == _rewards(row)[1]
+
+
+def test_discarded_answers_are_counted_per_step_on_every_step(monkeypatch):
+    """`replay/discarded_*` are the step's own: on every step the answers of the groups verl evicted or cut as
+    surplus that step (verl's per-step counts), never a running total; the reward sum is theirs."""
+    for timing in range(3):
+        out, _ = _run(monkeypatch, False, timing, steps=4)
+        for _drawn, _layout, m in out:
+            groups = m.get("training/filter_groups/evicted_samples", 0) + m.get(
+                "training/filter_groups/discarded_surplus_samples", 0)
+            assert m[rules.DISCARDED_ANSWERS] == G * groups, m
+            assert 0 <= m[rules.DISCARDED_REWARD_SUM] <= m[rules.DISCARDED_ANSWERS]
+        assert sum(m[rules.DISCARDED_ANSWERS] > 0 for *_, m in out) >= 2
+
+
+def test_one_pass_last_step_uses_every_prompt_left_and_accepted_groups_come_first(monkeypatch):
+    """One pass over 14 rows (B = 4) with verl's own (timing-dependent) sampling: every row is drawn exactly once by
+    the last step; a group DAPO filters is trained on only when the data cannot replace it (counted in
+    replay/kept_filtered_groups), and never in place of an accepted group (the surplus cut keeps accepted groups
+    first)."""
+    monkeypatch.setattr(_SimTrainer, "__init__", _with_rows(14))
+    for timing in range(6):
+        out, _ = _run(monkeypatch, False, timing, steps=4, one_pass=True)
+        drawn = [r for d, _l, _m in out for r in d]
+        assert sorted(drawn) == list(range(14)), drawn
+        trained = []
+        for _d, layout, m in out:
+            rows = [r for r, _ in layout[::G]]
+            assert sum(map(_filtered, rows)) == m.get(rules.KEPT_GROUPS, 0) and len(rows) <= B
+            trained += rows
+        # the last step: a filtered group trained means no accepted group drawn that step was cut
+        last_drawn, last_layout, _m = out[-1]
+        last_rows = {r for r, _ in last_layout}
+        if any(map(_filtered, last_rows)):
+            assert {r for r in last_drawn if not _filtered(r)} <= last_rows, (last_drawn, last_rows)
+        assert out[-1][2][rules.LAST_STEP] == len(out)
