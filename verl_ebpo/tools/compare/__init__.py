@@ -31,6 +31,9 @@ from verl_ebpo.tools.compare.plots import PLOTS  # noqa: E402 - the figures comp
 OUTPUTS = ("comparison.json", "report.md", *PLOTS)
 
 
+SIZES = {"--batch-size": (1, 10**6), "--group-size": (1, 4096)}
+
+
 def _int_range(lo: int, hi: int):
     def parse(text: str) -> int:
         try:
@@ -221,7 +224,7 @@ def compare(run_specs: dict, eval_specs: dict, out: Path, *, last: int = 10, bas
             scorer: Optional[str] = None, workers: int = 4, report_name: str = "report.md", progress: bool = False,
             warn: Callable[[str], None] = lambda m: print(f"verl-ebpo compare: warning: {m}", file=sys.stderr),
             verdict_metrics: tuple = VERDICT_METRICS, dapo: tuple = (), fmt: str = "png",
-            views: Optional[tuple] = None) -> dict:
+            views: Optional[tuple] = None, skipped: tuple = ()) -> dict:
     """The whole command: read, compare, write `OUTPUTS` (report under `report_name`) into `out`; returns the doc.
     `metrics` (summarised) and `verdict_metrics` (compared between algorithms; read too) other than their defaults
     must each match a metric; `dapo`: algorithms taken as DAPO whatever they logged; `fmt`: the figures' format;
@@ -271,6 +274,9 @@ def compare(run_specs: dict, eval_specs: dict, out: Path, *, last: int = 10, bas
     def note(message: str) -> None:
         notes.append(message)
         warn(message)
+
+    for message in skipped:  # --runs folders holding metrics that are not compared
+        note(message)
 
     if run_specs and not (batch_size and group_size):
         notes.append("answers generated and the equal-budget comparison need --batch-size and --group-size")
@@ -337,38 +343,41 @@ def _names(values: list[str]) -> tuple:
 
 
 def _folders(patterns: list[str]) -> list[str]:
-    """--runs values: each a folder, or a glob of folders (a glob matching no folder is an error)."""
+    """--runs values: each an existing path taken literally (`runs[v2]`), else a glob of folders (matching one)."""
     import glob
+
+    from verl_ebpo.tools.compare.runs import CompareError
 
     out = []
     for pat in patterns:
-        if glob.has_magic(pat):
-            found = sorted(p for p in glob.glob(pat) if Path(p).is_dir())
-            if not found:
-                from verl_ebpo.tools.compare.runs import CompareError
-
-                raise CompareError(f"--runs {pat}: the pattern matches no folder")
-            out += found
-        else:
-            out.append(pat)
+        found = [pat] if Path(pat).exists() or not glob.has_magic(pat) else sorted(
+            p for p in glob.glob(pat) if Path(p).is_dir())
+        if not found:
+            raise CompareError(f"--runs {pat}: the pattern matches no folder")
+        out += found
     return out
 
 
-def run_specs_of(runs: list[str], folders: list[str]) -> dict:
-    """(algo, seed) -> paths from --run flags and --runs folders (`runs.discover_runs`); a run found twice (by two
-    folders, or by a folder and a --run) is one run merged by step, as a repeated --run is."""
+def run_specs_of(runs: list[str], folders: list[str]) -> tuple[dict, list[str]]:
+    """((algo, seed) -> paths from --run flags and --runs folders, the notes on folders not compared); a run found
+    twice (by two folders, or by a folder and a --run) is one run merged by step, as a repeated --run is."""
     from verl_ebpo.tools.compare.runs import discover_runs
 
-    specs = _specs(runs, "--run")
+    specs, notes = _specs(runs, "--run"), []
     for folder in _folders(folders):
-        for key, paths in discover_runs(folder).items():
+        found, skipped = discover_runs(folder)
+        notes += skipped
+        for key, paths in found.items():
             specs.setdefault(key, []).extend(p for p in paths if p not in specs.get(key, []))
-    return specs
+    return specs, notes
 
 
 def recorded_sizes(folders: list[str]) -> Optional[tuple[int, int, str]]:
     """(batch size, group size, the file) a demo recorded beside its runs: `<out>/summary.json`'s settings, for
-    `--runs <out>/runs` (or one algorithm's folder below it); None when no such file or it does not say."""
+    `--runs <out>/runs` (or one algorithm's folder below it); None when no such file or it does not say. Sizes
+    out of --batch-size's or --group-size's range are a `CompareError` naming the file."""
+    from verl_ebpo.tools.compare.runs import CompareError
+
     for folder in _folders(folders):
         for up in (Path(folder).parent, Path(folder).parent.parent):
             path = up / "summary.json"
@@ -378,6 +387,10 @@ def recorded_sizes(folders: list[str]) -> Optional[tuple[int, int, str]]:
             except (OSError, ValueError, KeyError, AttributeError, TypeError):
                 continue
             if isinstance(b, int) and isinstance(g, int) and not isinstance(b, bool) and not isinstance(g, bool):
+                for flag, v, (lo, hi) in (("batch_size", b, SIZES["--batch-size"]), ("group_size", g, SIZES["--group-size"])):
+                    if not lo <= v <= hi:
+                        raise CompareError(f"{path} records {flag} {v}, outside [{lo}, {hi}]: pass --batch-size "
+                                           "and --group-size")
                 return b, g, str(path)
     return None
 
@@ -400,8 +413,8 @@ def run(args: argparse.Namespace) -> int:
             raise CompareError("--metric must name at least one metric")
         nums = {}
         for flag, parse, text in (("--last", _int_range(1, 100000), args.last), ("--negligible", _negligible,
-                                  args.negligible), ("--batch-size", _int_range(1, 10**6), args.batch_size),
-                                  ("--group-size", _int_range(1, 4096), args.group_size),
+                                  args.negligible), ("--batch-size", _int_range(*SIZES["--batch-size"]), args.batch_size),
+                                  ("--group-size", _int_range(*SIZES["--group-size"]), args.group_size),
                                   ("--workers", _int_range(1, 256), args.workers)):
             try:
                 nums[flag] = None if text is None else parse(text)
@@ -410,11 +423,11 @@ def run(args: argparse.Namespace) -> int:
         if args.runs and nums["--batch-size"] is None and nums["--group-size"] is None:
             recorded = recorded_sizes(args.runs)  # the demo's: its summary.json beside its runs/
             if recorded:
-                nums["--batch-size"], nums["--group-size"] = _int_range(1, 10**6)(str(recorded[0])), \
-                    _int_range(1, 4096)(str(recorded[1]))
+                nums["--batch-size"], nums["--group-size"] = recorded[:2]
                 print(f"verl-ebpo compare: --batch-size {recorded[0]} --group-size {recorded[1]}, as recorded in "
                       f"{recorded[2]}", file=sys.stderr)
-        doc = compare(run_specs_of(args.run, args.runs), _specs(args.eval, "--eval"), Path(args.out),
+        specs, skipped = run_specs_of(args.run, args.runs)
+        doc = compare(specs, _specs(args.eval, "--eval"), Path(args.out), skipped=skipped,
                       last=nums["--last"], baseline=args.baseline, metrics=metrics, negligible=nums["--negligible"],
                       batch_size=nums["--batch-size"], group_size=nums["--group-size"],
                       samples=_parse_samples(args.samples), allow_partial=args.allow_partial, scorer=args.scorer,

@@ -12,9 +12,10 @@ def _f(x, digits: int = 4) -> str:
     return "n/a" if x is None else f"{x:.{digits}g}"
 
 
-def _ci(pair, digits: int = 4) -> str:
+def _ci(pair) -> str:
+    """"[lo, hi]"; "no interval"; "" for a constant (the same value in every seed: the mean says it)."""
     lo, hi = pair
-    return "no interval" if lo is None or hi is None else f"[{lo:.{digits}g}, {hi:.{digits}g}]"
+    return "no interval" if lo is None or hi is None else "" if lo == hi else f"[{_f(lo)}, {_f(hi)}]"
 
 
 def render(doc: dict, plots: list[str]) -> str:
@@ -97,7 +98,7 @@ def text_table(doc: dict, patterns) -> str:
             if not m:
                 continue
             b = m.get("at_equal_budget")
-            budget = "" if not b or k == "answers_generated" else f"{_f(b['final_mean'])} {_ci(b['ci95'])}"
+            budget = "" if not b or k == "answers_generated" else f"{_f(b['final_mean'])} {_ci(b['ci95'])}".strip()
             rows.append((k, NAMES.get(algo, algo), str(m["n"]), _f(m["final_mean"]), _ci(m["ci95"]), budget))
     if len(rows) == 1:
         return ""
