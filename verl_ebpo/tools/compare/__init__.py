@@ -34,70 +34,46 @@ OUTPUTS = ("comparison.json", "report.md", *PLOTS)
 SIZES = {"--batch-size": (1, 10**6), "--group-size": (1, 4096)}
 
 
-def _int_range(lo: int, hi: int):
-    def parse(text: str) -> int:
-        try:
-            v = int(text)
-        except ValueError:
-            raise argparse.ArgumentTypeError(f"must be an integer in [{lo}, {hi}], got {text!r}") from None
-        if not lo <= v <= hi:
-            raise argparse.ArgumentTypeError(f"must be an integer in [{lo}, {hi}], got {v}")
-        return v
-    return parse
+def _number(flag: str, text: Optional[str], lo: float, hi: float, kind=int):
+    """`text` of `flag` as `kind` in [lo, hi] (None stays None); else a one-line `CompareError`."""
+    from verl_ebpo.tools.compare.runs import CompareError
 
-
-def _negligible(text: str) -> float:
     try:
-        v = float(text)
+        v = None if text is None else kind(text)
     except ValueError:
         v = float("nan")
-    if not v >= 0 or v == float("inf"):
-        raise argparse.ArgumentTypeError(f"must be a finite number >= 0, got {text!r}")
+    if v is not None and not lo <= v <= hi:
+        what = f"an integer in [{lo}, {hi}]" if kind is int else f"a finite number >= {lo:g}"
+        raise CompareError(f"{flag} must be {what}, got {text!r}")
     return v
 
 
 def add_arguments(p: argparse.ArgumentParser) -> None:
-    p.add_argument("--runs", action="append", default=[], metavar="DIR",
-                   help="a folder of runs, ALGO/seedK/ (the demo's runs/), seedK/ (one algorithm: the folder's name) "
-                        "or the recipes' <model>-<algo>-g<G>-s<seed>/; algorithm and seed from the names, rollout "
-                        "dumps ignored; repeatable, or a glob")
-    p.add_argument("--run", action="append", default=[], metavar="ALGO@SEED=PATH",
-                   help="verl's file-logger metrics (JSONL), a TensorBoard event file, or a folder of them (attempts "
-                        "of a resumed run); repeatable; a repeated ALGO@SEED is one run merged by step")
-    p.add_argument("--dapo", action="append", default=[], metavar="ALGO",
-                   help="an algorithm that trains only on the groups it keeps (DAPO's dynamic sampling), when its "
-                        "runs did not log verl's group filter (training/filter_groups/*); repeatable or comma-separated")
-    p.add_argument("--metric", default=",".join(VERDICT_METRICS), metavar="KEY,...",
-                   help="the metrics compared between algorithms (paired differences and verdicts); `prefix/*` for "
-                        "a family (default: %(default)s)")
-    p.add_argument("--eval", action="append", default=[], metavar="ALGO@SEED=FILE",
-                   help="generations JSONL of recipes/eval/generate.py (scored as recipes/eval/score.py does)")
-    p.add_argument("--baseline", default=None, help="compare every other algorithm to this one (default: every pair)")
-    p.add_argument("--last", default="10",
-                   help="final value = mean over each run's last K logged steps, 1..100000 (default 10)")
-    p.add_argument("--metrics", default=",".join(DEFAULT_METRICS), metavar="KEY,...",
-                   help="the metrics summarised per algorithm in the report (comma-separated verl keys, `prefix/*` "
-                        "for a family) (default: the training and all-answer reward, validation, response length, "
-                        "entropy, no-signal share, answers generated, step time, ebpo/*; docs/compare.md)")
-    p.add_argument("--negligible", default="0",
-                   help="a resolved difference smaller than this (metric's units) is called negligible; >= 0 "
-                        "(default 0, no threshold)")
-    p.add_argument("--batch-size", default=None,
-                   help="prompts per training step (verl's data.train_batch_size): with --group-size, answers generated")
-    p.add_argument("--group-size", default=None,
-                   help="answers per prompt (actor_rollout_ref.rollout.n); also counts DAPO's dropped groups")
-    p.add_argument("--samples", default="", metavar="BENCH=K,...",
-                   help="expected samples per problem (default: the most any --eval file has for that benchmark)")
-    p.add_argument("--allow-partial", action="store_true", help="accept generations with missing problems/samples")
-    p.add_argument("--scorer", default=None, help="module:function with verl's reward signature "
-                                                   "(default verl_ebpo.rewards:compute_score, as score.py)")
-    p.add_argument("--workers", default="4", help="threads calling the scorer and, with the default scorer, verifier "
-                                                  "processes, 1..256 (default 4)")
-    p.add_argument("--out", required=True, help="output folder (created; only this command's files are written)")
-    p.add_argument("--format", default="png", choices=("png", "pdf", "svg"),
-                   help="figure format (PNG at 150 dpi; pdf and svg are vector) (default: png)")
-    p.add_argument("--quiet", action="store_true", help="print only the output folder (no table, no verdicts, no "
-                                                          "progress bars)")
+    add = p.add_argument
+    add("--runs", action="append", default=[], metavar="DIR", help="a folder of runs (ALGO/seedK/, seedK/ or the "
+        "recipes' <model>-<algo>-g<G>-s<seed>/); repeatable; a path that does not exist is read as a glob")
+    add("--run", action="append", default=[], metavar="ALGO@SEED=PATH",
+        help="verl's file-logger JSONL, a TensorBoard event file or a folder of them; repeatable")
+    add("--dapo", action="append", default=[], metavar="ALGO", help="algorithms that train only on the groups "
+        "they keep (DAPO), when their runs did not log training/filter_groups/*")
+    add("--metric", default=",".join(VERDICT_METRICS), metavar="KEY,...",
+        help="metrics compared between algorithms; prefix/* for a family (default: %(default)s)")
+    add("--eval", action="append", default=[], metavar="ALGO@SEED=FILE", help="generations JSONL of "
+        "recipes/eval/generate.py")
+    add("--baseline", default=None, help="compare every other algorithm to this one (default: every pair)")
+    add("--last", default="10", help="final value: mean of each run's last K logged steps, 1..100000 (default 10)")
+    add("--metrics", default=",".join(DEFAULT_METRICS), metavar="KEY,...",
+        help="metrics summarised per algorithm (default: see docs/compare.md)")
+    add("--negligible", default="0", help="a resolved difference below this is negligible; >= 0 (default 0)")
+    add("--batch-size", default=None, help="prompts per step (data.train_batch_size), 1..10^6")
+    add("--group-size", default=None, help="answers per prompt (actor_rollout_ref.rollout.n), 1..4096")
+    add("--samples", default="", metavar="BENCH=K,...", help="expected samples per problem (default: the most seen)")
+    add("--allow-partial", action="store_true", help="accept generations with missing problems or samples")
+    add("--scorer", default=None, help="module:function with verl's reward signature (default: the package's)")
+    add("--workers", default="4", help="scorer threads and verifier processes, 1..256 (default 4)")
+    add("--out", required=True, help="output folder (only this command's files are written)")
+    add("--format", default="png", choices=("png", "pdf", "svg"), help="figure format (default: png)")
+    add("--quiet", action="store_true", help="print only the output folder")
 
 
 def _specs(items: list[str], flag: str) -> dict[tuple[str, str], list[str]]:
@@ -230,8 +206,6 @@ def compare(run_specs: dict, eval_specs: dict, out: Path, *, last: int = 10, bas
     must each match a metric; `dapo`: algorithms taken as DAPO whatever they logged; `fmt`: the figures' format;
     `views`: the figures drawn (default all of `plots.VIEWS`; the demo draws its own reward figure); `progress`:
     tqdm bars on stderr."""
-    from tqdm import tqdm
-
     from verl_ebpo.tools.files import atomic_write_text, check_output_path
     from verl_ebpo.tools.compare import markdown, report, runs as runs_mod
     from verl_ebpo.tools.compare.runs import CompareError
@@ -243,7 +217,7 @@ def compare(run_specs: dict, eval_specs: dict, out: Path, *, last: int = 10, bas
         raise CompareError("nothing to compare: give --run ALGO@SEED=PATH and/or --eval ALGO@SEED=FILE")
     inputs = [p for paths in [*run_specs.values(), *eval_specs.values()] for p in paths]
     if not str(out).strip():
-        raise CompareError("--out must name a folder, got ''")
+        raise CompareError(f"--out must name a folder, got {str(out)!r}")
     out = Path(out)
     if out.exists() and not out.is_dir():
         raise CompareError(f"--out {out} exists and is not a folder")
@@ -283,8 +257,7 @@ def compare(run_specs: dict, eval_specs: dict, out: Path, *, last: int = 10, bas
     runs: dict[str, list] = {}
     seen: set = set()
     used = (runs_mod.EBPO_ZERO, *runs_mod.DAPO_INPUTS)
-    for (algo, seed), paths in tqdm(run_specs.items(), desc="reading runs", unit="run", delay=2.0,
-                                    disable=not progress, file=sys.stderr):
+    for (algo, seed), paths in run_specs.items():
         raw, files = runs_mod.read_run(paths, note)
         if not raw:
             raise CompareError(f"{algo}@{seed}: no metric lines in {', '.join(paths)}")
@@ -327,7 +300,7 @@ def compare(run_specs: dict, eval_specs: dict, out: Path, *, last: int = 10, bas
         except ImportError:
             doc["notes"].append("plots skipped: matplotlib is not installed (pip install 'verl-ebpo[cpu]')")
         else:
-            plots = write_plots(runs, out, progress=progress, fmt=fmt, **({} if views is None else {"views": views}))
+            plots = write_plots(runs, out, fmt=fmt, **({} if views is None else {"views": views}))
     for name in [n for f in ("png", "pdf", "svg") for n in plot_names(f)]:  # an earlier comparison's, not drawn now
         stale = out / name
         if name not in plots and stale.is_file() and not stale.is_symlink():
@@ -403,23 +376,16 @@ def run(args: argparse.Namespace) -> int:
     from verl_ebpo.tools.compare.runs import CompareError
 
     try:
-        if not args.out.strip():
-            raise CompareError(f"--out must name a folder, got {args.out!r}")
         metrics = tuple(dict.fromkeys(m.strip() for m in args.metrics.split(",") if m.strip()))
         if not metrics:
             raise CompareError("--metrics must name at least one metric")
         verdict_metrics = _names([args.metric])
         if not verdict_metrics:
             raise CompareError("--metric must name at least one metric")
-        nums = {}
-        for flag, parse, text in (("--last", _int_range(1, 100000), args.last), ("--negligible", _negligible,
-                                  args.negligible), ("--batch-size", _int_range(*SIZES["--batch-size"]), args.batch_size),
-                                  ("--group-size", _int_range(*SIZES["--group-size"]), args.group_size),
-                                  ("--workers", _int_range(1, 256), args.workers)):
-            try:
-                nums[flag] = None if text is None else parse(text)
-            except argparse.ArgumentTypeError as exc:
-                raise CompareError(f"{flag} {exc}") from None
+        nums = {flag: _number(flag, text, *bounds) for flag, text, bounds in (
+            ("--last", args.last, (1, 100000)), ("--negligible", args.negligible, (0, sys.float_info.max, float)),
+            ("--batch-size", args.batch_size, SIZES["--batch-size"]),
+            ("--group-size", args.group_size, SIZES["--group-size"]), ("--workers", args.workers, (1, 256)))}
         if args.runs and nums["--batch-size"] is None and nums["--group-size"] is None:
             recorded = recorded_sizes(args.runs)  # the demo's: its summary.json beside its runs/
             if recorded:
@@ -427,7 +393,7 @@ def run(args: argparse.Namespace) -> int:
                 print(f"verl-ebpo compare: --batch-size {recorded[0]} --group-size {recorded[1]}, as recorded in "
                       f"{recorded[2]}", file=sys.stderr)
         specs, skipped = run_specs_of(args.run, args.runs)
-        doc = compare(specs, _specs(args.eval, "--eval"), Path(args.out), skipped=skipped,
+        doc = compare(specs, _specs(args.eval, "--eval"), args.out, skipped=skipped,
                       last=nums["--last"], baseline=args.baseline, metrics=metrics, negligible=nums["--negligible"],
                       batch_size=nums["--batch-size"], group_size=nums["--group-size"],
                       samples=_parse_samples(args.samples), allow_partial=args.allow_partial, scorer=args.scorer,

@@ -26,7 +26,6 @@ NAMES = {"grpo": "GRPO", "drgrpo": "Dr.GRPO", "dapo": "DAPO", "ebpo": "EBPO"}
 POINTS = 120  # points of a curve against answers generated
 SPARSE = 15  # a curve of fewer points is drawn with markers
 DPI = 150
-FORMATS = ("png", "pdf", "svg")
 VIEWS = ("training_reward", "validation_accuracy")  # what `write_plots` may draw, one figure each
 PLOTS = tuple(f"{v}.png" for v in VIEWS)
 VAL_ACC = re.compile(r"^val-core/.+/acc/mean@(\d+)$")  # verl's validation accuracy, mean@N over N samples
@@ -133,8 +132,8 @@ def caption(seeds: dict[str, int], window: int, clip: Optional[tuple[float, floa
     else:
         parts.append(f"{counts} per algorithm: no band")
     if apart:
-        parts.append(f"{', '.join(NAMES.get(a, a) for a in apart)}: the seeds share no logged {every}, so each "
-                     "seed's points are drawn and no mean")
+        parts.append(f"{', '.join(NAMES.get(a, a) for a in apart)}: the seeds logged different {every}s, so each "
+                     "seed's points are drawn, no mean")
     if answers_panel:
         parts.append("against answers generated: each seed to its own end, the mean where every seed has reached")
     elif per_step:
@@ -164,8 +163,6 @@ def save(plt, fig, path: str | Path, title: str, note: str = "", fmt: Optional[s
     from verl_ebpo.tools.files import atomic_output
 
     fmt = fmt or Path(path).suffix.lstrip(".") or "png"
-    if fmt not in FORMATS:
-        raise ValueError(f"figure format must be one of {', '.join(FORMATS)}, got {fmt!r}")
     fig.suptitle(title)
     if note:
         import textwrap
@@ -194,6 +191,8 @@ def metric_figure(curves: dict[str, list[tuple[np.ndarray, Optional[np.ndarray],
     """(plt, fig, caption) of one metric against steps and, when every run's answers are known and not the same
     number a step for all, against answers generated. curves: algo -> per seed (steps, cumulative answers at those
     steps or None, values); values smoothed over `window` logged points; kind: `value_range`'s."""
+    from matplotlib.ticker import MaxNLocator
+
     clip = value_range(kind, [v for seeds in curves.values() for _, _, v in seeds])
     per_step = answers_per_step(curves)
     with_answers = per_step is None and all(a is not None for seeds in curves.values() for _, a, _ in seeds)
@@ -204,13 +203,15 @@ def metric_figure(curves: dict[str, list[tuple[np.ndarray, Optional[np.ndarray],
         label = f"{NAMES.get(algo, algo)} ({len(seeds)} seed{'s' if len(seeds) > 1 else ''})"
         ys = [smooth(v, window) for _, _, v in seeds]
         x, c = seed_curves([s for s, _, _ in seeds], ys, "step")
-        if not x.size:
+        if 2 * x.size < min(len(s) for s, _, _ in seeds):  # seeds at different steps: a mean of few points misleads
             apart.append(algo)
+            x, c = x[:0], c[:, :0]
         draw(axes[0], x, c, colors[algo], label, clip, seed_xy=[(s, y) for (s, _, _), y in zip(seeds, ys)])
         if with_answers:
             x, c = seed_curves([a for _, a, _ in seeds], ys, "answers")
             draw(axes[1], x, c, colors[algo], label, clip, seed_xy=[(a, y) for (_, a, _), y in zip(seeds, ys)])
     axes[0].set_xlabel("training step")
+    axes[0].xaxis.set_major_locator(MaxNLocator(integer=True))
     if with_answers:
         answers_axis(axes[1])
     for ax in axes:
@@ -221,23 +222,12 @@ def metric_figure(curves: dict[str, list[tuple[np.ndarray, Optional[np.ndarray],
     return plt, fig, note
 
 
-def plot_metric(curves: dict, path: str | Path, ylabel: str, title: str, window: int = 5, kind: str = "reward",
-                every: str = "step") -> None:
-    """`metric_figure` written to `path` (its suffix: the format)."""
-    plt, fig, note = metric_figure(curves, ylabel, title, window, kind, every)
-    save(plt, fig, path, title, note)
-
-
-def write_plots(runs: dict, out: Path, progress: bool = False, fmt: str = "png",
+def write_plots(runs: dict, out: Path, fmt: str = "png",
                 views: Sequence[str] = VIEWS) -> list[str]:
     """`verl-ebpo compare`'s figures (`VIEWS`, those of `views`): the mean reward of all answers generated
     (`Run.reward_all`: verl's `critic/score/mean`, for DAPO with its dropped groups' rewards; a DAPO algorithm
     without them is left out), and validation accuracy (the mean of `val-core/<source>/acc/mean@N`), each when
-    every run of an algorithm has it. Returns the files written; `progress`: a tqdm bar on stderr after 2 s."""
-    import sys
-
-    from tqdm import tqdm
-
+    every run of an algorithm has it. Returns the files written."""
     written = []
     reward: dict = {}
     accuracy: dict = {}
@@ -264,9 +254,8 @@ def write_plots(runs: dict, out: Path, progress: bool = False, fmt: str = "png",
          5, "reward", "step"),
         (accuracy, "validation_accuracy", f"validation accuracy (acc/mean@{'/'.join(sorted(samples, key=int))})", "Validation accuracy", 1,
          "share", "validation")) if job[0] and job[1] in views]
-    for curves, view, ylabel, title, window, kind, every in tqdm(jobs, desc="drawing plots", unit="plot", delay=2.0,
-                                                                 disable=not progress, file=sys.stderr):
-        name = f"{view}.{fmt}"
-        plot_metric(curves, Path(out) / name, ylabel, title, window=window, kind=kind, every=every)
-        written.append(name)
+    for curves, view, ylabel, title, window, kind, every in jobs:
+        plt, fig, note = metric_figure(curves, ylabel, title, window, kind, every)
+        save(plt, fig, Path(out) / f"{view}.{fmt}", title, note)
+        written.append(f"{view}.{fmt}")
     return written
