@@ -135,22 +135,16 @@ def run_notes(all_runs: list[Run], last: int) -> list[str]:
 
 
 def missing_notes(runs: dict[str, list[Run]], present: list[str]) -> list[str]:
-    """One note per set of runs that lack some metrics (not one per metric): "`ebpo/*` (12 metrics) are missing
-    from grpo@1, grpo@2: ..." -- a family named by its prefix when its metrics are missing from the same runs."""
-    by_runs: dict[tuple, list[str]] = {}
+    """One note per set of runs lacking some metrics, a family named once: "`ebpo/*` (12 metrics) are missing
+    from grpo@1, grpo@2: compared where present"."""
+    by_runs: dict[tuple, dict[str, list[str]]] = {}
     for k in present:
-        missing = tuple(f"{r.algo}@{r.seed}" for rs in runs.values() for r in rs if k not in r.values and k not in r.val)
+        missing = tuple(r.label for rs in runs.values() for r in rs if k not in r.values and k not in r.val)
         if missing:
-            by_runs.setdefault(missing, []).append(k)
-    notes = []
-    for missing, keys in by_runs.items():
-        families: dict[str, list[str]] = {}
-        for k in keys:
-            families.setdefault(k.split("/", 1)[0] + "/*" if "/" in k else k, []).append(k)
-        shown = ", ".join(f"`{fam}` ({len(ks)} metrics)" if len(ks) > 1 else f"`{ks[0]}`" for fam, ks in families.items())
-        one = len(keys) == 1
-        notes.append(f"{shown} {'is' if one else 'are'} missing from {', '.join(missing)}: compared where present")
-    return notes
+            by_runs.setdefault(missing, {}).setdefault(k.split("/", 1)[0] + "/*" if "/" in k else k, []).append(k)
+    return [", ".join(f"`{fam}` ({len(ks)} metrics)" if len(ks) > 1 else f"`{ks[0]}`" for fam, ks in fams.items())
+            + f" {'is' if sum(map(len, fams.values())) == 1 else 'are'} missing from {', '.join(missing)}: compared "
+            "where present" for missing, fams in by_runs.items()]
 
 
 def compare_runs(runs: dict[str, list[Run]], keys: list[str], last: int, baseline: Optional[str] = None,
@@ -164,10 +158,6 @@ def compare_runs(runs: dict[str, list[Run]], keys: list[str], last: int, baselin
     compared = [k for k in present if any(_match(pat, k) for pat in (keys if verdict_keys is None else verdict_keys))]
     notes += missing_notes(runs, present)
     all_runs = [r for rs in runs.values() for r in rs]
-    lengths = sorted({len(r.steps) for r in all_runs})
-    if len(lengths) > 1:
-        notes.append("runs of different lengths: " + ", ".join(f"{r.algo}@{r.seed} {len(r.steps)} steps"
-                                                                for r in all_runs) + f"; final = each run's last {last}")
     notes += run_notes(all_runs, last)
     budget = window = None
     if all(r.answers is not None for r in all_runs):
