@@ -196,20 +196,14 @@ def read_run(paths: list[str], warn: Callable[[str], None]) -> tuple[dict[int, d
 
 def number(v) -> tuple[Optional[float], Optional[str]]:
     """(v as a float, None) for a finite JSON number; (None, what it is) for anything else."""
-    if isinstance(v, bool):
-        return None, "a bool"
-    if isinstance(v, (int, float, np.integer, np.floating)):
-        try:
-            f = float(v)
-        except OverflowError:
-            return None, "an integer beyond float's range"
-        if math.isfinite(f):
-            return f, None
-        return None, "NaN" if f != f else "infinite"
-    if v is None:
-        return None, "null (NaN or inf in verl's file logger)"
-    kinds = {str: "a string", list: "a list", dict: "an object"}
-    return None, kinds.get(type(v), type(v).__name__)
+    if v is None or isinstance(v, (bool, str, list, dict)):
+        return None, {type(None): "null (NaN or inf in verl's file logger)", bool: "a bool", str: "a string",
+                      list: "a list", dict: "an object"}[type(v)]
+    try:
+        f = float(v)
+    except OverflowError:
+        return None, "an integer beyond float's range"
+    return (f, None) if math.isfinite(f) else (None, "NaN" if f != f else "infinite")
 
 
 def clean(merged: dict[int, dict]) -> tuple[dict[int, dict[str, float]], dict[str, dict[int, str]]]:
@@ -233,10 +227,8 @@ def skipped_summary(bad: dict[int, str]) -> str:
     by_kind: dict[str, list[int]] = defaultdict(list)
     for step, kind in sorted(bad.items()):
         by_kind[kind].append(step)
-    parts = []
-    for kind, steps in by_kind.items():
-        shown = ", ".join(map(str, steps[:5])) + (f", ... ({len(steps)} in all)" if len(steps) > 5 else "")
-        parts.append(f"{kind} at step{'s' if len(steps) > 1 else ''} {shown}")
+    parts = [f"{kind} at step{'s' if len(st) > 1 else ''} {', '.join(map(str, st[:5]))}"
+             + (f", ... ({len(st)} in all)" if len(st) > 5 else "") for kind, st in by_kind.items()]
     return f"{len(bad)} value{'s' if len(bad) > 1 else ''} ({'; '.join(parts)})"
 
 
@@ -291,37 +283,34 @@ def is_dapo(algo: str, metrics: dict[int, dict], dapo: Optional[set] = None) -> 
                for m in metrics.values() for k, v in m.items())
 
 
+def _series(metrics: dict[int, dict], steps, key: str) -> np.ndarray:
+    return np.asarray([metrics[s].get(key, math.nan) for s in steps], dtype=np.float64)
+
+
 def reward_all_answers(run: Run, metrics: dict[int, dict], batch_size: Optional[int],
                        group_size: Optional[int]) -> tuple[Optional[np.ndarray], Optional[str]]:
     """(per training step the mean reward of all answers generated, or None; why None). A run that trains on every
     answer it generates: verl's `critic/score/mean`. A DAPO run: (score x B x G + replay/discarded_reward_sum) /
     (B x G + replay/discarded_answers), as the demo computes it; without those metrics (or B and G) unknown."""
-    score = np.asarray([metrics[s].get(verl_logs.SCORE, math.nan) for s in run.steps.tolist()], dtype=np.float64)
-    if not np.isfinite(score).any():
-        return None, None
-    if not run.dapo:
-        return score, None
-    caveat = (f"DAPO's training reward `{verl_logs.SCORE}` covers only the groups it kept (it drops the "
-              "groups whose answers all scored the same), so it is not compared with other algorithms' ")
-    have = [verl_logs.DISCARDED_ANSWERS in metrics[s] and verl_logs.DISCARDED_REWARD_SUM in metrics[s]
-            for s in run.steps.tolist()]
-    if not any(have):
-        return None, caveat + (f"and the reward of all its answers is unknown (`{verl_logs.DISCARDED_ANSWERS}`, "
-                               f"`{verl_logs.DISCARDED_REWARD_SUM}` not logged: run DAPO with the plugin's replay "
-                               "buffer, docs/ordering.md#one-pass); compare validation accuracy (`val-core/*`) instead")
+    steps = run.steps.tolist()
+    score = _series(metrics, steps, verl_logs.SCORE)
+    if not np.isfinite(score).any() or not run.dapo:
+        return (score if np.isfinite(score).any() else None), None
+    caveat = (f"DAPO's `{verl_logs.SCORE}` covers only the groups it kept, so it is not compared with other "
+              f"algorithms', and the reward of all its answers (`{REWARD_ALL}`) ")
+    answers, rewards = (_series(metrics, steps, k) for k in (verl_logs.DISCARDED_ANSWERS, verl_logs.DISCARDED_REWARD_SUM))
+    have = np.isfinite(answers) & np.isfinite(rewards)
+    if not have.any():
+        return None, caveat + (f"is unknown (`{verl_logs.DISCARDED_ANSWERS}`, `{verl_logs.DISCARDED_REWARD_SUM}` not "
+                               "logged: run DAPO with the plugin's replay buffer, docs/ordering.md#one-pass); compare "
+                               "validation accuracy (`val-core/*`) instead")
     if not (batch_size and group_size):
-        return None, caveat + (f"and the reward of all its answers (`{REWARD_ALL}`) needs --batch-size and "
-                               "--group-size; or compare validation accuracy (`val-core/*`)")
+        return None, caveat + "needs --batch-size and --group-size; or compare validation accuracy (`val-core/*`)"
     trained = float(batch_size * group_size)
-    answers = np.asarray([metrics[s].get(verl_logs.DISCARDED_ANSWERS, math.nan) for s in run.steps.tolist()])
-    rewards = np.asarray([metrics[s].get(verl_logs.DISCARDED_REWARD_SUM, math.nan) for s in run.steps.tolist()])
-    answers = np.where(answers >= 0, answers, math.nan)  # a negative count is no count
-    out = (score * trained + rewards) / (trained + answers)  # NaN where a step lacks one of them
-    note = None
-    if not all(have):
-        note = (f"`{REWARD_ALL}` unknown at {len(have) - sum(have)} of {len(have)} steps "
-                f"(`{verl_logs.DISCARDED_ANSWERS}` or `{verl_logs.DISCARDED_REWARD_SUM}` not logged there)")
-    return out, note
+    out = (score * trained + rewards) / (trained + np.where(answers >= 0, answers, math.nan))  # NaN: unknown
+    return out, None if have.all() else (f"`{REWARD_ALL}` unknown at {(~have).sum()} of {len(have)} steps "
+                                         f"(`{verl_logs.DISCARDED_ANSWERS}` or `{verl_logs.DISCARDED_REWARD_SUM}` "
+                                         "not logged there)")
 
 
 def run_series(algo: str, seed: str, metrics: dict[int, dict], keys: list[str], batch_size: Optional[int] = None,
@@ -345,7 +334,7 @@ def run_series(algo: str, seed: str, metrics: dict[int, dict], keys: list[str], 
         if is_val(key):
             run.val[key] = {s: m[key] for s, m in sorted(metrics.items()) if key in m}
         else:
-            run.values[key] = np.asarray([metrics[s].get(key, math.nan) for s in train], dtype=np.float64)
+            run.values[key] = _series(metrics, train, key)
     run.dapo = is_dapo(algo, metrics, dapo)
     run.reward_all, why = reward_all_answers(run, metrics, batch_size, group_size)
     if why:
@@ -359,7 +348,7 @@ def run_series(algo: str, seed: str, metrics: dict[int, dict], keys: list[str], 
         run.values[ANSWERS] = answers
         dapo = any(verl_logs.DAPO_EVICTED_GROUPS in metrics[s] or verl_logs.DAPO_SURPLUS_GROUPS in metrics[s]
                    for s in train)
-        zero = np.asarray([metrics[s].get(EBPO_ZERO, math.nan) for s in train])
+        zero = _series(metrics, train, EBPO_ZERO)
         if np.isfinite(zero).any():
             run.values[NO_SIGNAL] = (zero * trained + dropped) / answers
         elif dapo:  # verl's filter trains only on groups with a learning signal
