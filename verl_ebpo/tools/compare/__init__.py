@@ -116,44 +116,37 @@ def _scorer_with_pool(scorer: Callable, workers: int) -> Callable:
 def score_evals(specs: dict, scorer_name: Optional[str], samples: dict, allow_partial: bool, workers: int,
                 progress: bool = False) -> tuple:
     """--eval files scored once each: (rates algo->seed->bench->{problem: share}, pass1 algo->seed->bench->...)."""
+    from collections import Counter
+
     from verl_ebpo.tools.compare import evals
     from verl_ebpo.tools.scorer import load_scorer
 
     scorer = _scorer_with_pool(load_scorer(scorer_name or evals.DEFAULT_SCORER), workers)
-    read = {key: [r for p in paths for r in evals.read_generations(p)] for key, paths in specs.items()}
-    scored = {}
+    read = {key: ([r for p in paths for r in evals.read_generations(p)], f"{', '.join(paths)}: ")
+            for key, paths in specs.items()}
     try:
-        for (algo, seed), paths in specs.items():
-            rows = read[(algo, seed)]
-            correct = evals.score_rows(rows, scorer, workers, progress=progress, desc=f"scoring {algo}@{seed}")
-            scored[(algo, seed)] = (rows, correct, ", ".join(paths))
+        scored = {key: (rows, evals.score_rows(rows, scorer, workers, progress, f"scoring {key[0]}@{key[1]}"), where)
+                  for key, (rows, where) in read.items()}
     finally:
         shutdown = getattr(sys.modules.get("verl_ebpo.rewards"), "shutdown", None)
         if shutdown:
             shutdown()
-    rates, pass1, k_seen, problems = {}, {}, {}, {}
-    for key, (rows, correct, where) in scored.items():
-        r = evals.problem_rates(rows, correct, f"{where}: ")
-        rates.setdefault(key[0], {})[key[1]] = r
-        for bench, per in r.items():
+    rates, pass1, seen, problems = {}, {}, {}, {}
+    for (algo, seed), (rows, correct, where) in scored.items():
+        rates.setdefault(algo, {})[seed] = evals.problem_rates(rows, correct, where)
+        for bench, per in rates[algo][seed].items():
             problems[bench] = max(problems.get(bench, 0), len(per))
         for row in rows:
-            k_seen.setdefault(row["benchmark"], set()).add((row["problem_index"], row["sample_index"]))
-    unknown = sorted(set(samples) - set(k_seen))
+            seen.setdefault(row["benchmark"], set()).add((row["problem_index"], row["sample_index"]))
+    unknown = sorted(set(samples) - set(seen))
     if unknown:
         raise evals.ScoreError(f"--samples names {', '.join(unknown)}, which no --eval file has (benchmarks: "
-                               f"{', '.join(sorted(k_seen))})")
-    expected = {}
-    for bench, pairs_ in k_seen.items():
-        counts: dict = {}
-        for p, _ in pairs_:
-            counts[p] = counts.get(p, 0) + 1
-        expected[bench] = samples.get(bench, max(counts.values()))
+                               f"{', '.join(sorted(seen))})")
+    expected = {b: samples.get(b, max(Counter(p for p, _ in pairs_).values())) for b, pairs_ in seen.items()}
     for (algo, seed), (rows, correct, where) in scored.items():
         # every benchmark of any file, so that one a file lacks is a count of 0 problems, checked like the others
-        pass1.setdefault(algo, {})[seed] = evals.pass_at_1(rows, correct, expected, problems, allow_partial,
-                                                           where=f"{where}: ", benchmarks=list(problems),
-                                                           required=list(problems))
+        pass1.setdefault(algo, {})[seed] = evals.pass_at_1(rows, correct, expected, problems, allow_partial, where,
+                                                           benchmarks=list(problems), required=list(problems))
     return rates, pass1
 
 
@@ -261,16 +254,12 @@ def compare(run_specs: dict, eval_specs: dict, out: Path, *, last: int = 10, bas
         raw, files = runs_mod.read_run(paths, note)
         if not raw:
             raise CompareError(f"{algo}@{seed}: no metric lines in {', '.join(paths)}")
-        metrics_by_step, skipped = runs_mod.clean(raw)
+        metrics_by_step, unread = runs_mod.clean(raw)
         seen |= {k for m in raw.values() for k in m}
-        run = runs_mod.run_series(algo, seed, metrics_by_step, [*metrics, *used], batch_size, group_size, skipped,
-                                  dapo=set(dapo))
-        for key, bad in run.skipped.items():
-            note(f"{algo}@{seed}: `{key}`: {runs_mod.skipped_summary(bad)} skipped, not finite numbers")
-        run.values = {k: v for k, v in run.values.items()  # answers generated: also for the equal budget
-                      if k == runs_mod.ANSWERS or any(runs_mod._match(p, k) for p in metrics)}
-        run.val = {k: v for k, v in run.val.items() if any(runs_mod._match(p, k) for p in metrics)}
-        run.skipped = {k: v for k, v in run.skipped.items() if any(runs_mod._match(p, k) for p in metrics)}
+        for key, bad in unread.items():
+            if any(runs_mod._match(p, key) for p in (*metrics, *used)):
+                note(f"{algo}@{seed}: `{key}`: {runs_mod.skipped_summary(bad)} skipped, not finite numbers")
+        run = runs_mod.run_series(algo, seed, metrics_by_step, list(metrics), batch_size, group_size, unread, set(dapo))
         run.files = files
         runs.setdefault(algo, []).append(run)
     for flag, patterns in asked if runs else ():

@@ -353,6 +353,7 @@ def run_series(algo: str, seed: str, metrics: dict[int, dict], keys: list[str], 
             run.values[NO_SIGNAL] = (zero * trained + dropped) / answers
         elif dapo:  # verl's filter trains only on groups with a learning signal
             run.values[NO_SIGNAL] = dropped / answers
+    run.values = {k: v for k, v in run.values.items() if k == ANSWERS or any(_match(p, k) for p in keys)}
     return run
 
 
