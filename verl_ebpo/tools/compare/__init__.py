@@ -89,13 +89,11 @@ def _specs(items: list[str], flag: str) -> dict[tuple[str, str], list[str]]:
 def _parse_samples(text: str) -> dict[str, int]:
     from verl_ebpo.tools.compare.runs import CompareError
 
-    out = {}
-    for part in filter(None, (t.strip() for t in text.split(","))):
-        name, sep, k = part.partition("=")
-        if not sep or not k.isdigit() or int(k) < 1:
-            raise CompareError(f"--samples takes BENCH=K,... with K >= 1, got {part!r}")
-        out[name] = int(k)
-    return out
+    pairs = [part.partition("=") for part in filter(None, (t.strip() for t in text.split(",")))]
+    bad = [f"{n}{sep}{k}" for n, sep, k in pairs if not sep or not k.isdigit() or int(k) < 1]
+    if bad:
+        raise CompareError(f"--samples takes BENCH=K,... with K >= 1, got {bad[0]!r}")
+    return {n: int(k) for n, _, k in pairs}
 
 
 def _scorer_with_pool(scorer: Callable, workers: int) -> Callable:
@@ -348,7 +346,7 @@ def recorded_sizes(folders: list[str]) -> Optional[tuple[int, int, str]]:
                 b, g = settings["batch_size"], settings["group_size"]
             except (OSError, ValueError, KeyError, AttributeError, TypeError):
                 continue
-            if isinstance(b, int) and isinstance(g, int) and not isinstance(b, bool) and not isinstance(g, bool):
+            if type(b) is int and type(g) is int:
                 for flag, v, (lo, hi) in (("batch_size", b, SIZES["--batch-size"]), ("group_size", g, SIZES["--group-size"])):
                     if not lo <= v <= hi:
                         raise CompareError(f"{path} records {flag} {v}, outside [{lo}, {hi}]: pass --batch-size "

@@ -66,21 +66,15 @@ def render(doc: dict, plots: list[str]) -> str:
 
 
 def text_table(doc: dict, patterns) -> str:
-    """The stdout summary: one row per metric matching `patterns` (in their order) and algorithm, with the mean
-    over seeds, its 95% interval and the number of seeds (and the value at an equal answer budget where known)."""
+    """The stdout summary: per metric matching `patterns` (in their order) and algorithm, the mean over seeds, its
+    95% interval, the seeds and the value at an equal answer budget where known."""
     from verl_ebpo.tools.compare.runs import _match
 
     algos = doc["algos"]
-    keys = list(dict.fromkeys(k for pat in patterns for e in algos.values() for k in e["metrics"] if _match(pat, k)))
-    rows = [("metric", "algorithm", "seeds", "mean", "95% CI", "at equal budget")]
-    for k in keys:
-        for algo, e in algos.items():
-            m = e["metrics"].get(k)
-            if not m:
-                continue
-            budget = " ".join(_cells(m.get("at_equal_budget") if k != "answers_generated" else None)).strip()
-            rows.append((k, NAMES.get(algo, algo), str(m["n"]), *_cells(m), budget))
-    if len(rows) == 1:
-        return ""
+    keys = dict.fromkeys(k for pat in patterns for e in algos.values() for k in e["metrics"] if _match(pat, k))
+    rows = [(k, NAMES.get(a, a), str(m["n"]), *_cells(m),
+             " ".join(_cells(m.get("at_equal_budget") if k != "answers_generated" else None)).strip())
+            for k in keys for a, e in algos.items() for m in [e["metrics"].get(k)] if m]
+    rows.insert(0, ("metric", "algorithm", "seeds", "mean", "95% CI", "at equal budget"))
     widths = [max(len(r[i]) for r in rows) for i in range(len(rows[0]))]
-    return "\n".join("  " + "  ".join(c.ljust(w) for c, w in zip(r, widths)).rstrip() for r in rows)
+    return "\n".join("  " + "  ".join(c.ljust(w) for c, w in zip(r, widths)).rstrip() for r in rows) if keys else ""
