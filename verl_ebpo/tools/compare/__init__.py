@@ -26,9 +26,6 @@ DEFAULT_METRICS = ("critic/score/mean", "reward_all_answers", "val-core/*", "res
 VERDICT_METRICS = ("reward_all_answers", "val-core/*")  # compared between algorithms unless --metric says otherwise
 # the stdout table's rows (besides the --metric ones); report.md and comparison.json hold every metric
 TABLE_METRICS = ("reward_all_answers", "critic/score/mean", "val-core/*", "no_signal_share", "answers_generated")
-from verl_ebpo.tools.compare.plots import PLOTS  # noqa: E402 - the figures compare may draw
-
-OUTPUTS = ("comparison.json", "report.md", *PLOTS)
 
 
 SIZES = {"--batch-size": (1, 10**6), "--group-size": (1, 4096)}
@@ -192,7 +189,7 @@ def compare(run_specs: dict, eval_specs: dict, out: Path, *, last: int = 10, bas
             warn: Callable[[str], None] = lambda m: print(f"verl-ebpo compare: warning: {m}", file=sys.stderr),
             verdict_metrics: tuple = VERDICT_METRICS, dapo: tuple = (), fmt: str = "png",
             views: Optional[tuple] = None, skipped: tuple = ()) -> dict:
-    """The whole command: read, compare, write `OUTPUTS` (report under `report_name`) into `out`; returns the doc.
+    """The whole command: read, compare, write comparison.json, the report (`report_name`) and the figures into `out`; returns the doc.
     `metrics` (summarised) and `verdict_metrics` (compared between algorithms; read too) other than their defaults
     must each match a metric; `dapo`: algorithms taken as DAPO whatever they logged; `fmt`: the figures' format;
     `views`: the figures drawn (default all of `plots.VIEWS`; the demo draws its own reward figure); `progress`:
@@ -249,7 +246,7 @@ def compare(run_specs: dict, eval_specs: dict, out: Path, *, last: int = 10, bas
     seen: set = set()
     used = (runs_mod.EBPO_ZERO, *runs_mod.DAPO_INPUTS)
     for (algo, seed), paths in run_specs.items():
-        raw, files = runs_mod.read_run(paths, note)
+        raw, _ = runs_mod.read_run(paths, note)
         if not raw:
             raise CompareError(f"{algo}@{seed}: no metric lines in {', '.join(paths)}")
         metrics_by_step, unread = runs_mod.clean(raw)
@@ -258,7 +255,6 @@ def compare(run_specs: dict, eval_specs: dict, out: Path, *, last: int = 10, bas
             if any(runs_mod._match(p, key) for p in (*metrics, *used)):
                 note(f"{algo}@{seed}: `{key}`: {runs_mod.skipped_summary(bad)} skipped, not finite numbers")
         run = runs_mod.run_series(algo, seed, metrics_by_step, list(metrics), batch_size, group_size, unread, set(dapo))
-        run.files = files
         runs.setdefault(algo, []).append(run)
     for flag, patterns in asked if runs else ():
         _check_metrics(patterns, runs, seen, batch_size, group_size, flag)

@@ -27,7 +27,6 @@ POINTS = 120  # points of a curve against answers generated
 SPARSE = 15  # a curve of fewer points is drawn with markers
 DPI = 150
 VIEWS = ("training_reward", "validation_accuracy")  # what `write_plots` may draw, one figure each
-PLOTS = tuple(f"{v}.png" for v in VIEWS)
 VAL_ACC = re.compile(r"^val-core/.+/acc/mean@(\d+)$")  # verl's validation accuracy, mean@N over N samples
 
 

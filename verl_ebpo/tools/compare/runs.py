@@ -240,7 +240,6 @@ class Run:
     seed: str
     steps: np.ndarray  # (n,) the training steps verl logged, ascending
     values: dict[str, np.ndarray] = field(default_factory=dict)  # metric -> (n,) values, NaN where not logged
-    files: list[str] = field(default_factory=list)
     val: dict[str, dict[int, float]] = field(default_factory=dict)  # val metric -> step -> value (step 0 included)
     skipped: dict[str, dict[int, str]] = field(default_factory=dict)  # metric -> step -> what was not a number
     dapo: bool = False  # trains only on the groups it keeps (`is_dapo`)
