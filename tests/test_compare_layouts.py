@@ -167,7 +167,7 @@ def test_the_answers_panel_is_drawn_only_where_it_differs_and_its_ticks_read(tmp
     steps = np.arange(1, 21)
     same = {a: [(steps, 409_600.0 * steps, 0.4 + 0.01 * steps)] for a in ("grpo", "ebpo")}
     plt, fig, note = plots.metric_figure(same, "reward", "t")
-    assert len(fig.axes) == 1 and "every run generated 409,600 answers a step" in note
+    assert len(fig.axes) == 1 and "409,600 answers generated a step in every run" in note
     plt.close(fig)
     dapo = {**same, "dapo": [(steps, 409_600.0 * steps + 40_000.0 * steps ** 1.2, 0.4 + 0.01 * steps)]}
     plt, fig, note = plots.metric_figure(dapo, "reward", "t")

@@ -136,7 +136,7 @@ def caption(seeds: dict[str, int], window: int, clip: Optional[tuple[float, floa
     if answers_panel:
         parts.append("against answers generated: each seed to its own end, the mean where every seed has reached")
     elif per_step:
-        parts.append(f"every run generated {per_step:,.0f} answers a step, so answers generated = step x {per_step:,.0f}")
+        parts.append(f"{per_step:,.0f} answers generated a step in every run")
     return "; ".join(parts) + "."
 
 
