@@ -359,12 +359,10 @@ def run(args: argparse.Namespace) -> int:
     from verl_ebpo.tools.compare.runs import CompareError
 
     try:
-        metrics = tuple(dict.fromkeys(m.strip() for m in args.metrics.split(",") if m.strip()))
-        if not metrics:
-            raise CompareError("--metrics must name at least one metric")
-        verdict_metrics = _names([args.metric])
-        if not verdict_metrics:
-            raise CompareError("--metric must name at least one metric")
+        metrics, verdict_metrics = _names([args.metrics]), _names([args.metric])
+        for flag, names in (("--metrics", metrics), ("--metric", verdict_metrics)):
+            if not names:
+                raise CompareError(f"{flag} must name at least one metric")
         nums = {flag: _number(flag, text, *bounds) for flag, text, bounds in (
             ("--last", args.last, (1, 100000)), ("--negligible", args.negligible, (0, sys.float_info.max, float)),
             ("--batch-size", args.batch_size, SIZES["--batch-size"]),
@@ -386,16 +384,11 @@ def run(args: argparse.Namespace) -> int:
         print(f"verl-ebpo compare: error: {one_line(exc)}", file=sys.stderr)
         return 2
     if not args.quiet:
-        table = markdown.text_table(doc, (*verdict_metrics, *TABLE_METRICS)) if doc["algos"] else ""
-        if table:
-            print(table)
         verdicts = [c["verdict"] for per in (doc["comparisons"], doc.get("comparisons_equal_budget", {}),
                                               doc["eval_comparisons"]) for cs in per.values() for c in cs.values()]
-        for v in verdicts:
-            print(f"  {wording.short(v)}")
-        note = wording.power_note(verdicts)
-        if note:
-            print(f"  {note}")
-        print(f"  {doc['number_of_comparisons']} comparisons (95% intervals, not corrected for multiplicity)")
+        lines = [markdown.text_table(doc, (*verdict_metrics, *TABLE_METRICS)), *(f"  {wording.short(v)}" for v in
+                 verdicts), f"  {wording.power_note(verdicts) or ''}",
+                 f"  {doc['number_of_comparisons']} comparisons (95% intervals, not corrected for multiplicity)"]
+        print("\n".join(line for line in lines if line.strip()))
     print(f"verl-ebpo compare: wrote {Path(args.out) / 'report.md'}")
     return 0

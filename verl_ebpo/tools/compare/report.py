@@ -252,20 +252,21 @@ def eval_summary(rates: dict[str, dict[str, dict[str, dict[int, float]]]], pass1
 
     notes: list[str] = []
 
-    def table(algo: str, seeds: list[str], bench: str):
-        common = sorted(set.intersection(*(set(rates[algo][s].get(bench, {})) for s in seeds)))
-        return common, np.asarray([[100.0 * rates[algo][s][bench][p] for p in common] for s in seeds])
+    def table(bench: str, seeds: list[str], a: str, b: Optional[str] = None):
+        """(problems every seed answered, (seeds, problems) Pass@1 in %, of `a` or of `a` minus `b`)."""
+        common = sorted(set.intersection(*(set(rates[x][s].get(bench, {})) for x in {a, b or a} for s in seeds)))
+        return common, np.asarray([[100.0 * (rates[a][s][bench][p] - (rates[b][s][bench][p] if b else 0.0))
+                                    for p in common] for s in seeds])
 
     out: dict = {}
     for algo, by_seed in rates.items():
         seeds = list(by_seed)
-        benches = list(dict.fromkeys(b for s in seeds for b in by_seed[s]))
-        for bench in benches:
+        for bench in dict.fromkeys(b for s in seeds for b in by_seed[s]):
             have = [s for s in seeds if bench in by_seed[s]]
             if len(have) < len(seeds):  # only with --allow-partial (otherwise refused when scored)
                 notes.append(f"eval {algo} {bench}: seeds {', '.join(s for s in seeds if s not in have)} have no rows "
                              f"for it; over seeds {', '.join(have)}")
-            problems, x = table(algo, have, bench)
+            problems, x = table(bench, have, algo)
             if not problems:
                 notes.append(f"eval {algo} {bench}: no problem answered by every seed")
                 continue
@@ -279,15 +280,8 @@ def eval_summary(rates: dict[str, dict[str, dict[str, dict[int, float]]]], pass1
     for a, b in pairs(list(rates), baseline):
         for bench in set(out.get(a, {})) & set(out.get(b, {})):
             seeds = [s for s in rates[a] if s in rates[b] and bench in rates[a][s] and bench in rates[b][s]]
-            if not seeds:
-                continue
-            pa, xa = table(a, seeds, bench)
-            pb, xb = table(b, seeds, bench)
-            common = sorted(set(pa) & set(pb))
-            if not common:
-                continue
-            d = xa[:, np.searchsorted(pa, common)] - xb[:, np.searchsorted(pb, common)]
-            diff = crossed_mean_ci(d)
-            comparisons.setdefault(f"{a}-{b}", {})[bench] = diff_entry(
-                a, b, diff, seeds, f"{bench} Pass@1 (%, paired by seed and problem)", negligible)
+            common, d = table(bench, seeds, a, b) if seeds else ([], None)
+            if common:
+                comparisons.setdefault(f"{a}-{b}", {})[bench] = diff_entry(
+                    a, b, crossed_mean_ci(d), seeds, f"{bench} Pass@1 (%, paired by seed and problem)", negligible)
     return out, comparisons, notes
