@@ -220,16 +220,13 @@ def compare(run_specs: dict, eval_specs: dict, out: Path, *, last: int = 10, bas
              if tuple(p) != default]  # patterns given explicitly: each must match some metric
     if tuple(verdict_metrics) != VERDICT_METRICS:  # --metric given: read too
         metrics = tuple(dict.fromkeys((*metrics, *verdict_metrics)))
-    names = ("comparison.json", *plot_names(fmt), report_name)
-    for name in names:
+    for name in ("comparison.json", *plot_names(fmt), report_name):
         check_output_path(out / name, inputs)
     from verl_ebpo.tools.files import unreadable_reason
 
-    for (algo, seed), paths in eval_specs.items():  # every --eval file checked before any work
-        for path in paths:
-            reason = unreadable_reason(path, allow_fifo=True)
-            if reason:
-                raise CompareError(f"--eval {algo}@{seed}={path}: {reason}")
+    for (algo, seed), path in [(k, p) for k, paths in eval_specs.items() for p in paths]:  # before any work
+        if unreadable_reason(path, allow_fifo=True):
+            raise CompareError(f"--eval {algo}@{seed}={path}: {unreadable_reason(path, allow_fifo=True)}")
     _check_run_set(run_specs)
     notes: list[str] = []
 
@@ -239,7 +236,6 @@ def compare(run_specs: dict, eval_specs: dict, out: Path, *, last: int = 10, bas
 
     for message in skipped:  # --runs folders holding metrics that are not compared
         note(message)
-
     if run_specs and not (batch_size and group_size):
         notes.append("answers generated and the equal-budget comparison need --batch-size and --group-size")
     runs: dict[str, list] = {}
@@ -277,16 +273,14 @@ def compare(run_specs: dict, eval_specs: dict, out: Path, *, last: int = 10, bas
     from verl_ebpo.tools.compare.plots import write_plots
 
     plots: list[str] = []
-    if runs:
-        try:
-            import matplotlib  # noqa: F401 - only to know whether the plots can be drawn
-        except ImportError:
-            doc["notes"].append("plots skipped: matplotlib is not installed (pip install 'verl-ebpo[cpu]')")
-        else:
-            plots = write_plots(runs, out, fmt=fmt, **({} if views is None else {"views": views}))
-    for name in [n for f in ("png", "pdf", "svg") for n in plot_names(f)]:  # an earlier comparison's, not drawn now
-        stale = out / name
-        if name not in plots and stale.is_file() and not stale.is_symlink():
+    try:
+        plots = write_plots(runs, out, fmt=fmt, **({} if views is None else {"views": views})) if runs else []
+    except ModuleNotFoundError as exc:
+        if (exc.name or "").split(".")[0] != "matplotlib":
+            raise
+        doc["notes"].append("plots skipped: matplotlib is not installed (pip install 'verl-ebpo[cpu]')")
+    for stale in [out / n for f in ("png", "pdf", "svg") for n in plot_names(f) if n not in plots]:  # earlier ones
+        if stale.is_file() and not stale.is_symlink():
             stale.unlink()
     atomic_write_text(out / "comparison.json",
                       json.dumps(report.json_safe(doc), indent=2, allow_nan=False) + "\n", inputs=inputs)
