@@ -71,9 +71,8 @@ def test_without_them_the_report_says_what_dapos_reward_covers_and_recommends_va
     doc, report = _compare(tmp_path, discarded=False)
     assert "reward_all_answers" not in doc["algos"]["dapo"]["metrics"]
     assert "dapo-grpo" not in doc["comparisons"]  # neither reward compared: nothing else was asked for (--metric)
-    caveat = ("dapo@1, dapo@2: DAPO's training reward `critic/score/mean` covers only the groups it kept (it drops "
-              "the groups whose answers all scored the same), so it is not compared with other algorithms' and the "
-              "reward of all its answers is unknown")
+    caveat = ("dapo@1, dapo@2: DAPO's `critic/score/mean` covers only the groups it kept, so it is not compared "
+              "with other algorithms', and the reward of all its answers (`reward_all_answers`) is unknown")
     assert caveat in report and "compare validation accuracy (`val-core/*`) instead" in report
 
 

@@ -125,15 +125,16 @@ def test_runs_layouts_one_algorithm_the_recipes_and_globs(tmp_path, capsys):
     from verl_ebpo.tools.compare.runs import CompareError, discover_runs
 
     runs = _demo_layout(tmp_path)
-    assert discover_runs(runs / "ebpo") == {("ebpo", str(s)): [str(runs / "ebpo" / f"seed{s}")] for s in SEEDS}
+    assert discover_runs(runs / "ebpo") == ({("ebpo", str(s)): [str(runs / "ebpo" / f"seed{s}")] for s in SEEDS}, [])
     root = tmp_path / "ckpts" / "verl_ebpo"  # the recipes' $CKPTS_ROOT/$PROJECT_NAME
     for algo, seed, rest in (("ebpo", 42, ""), ("grpo", 42, ""), ("ebpo", 43, "-authors")):
         d = root / f"qwen3_8b-{algo}-g4-s{seed}{rest}" / "metrics"
         d.mkdir(parents=True)
         (d / "attempt-1.jsonl").write_text("".join(json.dumps(r) + "\n" for r in _metrics(algo, 0)))
-    found = discover_runs(root)
-    assert set(found) == {("ebpo", "42"), ("grpo", "42"), ("ebpo-authors", "43")}
+    found, skipped = discover_runs(root)
+    assert not skipped and set(found) == {("ebpo", "42"), ("grpo", "42"), ("ebpo-authors", "43")}
     (root / "llama3_8b-ebpo-g4-s42").mkdir()
+    (root / "llama3_8b-ebpo-g4-s42" / "m.jsonl").write_text(json.dumps(_metrics("ebpo", 0)[1]) + "\n")
     with pytest.raises(CompareError, match="several models"):
         discover_runs(root)
     with pytest.raises(CompareError, match="no runs found"):

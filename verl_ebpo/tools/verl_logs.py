@@ -66,17 +66,14 @@ def read_metrics(path: str | Path, warn: Optional[Callable[[str], None]] = None)
 
 def _line_step(record, where: str) -> int:
     """The step of one parsed file-logger line, after checking the line's shape (ValueError naming `where`)."""
-    if not isinstance(record, dict):
-        raise ValueError(f"{where}: not a verl file-logger line (a JSON {type(record).__name__}, not an object "
-                         '{"step": N, "data": {...}})')
-    for key in ("step", "data"):
-        if key not in record:
-            raise ValueError(f"{where}: not a verl file-logger line (no {key!r} field)")
+    missing = [k for k in ("step", "data") if k not in record] if isinstance(record, dict) else None
+    if missing is None or missing:
+        raise ValueError(f"{where}: not a verl file-logger line (" + (f"no {missing[0]!r} field)" if missing else
+                         f'a JSON {type(record).__name__}, not an object {{"step": N, "data": {{...}}}})'))
     problem = index_problem("step", record["step"], MAX_STEP)
-    if problem:
-        raise ValueError(f"{where}: {problem}")
-    if not isinstance(record["data"], dict):
-        raise ValueError(f"{where}: field 'data' must be an object, got a JSON {type(record['data']).__name__}")
+    if problem or not isinstance(record["data"], dict):
+        raise ValueError(f"{where}: " + (problem or f"field 'data' must be an object, got a JSON "
+                                                    f"{type(record['data']).__name__}"))
     return record["step"]
 
 
@@ -89,7 +86,7 @@ def shown(value) -> str:
 def index_problem(key: str, value, top: int) -> Optional[str]:
     """"field 'key' must be an integer in [0, top], got ..." for a value that is not one (a float or a bool is
     not), else None: the check of a step, a problem or a sample index read from JSON."""
-    if isinstance(value, bool) or not isinstance(value, int) or not 0 <= value <= top:
+    if type(value) is not int or not 0 <= value <= top:
         return f"field {key!r} must be an integer in [0, {top}], got {shown(value)}"
     return None
 

@@ -26,75 +26,51 @@ DEFAULT_METRICS = ("critic/score/mean", "reward_all_answers", "val-core/*", "res
 VERDICT_METRICS = ("reward_all_answers", "val-core/*")  # compared between algorithms unless --metric says otherwise
 # the stdout table's rows (besides the --metric ones); report.md and comparison.json hold every metric
 TABLE_METRICS = ("reward_all_answers", "critic/score/mean", "val-core/*", "no_signal_share", "answers_generated")
-from verl_ebpo.tools.compare.plots import PLOTS  # noqa: E402 - the figures compare may draw
-
-OUTPUTS = ("comparison.json", "report.md", *PLOTS)
 
 
-def _int_range(lo: int, hi: int):
-    def parse(text: str) -> int:
-        try:
-            v = int(text)
-        except ValueError:
-            raise argparse.ArgumentTypeError(f"must be an integer in [{lo}, {hi}], got {text!r}") from None
-        if not lo <= v <= hi:
-            raise argparse.ArgumentTypeError(f"must be an integer in [{lo}, {hi}], got {v}")
-        return v
-    return parse
+SIZES = {"--batch-size": (1, 10**6), "--group-size": (1, 4096)}
 
 
-def _negligible(text: str) -> float:
+def _number(flag: str, text: Optional[str], lo: float, hi: float, kind=int):
+    """`text` of `flag` as `kind` in [lo, hi] (None stays None); else a one-line `CompareError`."""
+    from verl_ebpo.tools.compare.runs import CompareError
+
     try:
-        v = float(text)
+        v = None if text is None else kind(text)
     except ValueError:
         v = float("nan")
-    if not v >= 0 or v == float("inf"):
-        raise argparse.ArgumentTypeError(f"must be a finite number >= 0, got {text!r}")
+    if v is not None and not lo <= v <= hi:
+        what = f"an integer in [{lo}, {hi}]" if kind is int else f"a finite number >= {lo:g}"
+        raise CompareError(f"{flag} must be {what}, got {text!r}")
     return v
 
 
 def add_arguments(p: argparse.ArgumentParser) -> None:
-    p.add_argument("--runs", action="append", default=[], metavar="DIR",
-                   help="a folder of runs, ALGO/seedK/ (the demo's runs/), seedK/ (one algorithm: the folder's name) "
-                        "or the recipes' <model>-<algo>-g<G>-s<seed>/; algorithm and seed from the names, rollout "
-                        "dumps ignored; repeatable, or a glob")
-    p.add_argument("--run", action="append", default=[], metavar="ALGO@SEED=PATH",
-                   help="verl's file-logger metrics (JSONL), a TensorBoard event file, or a folder of them (attempts "
-                        "of a resumed run); repeatable; a repeated ALGO@SEED is one run merged by step")
-    p.add_argument("--dapo", action="append", default=[], metavar="ALGO",
-                   help="an algorithm that trains only on the groups it keeps (DAPO's dynamic sampling), when its "
-                        "runs did not log verl's group filter (training/filter_groups/*); repeatable or comma-separated")
-    p.add_argument("--metric", default=",".join(VERDICT_METRICS), metavar="KEY,...",
-                   help="the metrics compared between algorithms (paired differences and verdicts); `prefix/*` for "
-                        "a family (default: %(default)s)")
-    p.add_argument("--eval", action="append", default=[], metavar="ALGO@SEED=FILE",
-                   help="generations JSONL of recipes/eval/generate.py (scored as recipes/eval/score.py does)")
-    p.add_argument("--baseline", default=None, help="compare every other algorithm to this one (default: every pair)")
-    p.add_argument("--last", default="10",
-                   help="final value = mean over each run's last K logged steps, 1..100000 (default 10)")
-    p.add_argument("--metrics", default=",".join(DEFAULT_METRICS), metavar="KEY,...",
-                   help="the metrics summarised per algorithm in the report (comma-separated verl keys, `prefix/*` "
-                        "for a family) (default: the training and all-answer reward, validation, response length, "
-                        "entropy, no-signal share, answers generated, step time, ebpo/*; docs/compare.md)")
-    p.add_argument("--negligible", default="0",
-                   help="a resolved difference smaller than this (metric's units) is called negligible; >= 0 "
-                        "(default 0, no threshold)")
-    p.add_argument("--batch-size", default=None,
-                   help="prompts per training step (verl's data.train_batch_size): with --group-size, answers generated")
-    p.add_argument("--group-size", default=None,
-                   help="answers per prompt (actor_rollout_ref.rollout.n); also counts DAPO's dropped groups")
-    p.add_argument("--samples", default="", metavar="BENCH=K,...",
-                   help="expected samples per problem (default: the most any --eval file has for that benchmark)")
-    p.add_argument("--allow-partial", action="store_true", help="accept generations with missing problems/samples")
-    p.add_argument("--scorer", default=None, help="module:function with verl's reward signature "
-                                                   "(default verl_ebpo.rewards:compute_score, as score.py)")
-    p.add_argument("--workers", default="4", help="threads calling the scorer and, with the default scorer, verifier "
-                                                  "processes, 1..256 (default 4)")
-    p.add_argument("--out", required=True, help="output folder (created; only this command's files are written)")
-    p.add_argument("--format", default="png", choices=("png", "pdf", "svg"),
-                   help="figure format (PNG at 150 dpi; pdf and svg are vector) (default: png)")
-    p.add_argument("--quiet", action="store_true", help="print only the output folder (no table, no verdicts, no "
-                                                          "progress bars)")
+    add = p.add_argument
+    add("--runs", action="append", default=[], metavar="DIR", help="a folder of runs (ALGO/seedK/, seedK/ or the "
+        "recipes' <model>-<algo>-g<G>-s<seed>/); repeatable; a path that does not exist is read as a glob")
+    add("--run", action="append", default=[], metavar="ALGO@SEED=PATH",
+        help="verl's file-logger JSONL, a TensorBoard event file or a folder of them; repeatable")
+    add("--dapo", action="append", default=[], metavar="ALGO", help="algorithms that train only on the groups "
+        "they keep (DAPO), when their runs did not log training/filter_groups/*")
+    add("--metric", default=",".join(VERDICT_METRICS), metavar="KEY,...",
+        help="metrics compared between algorithms; prefix/* for a family (default: %(default)s)")
+    add("--eval", action="append", default=[], metavar="ALGO@SEED=FILE", help="generations JSONL of "
+        "recipes/eval/generate.py")
+    add("--baseline", default=None, help="compare every other algorithm to this one (default: every pair)")
+    add("--last", default="10", help="final value: mean of each run's last K logged steps, 1..100000 (default 10)")
+    add("--metrics", default=",".join(DEFAULT_METRICS), metavar="KEY,...",
+        help="metrics summarised per algorithm (default: see docs/compare.md)")
+    add("--negligible", default="0", help="a resolved difference below this is negligible; >= 0 (default 0)")
+    add("--batch-size", default=None, help="prompts per step (data.train_batch_size), 1..10^6")
+    add("--group-size", default=None, help="answers per prompt (actor_rollout_ref.rollout.n), 1..4096")
+    add("--samples", default="", metavar="BENCH=K,...", help="expected samples per problem (default: the most seen)")
+    add("--allow-partial", action="store_true", help="accept generations with missing problems or samples")
+    add("--scorer", default=None, help="module:function with verl's reward signature (default: the package's)")
+    add("--workers", default="4", help="scorer threads and verifier processes, 1..256 (default 4)")
+    add("--out", required=True, help="output folder (only this command's files are written)")
+    add("--format", default="png", choices=("png", "pdf", "svg"), help="figure format (default: png)")
+    add("--quiet", action="store_true", help="print only the output folder")
 
 
 def _specs(items: list[str], flag: str) -> dict[tuple[str, str], list[str]]:
@@ -110,13 +86,11 @@ def _specs(items: list[str], flag: str) -> dict[tuple[str, str], list[str]]:
 def _parse_samples(text: str) -> dict[str, int]:
     from verl_ebpo.tools.compare.runs import CompareError
 
-    out = {}
-    for part in filter(None, (t.strip() for t in text.split(","))):
-        name, sep, k = part.partition("=")
-        if not sep or not k.isdigit() or int(k) < 1:
-            raise CompareError(f"--samples takes BENCH=K,... with K >= 1, got {part!r}")
-        out[name] = int(k)
-    return out
+    pairs = [part.partition("=") for part in filter(None, (t.strip() for t in text.split(",")))]
+    bad = [f"{n}{sep}{k}" for n, sep, k in pairs if not sep or not k.isdigit() or int(k) < 1]
+    if bad:
+        raise CompareError(f"--samples takes BENCH=K,... with K >= 1, got {bad[0]!r}")
+    return {n: int(k) for n, _, k in pairs}
 
 
 def _scorer_with_pool(scorer: Callable, workers: int) -> Callable:
@@ -137,44 +111,37 @@ def _scorer_with_pool(scorer: Callable, workers: int) -> Callable:
 def score_evals(specs: dict, scorer_name: Optional[str], samples: dict, allow_partial: bool, workers: int,
                 progress: bool = False) -> tuple:
     """--eval files scored once each: (rates algo->seed->bench->{problem: share}, pass1 algo->seed->bench->...)."""
+    from collections import Counter
+
     from verl_ebpo.tools.compare import evals
     from verl_ebpo.tools.scorer import load_scorer
 
     scorer = _scorer_with_pool(load_scorer(scorer_name or evals.DEFAULT_SCORER), workers)
-    read = {key: [r for p in paths for r in evals.read_generations(p)] for key, paths in specs.items()}
-    scored = {}
+    read = {key: ([r for p in paths for r in evals.read_generations(p)], f"{', '.join(paths)}: ")
+            for key, paths in specs.items()}
     try:
-        for (algo, seed), paths in specs.items():
-            rows = read[(algo, seed)]
-            correct = evals.score_rows(rows, scorer, workers, progress=progress, desc=f"scoring {algo}@{seed}")
-            scored[(algo, seed)] = (rows, correct, ", ".join(paths))
+        scored = {key: (rows, evals.score_rows(rows, scorer, workers, progress, f"scoring {key[0]}@{key[1]}"), where)
+                  for key, (rows, where) in read.items()}
     finally:
         shutdown = getattr(sys.modules.get("verl_ebpo.rewards"), "shutdown", None)
         if shutdown:
             shutdown()
-    rates, pass1, k_seen, problems = {}, {}, {}, {}
-    for key, (rows, correct, where) in scored.items():
-        r = evals.problem_rates(rows, correct, f"{where}: ")
-        rates.setdefault(key[0], {})[key[1]] = r
-        for bench, per in r.items():
+    rates, pass1, seen, problems = {}, {}, {}, {}
+    for (algo, seed), (rows, correct, where) in scored.items():
+        rates.setdefault(algo, {})[seed] = evals.problem_rates(rows, correct, where)
+        for bench, per in rates[algo][seed].items():
             problems[bench] = max(problems.get(bench, 0), len(per))
         for row in rows:
-            k_seen.setdefault(row["benchmark"], set()).add((row["problem_index"], row["sample_index"]))
-    unknown = sorted(set(samples) - set(k_seen))
+            seen.setdefault(row["benchmark"], set()).add((row["problem_index"], row["sample_index"]))
+    unknown = sorted(set(samples) - set(seen))
     if unknown:
         raise evals.ScoreError(f"--samples names {', '.join(unknown)}, which no --eval file has (benchmarks: "
-                               f"{', '.join(sorted(k_seen))})")
-    expected = {}
-    for bench, pairs_ in k_seen.items():
-        counts: dict = {}
-        for p, _ in pairs_:
-            counts[p] = counts.get(p, 0) + 1
-        expected[bench] = samples.get(bench, max(counts.values()))
+                               f"{', '.join(sorted(seen))})")
+    expected = {b: samples.get(b, max(Counter(p for p, _ in pairs_).values())) for b, pairs_ in seen.items()}
     for (algo, seed), (rows, correct, where) in scored.items():
         # every benchmark of any file, so that one a file lacks is a count of 0 problems, checked like the others
-        pass1.setdefault(algo, {})[seed] = evals.pass_at_1(rows, correct, expected, problems, allow_partial,
-                                                           where=f"{where}: ", benchmarks=list(problems),
-                                                           required=list(problems))
+        pass1.setdefault(algo, {})[seed] = evals.pass_at_1(rows, correct, expected, problems, allow_partial, where,
+                                                           benchmarks=list(problems), required=list(problems))
     return rates, pass1
 
 
@@ -221,14 +188,12 @@ def compare(run_specs: dict, eval_specs: dict, out: Path, *, last: int = 10, bas
             scorer: Optional[str] = None, workers: int = 4, report_name: str = "report.md", progress: bool = False,
             warn: Callable[[str], None] = lambda m: print(f"verl-ebpo compare: warning: {m}", file=sys.stderr),
             verdict_metrics: tuple = VERDICT_METRICS, dapo: tuple = (), fmt: str = "png",
-            views: Optional[tuple] = None) -> dict:
-    """The whole command: read, compare, write `OUTPUTS` (report under `report_name`) into `out`; returns the doc.
+            views: Optional[tuple] = None, skipped: tuple = ()) -> dict:
+    """The whole command: read, compare, write comparison.json, the report (`report_name`) and the figures into `out`; returns the doc.
     `metrics` (summarised) and `verdict_metrics` (compared between algorithms; read too) other than their defaults
     must each match a metric; `dapo`: algorithms taken as DAPO whatever they logged; `fmt`: the figures' format;
     `views`: the figures drawn (default all of `plots.VIEWS`; the demo draws its own reward figure); `progress`:
     tqdm bars on stderr."""
-    from tqdm import tqdm
-
     from verl_ebpo.tools.files import atomic_write_text, check_output_path
     from verl_ebpo.tools.compare import markdown, report, runs as runs_mod
     from verl_ebpo.tools.compare.runs import CompareError
@@ -240,7 +205,7 @@ def compare(run_specs: dict, eval_specs: dict, out: Path, *, last: int = 10, bas
         raise CompareError("nothing to compare: give --run ALGO@SEED=PATH and/or --eval ALGO@SEED=FILE")
     inputs = [p for paths in [*run_specs.values(), *eval_specs.values()] for p in paths]
     if not str(out).strip():
-        raise CompareError("--out must name a folder, got ''")
+        raise CompareError(f"--out must name a folder, got {str(out)!r}")
     out = Path(out)
     if out.exists() and not out.is_dir():
         raise CompareError(f"--out {out} exists and is not a folder")
@@ -255,16 +220,13 @@ def compare(run_specs: dict, eval_specs: dict, out: Path, *, last: int = 10, bas
              if tuple(p) != default]  # patterns given explicitly: each must match some metric
     if tuple(verdict_metrics) != VERDICT_METRICS:  # --metric given: read too
         metrics = tuple(dict.fromkeys((*metrics, *verdict_metrics)))
-    names = ("comparison.json", *plot_names(fmt), report_name)
-    for name in names:
+    for name in ("comparison.json", *plot_names(fmt), report_name):
         check_output_path(out / name, inputs)
     from verl_ebpo.tools.files import unreadable_reason
 
-    for (algo, seed), paths in eval_specs.items():  # every --eval file checked before any work
-        for path in paths:
-            reason = unreadable_reason(path, allow_fifo=True)
-            if reason:
-                raise CompareError(f"--eval {algo}@{seed}={path}: {reason}")
+    for (algo, seed), path in [(k, p) for k, paths in eval_specs.items() for p in paths]:  # before any work
+        if unreadable_reason(path, allow_fifo=True):
+            raise CompareError(f"--eval {algo}@{seed}={path}: {unreadable_reason(path, allow_fifo=True)}")
     _check_run_set(run_specs)
     notes: list[str] = []
 
@@ -272,27 +234,23 @@ def compare(run_specs: dict, eval_specs: dict, out: Path, *, last: int = 10, bas
         notes.append(message)
         warn(message)
 
+    for message in skipped:  # --runs folders holding metrics that are not compared
+        note(message)
     if run_specs and not (batch_size and group_size):
         notes.append("answers generated and the equal-budget comparison need --batch-size and --group-size")
     runs: dict[str, list] = {}
     seen: set = set()
     used = (runs_mod.EBPO_ZERO, *runs_mod.DAPO_INPUTS)
-    for (algo, seed), paths in tqdm(run_specs.items(), desc="reading runs", unit="run", delay=2.0,
-                                    disable=not progress, file=sys.stderr):
-        raw, files = runs_mod.read_run(paths, note)
+    for (algo, seed), paths in run_specs.items():
+        raw, _ = runs_mod.read_run(paths, note)
         if not raw:
             raise CompareError(f"{algo}@{seed}: no metric lines in {', '.join(paths)}")
-        metrics_by_step, skipped = runs_mod.clean(raw)
+        metrics_by_step, unread = runs_mod.clean(raw)
         seen |= {k for m in raw.values() for k in m}
-        run = runs_mod.run_series(algo, seed, metrics_by_step, [*metrics, *used], batch_size, group_size, skipped,
-                                  dapo=set(dapo))
-        for key, bad in run.skipped.items():
-            note(f"{algo}@{seed}: `{key}`: {runs_mod.skipped_summary(bad)} skipped, not finite numbers")
-        run.values = {k: v for k, v in run.values.items()  # answers generated: also for the equal budget
-                      if k == runs_mod.ANSWERS or any(runs_mod._match(p, k) for p in metrics)}
-        run.val = {k: v for k, v in run.val.items() if any(runs_mod._match(p, k) for p in metrics)}
-        run.skipped = {k: v for k, v in run.skipped.items() if any(runs_mod._match(p, k) for p in metrics)}
-        run.files = files
+        for key, bad in unread.items():
+            if any(runs_mod._match(p, key) for p in (*metrics, *used)):
+                note(f"{algo}@{seed}: `{key}`: {runs_mod.skipped_summary(bad)} skipped, not finite numbers")
+        run = runs_mod.run_series(algo, seed, metrics_by_step, list(metrics), batch_size, group_size, unread, set(dapo))
         runs.setdefault(algo, []).append(run)
     for flag, patterns in asked if runs else ():
         _check_metrics(patterns, runs, seen, batch_size, group_size, flag)
@@ -315,16 +273,14 @@ def compare(run_specs: dict, eval_specs: dict, out: Path, *, last: int = 10, bas
     from verl_ebpo.tools.compare.plots import write_plots
 
     plots: list[str] = []
-    if runs:
-        try:
-            import matplotlib  # noqa: F401 - only to know whether the plots can be drawn
-        except ImportError:
-            doc["notes"].append("plots skipped: matplotlib is not installed (pip install 'verl-ebpo[cpu]')")
-        else:
-            plots = write_plots(runs, out, progress=progress, fmt=fmt, **({} if views is None else {"views": views}))
-    for name in [n for f in ("png", "pdf", "svg") for n in plot_names(f)]:  # an earlier comparison's, not drawn now
-        stale = out / name
-        if name not in plots and stale.is_file() and not stale.is_symlink():
+    try:
+        plots = write_plots(runs, out, fmt=fmt, **({} if views is None else {"views": views})) if runs else []
+    except ModuleNotFoundError as exc:
+        if (exc.name or "").split(".")[0] != "matplotlib":
+            raise
+        doc["notes"].append("plots skipped: matplotlib is not installed (pip install 'verl-ebpo[cpu]')")
+    for stale in [out / n for f in ("png", "pdf", "svg") for n in plot_names(f) if n not in plots]:  # earlier ones
+        if stale.is_file() and not stale.is_symlink():
             stale.unlink()
     atomic_write_text(out / "comparison.json",
                       json.dumps(report.json_safe(doc), indent=2, allow_nan=False) + "\n", inputs=inputs)
@@ -337,38 +293,41 @@ def _names(values: list[str]) -> tuple:
 
 
 def _folders(patterns: list[str]) -> list[str]:
-    """--runs values: each a folder, or a glob of folders (a glob matching no folder is an error)."""
+    """--runs values: each an existing path taken literally (`runs[v2]`), else a glob of folders (matching one)."""
     import glob
+
+    from verl_ebpo.tools.compare.runs import CompareError
 
     out = []
     for pat in patterns:
-        if glob.has_magic(pat):
-            found = sorted(p for p in glob.glob(pat) if Path(p).is_dir())
-            if not found:
-                from verl_ebpo.tools.compare.runs import CompareError
-
-                raise CompareError(f"--runs {pat}: the pattern matches no folder")
-            out += found
-        else:
-            out.append(pat)
+        found = [pat] if Path(pat).exists() or not glob.has_magic(pat) else sorted(
+            p for p in glob.glob(pat) if Path(p).is_dir())
+        if not found:
+            raise CompareError(f"--runs {pat}: the pattern matches no folder")
+        out += found
     return out
 
 
-def run_specs_of(runs: list[str], folders: list[str]) -> dict:
-    """(algo, seed) -> paths from --run flags and --runs folders (`runs.discover_runs`); a run found twice (by two
-    folders, or by a folder and a --run) is one run merged by step, as a repeated --run is."""
+def run_specs_of(runs: list[str], folders: list[str]) -> tuple[dict, list[str]]:
+    """((algo, seed) -> paths from --run flags and --runs folders, the notes on folders not compared); a run found
+    twice (by two folders, or by a folder and a --run) is one run merged by step, as a repeated --run is."""
     from verl_ebpo.tools.compare.runs import discover_runs
 
-    specs = _specs(runs, "--run")
+    specs, notes = _specs(runs, "--run"), []
     for folder in _folders(folders):
-        for key, paths in discover_runs(folder).items():
+        found, skipped = discover_runs(folder)
+        notes += skipped
+        for key, paths in found.items():
             specs.setdefault(key, []).extend(p for p in paths if p not in specs.get(key, []))
-    return specs
+    return specs, notes
 
 
 def recorded_sizes(folders: list[str]) -> Optional[tuple[int, int, str]]:
     """(batch size, group size, the file) a demo recorded beside its runs: `<out>/summary.json`'s settings, for
-    `--runs <out>/runs` (or one algorithm's folder below it); None when no such file or it does not say."""
+    `--runs <out>/runs` (or one algorithm's folder below it); None when no such file or it does not say. Sizes
+    out of --batch-size's or --group-size's range are a `CompareError` naming the file."""
+    from verl_ebpo.tools.compare.runs import CompareError
+
     for folder in _folders(folders):
         for up in (Path(folder).parent, Path(folder).parent.parent):
             path = up / "summary.json"
@@ -377,7 +336,11 @@ def recorded_sizes(folders: list[str]) -> Optional[tuple[int, int, str]]:
                 b, g = settings["batch_size"], settings["group_size"]
             except (OSError, ValueError, KeyError, AttributeError, TypeError):
                 continue
-            if isinstance(b, int) and isinstance(g, int) and not isinstance(b, bool) and not isinstance(g, bool):
+            if type(b) is int and type(g) is int:
+                for flag, v, (lo, hi) in (("batch_size", b, SIZES["--batch-size"]), ("group_size", g, SIZES["--group-size"])):
+                    if not lo <= v <= hi:
+                        raise CompareError(f"{path} records {flag} {v}, outside [{lo}, {hi}]: pass --batch-size "
+                                           "and --group-size")
                 return b, g, str(path)
     return None
 
@@ -390,31 +353,22 @@ def run(args: argparse.Namespace) -> int:
     from verl_ebpo.tools.compare.runs import CompareError
 
     try:
-        if not args.out.strip():
-            raise CompareError(f"--out must name a folder, got {args.out!r}")
-        metrics = tuple(dict.fromkeys(m.strip() for m in args.metrics.split(",") if m.strip()))
-        if not metrics:
-            raise CompareError("--metrics must name at least one metric")
-        verdict_metrics = _names([args.metric])
-        if not verdict_metrics:
-            raise CompareError("--metric must name at least one metric")
-        nums = {}
-        for flag, parse, text in (("--last", _int_range(1, 100000), args.last), ("--negligible", _negligible,
-                                  args.negligible), ("--batch-size", _int_range(1, 10**6), args.batch_size),
-                                  ("--group-size", _int_range(1, 4096), args.group_size),
-                                  ("--workers", _int_range(1, 256), args.workers)):
-            try:
-                nums[flag] = None if text is None else parse(text)
-            except argparse.ArgumentTypeError as exc:
-                raise CompareError(f"{flag} {exc}") from None
+        metrics, verdict_metrics = _names([args.metrics]), _names([args.metric])
+        for flag, names in (("--metrics", metrics), ("--metric", verdict_metrics)):
+            if not names:
+                raise CompareError(f"{flag} must name at least one metric")
+        nums = {flag: _number(flag, text, *bounds) for flag, text, bounds in (
+            ("--last", args.last, (1, 100000)), ("--negligible", args.negligible, (0, sys.float_info.max, float)),
+            ("--batch-size", args.batch_size, SIZES["--batch-size"]),
+            ("--group-size", args.group_size, SIZES["--group-size"]), ("--workers", args.workers, (1, 256)))}
         if args.runs and nums["--batch-size"] is None and nums["--group-size"] is None:
             recorded = recorded_sizes(args.runs)  # the demo's: its summary.json beside its runs/
             if recorded:
-                nums["--batch-size"], nums["--group-size"] = _int_range(1, 10**6)(str(recorded[0])), \
-                    _int_range(1, 4096)(str(recorded[1]))
+                nums["--batch-size"], nums["--group-size"] = recorded[:2]
                 print(f"verl-ebpo compare: --batch-size {recorded[0]} --group-size {recorded[1]}, as recorded in "
                       f"{recorded[2]}", file=sys.stderr)
-        doc = compare(run_specs_of(args.run, args.runs), _specs(args.eval, "--eval"), Path(args.out),
+        specs, skipped = run_specs_of(args.run, args.runs)
+        doc = compare(specs, _specs(args.eval, "--eval"), args.out, skipped=skipped,
                       last=nums["--last"], baseline=args.baseline, metrics=metrics, negligible=nums["--negligible"],
                       batch_size=nums["--batch-size"], group_size=nums["--group-size"],
                       samples=_parse_samples(args.samples), allow_partial=args.allow_partial, scorer=args.scorer,
@@ -424,16 +378,11 @@ def run(args: argparse.Namespace) -> int:
         print(f"verl-ebpo compare: error: {one_line(exc)}", file=sys.stderr)
         return 2
     if not args.quiet:
-        table = markdown.text_table(doc, (*verdict_metrics, *TABLE_METRICS)) if doc["algos"] else ""
-        if table:
-            print(table)
         verdicts = [c["verdict"] for per in (doc["comparisons"], doc.get("comparisons_equal_budget", {}),
                                               doc["eval_comparisons"]) for cs in per.values() for c in cs.values()]
-        for v in verdicts:
-            print(f"  {wording.short(v)}")
-        note = wording.power_note(verdicts)
-        if note:
-            print(f"  {note}")
-        print(f"  {doc['number_of_comparisons']} comparisons (95% intervals, not corrected for multiplicity)")
+        lines = [markdown.text_table(doc, (*verdict_metrics, *TABLE_METRICS)), *(f"  {wording.short(v)}" for v in
+                 verdicts), f"  {wording.power_note(verdicts) or ''}",
+                 f"  {doc['number_of_comparisons']} comparisons (95% intervals, not corrected for multiplicity)"]
+        print("\n".join(line for line in lines if line.strip()))
     print(f"verl-ebpo compare: wrote {Path(args.out) / 'report.md'}")
     return 0

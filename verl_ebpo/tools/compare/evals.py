@@ -7,7 +7,7 @@
   `verl_ebpo.rewards.score.is_correct` (the verdict training uses), on `workers` threads, with a tqdm bar on
   stderr when `progress`.
 - `problem_rates(rows, correct, where)`: benchmark -> {problem index: share of its samples correct}, a sample
-  given twice refused; `pass_at_1(...)` from them: 100 x the mean over problems, with the sample and problem
+  given twice refused; `pass_at_1(...)`: 100 x the mean over problems, with the sample and problem
   counts checked against `samples` / `problems` unless `allow_partial`.
 """
 
@@ -96,19 +96,9 @@ def score_rows(rows: list[dict], scorer: Callable, workers: int = 1, progress: b
         return is_correct(scorer(data_source=row.get("data_source", row["benchmark"]), solution_str=row["response"],
                                  ground_truth=row["ground_truth"], extra_info={"benchmark": row["benchmark"]}))
 
-    with tqdm(total=len(rows), desc=desc, unit="answer", disable=not progress, file=sys.stderr) as bar:
-        if workers <= 1:
-            out = []
-            for r in rows:
-                out.append(one(r))
-                bar.update()
-            return out
-        with ThreadPoolExecutor(workers) as pool:
-            out = []
-            for ok in pool.map(one, rows):
-                out.append(ok)
-                bar.update()
-            return out
+    with ThreadPoolExecutor(workers) as pool:
+        return list(tqdm(pool.map(one, rows), total=len(rows), desc=desc, unit="answer", disable=not progress,
+                         file=sys.stderr))
 
 
 def _by_problem(rows: list[dict], correct: list[bool], where: str = "") -> dict:
@@ -123,23 +113,8 @@ def _by_problem(rows: list[dict], correct: list[bool], where: str = "") -> dict:
     return by_problem
 
 
-def check_counts(by_problem: dict, bench: str, samples: dict, problems: Optional[dict], allow_partial: bool,
-                 where: str = "") -> None:
-    """Every problem of `bench` has `samples[bench]` samples and (when known) all its problems are there."""
-    keys = [k for k in by_problem if k[0] == bench]
-    ks = {len(by_problem[k]) for k in keys}
-    if allow_partial:
-        return
-    if ks != {samples[bench]}:
-        raise ScoreError(f"{where}{bench}: samples per problem {sorted(ks)}, expected {samples[bench]} "
-                         "(--samples to change, --allow-partial to accept)")
-    if problems and bench in problems and len(keys) != problems[bench]:
-        raise ScoreError(f"{where}{bench}: {len(keys)} problems, the benchmark has {problems[bench]} "
-                         "(--allow-partial to accept)")
-
-
 def problem_rates(rows: list[dict], correct: list[bool], where: str = "") -> dict[str, dict[int, float]]:
-    """benchmark -> {problem index: correct samples / samples} (no count checks; see `check_counts`)."""
+    """benchmark -> {problem index: correct samples / samples} (no count checks)."""
     out: dict[str, dict[int, float]] = defaultdict(dict)
     for (bench, p), s in _by_problem(rows, correct, where).items():
         out[bench][p] = sum(s.values()) / len(s)
@@ -170,8 +145,13 @@ def pass_at_1(rows: list[dict], correct: list[bool], samples: dict, problems: Op
                 raise ScoreError(f"{where}{bench}: no rows for this benchmark, which has {problems[bench]} problems "
                                  "(--allow-partial to accept)")
             continue
-        check_counts(by_problem, bench, samples, problems, allow_partial, where)
         ks = {len(by_problem[k]) for k in keys}
+        if not allow_partial and ks != {samples[bench]}:
+            raise ScoreError(f"{where}{bench}: samples per problem {sorted(ks)}, expected {samples[bench]} "
+                             "(--samples to change, --allow-partial to accept)")
+        if not allow_partial and problems and bench in problems and len(keys) != problems[bench]:
+            raise ScoreError(f"{where}{bench}: {len(keys)} problems, the benchmark has {problems[bench]} "
+                             "(--allow-partial to accept)")
         rates = [sum(by_problem[k].values()) / len(by_problem[k]) for k in keys]
         e = extra[bench]
         out[bench] = {
@@ -182,12 +162,3 @@ def pass_at_1(rows: list[dict], correct: list[bool], samples: dict, problems: Op
             "mean_response_tokens": e["tokens"] / e["n"],
         }
     return out
-
-
-def score_file(path: str, scorer: Callable, samples: dict, problems: Optional[dict] = None,
-               allow_partial: bool = False, workers: int = 1, known: Optional[Sequence[str]] = None) -> dict:
-    """One generations file scored: {"benchmarks": pass_at_1(...), "rates": problem_rates(...)}."""
-    rows = read_generations(path, known)
-    correct = score_rows(rows, scorer, workers)
-    per = pass_at_1(rows, correct, samples, problems, allow_partial, where=f"{path}: ", benchmarks=known)
-    return {"benchmarks": per, "rates": problem_rates(rows, correct, f"{path}: ")}

@@ -12,6 +12,7 @@ and band where every seed has reached (the caption says so). PNG at `DPI`, or `p
 
 from __future__ import annotations
 
+import re
 from pathlib import Path
 from typing import Optional, Sequence
 
@@ -25,9 +26,8 @@ NAMES = {"grpo": "GRPO", "drgrpo": "Dr.GRPO", "dapo": "DAPO", "ebpo": "EBPO"}
 POINTS = 120  # points of a curve against answers generated
 SPARSE = 15  # a curve of fewer points is drawn with markers
 DPI = 150
-FORMATS = ("png", "pdf", "svg")
 VIEWS = ("training_reward", "validation_accuracy")  # what `write_plots` may draw, one figure each
-PLOTS = tuple(f"{v}.png" for v in VIEWS)
+VAL_ACC = re.compile(r"^val-core/.+/acc/mean@(\d+)$")  # verl's validation accuracy, mean@N over N samples
 
 
 def plot_names(fmt: str = "png") -> tuple[str, ...]:
@@ -89,12 +89,15 @@ def seed_curves(xs: Sequence[np.ndarray], ys: Sequence[np.ndarray], by: str) -> 
 def draw(ax, x: np.ndarray, curves: np.ndarray, color, label: str, clip: Optional[tuple[float, float]] = None,
          seed_xy: Optional[Sequence[tuple[np.ndarray, np.ndarray]]] = None) -> None:
     """Each seed faint (its own (x, y) from `seed_xy` when given, else the rows of `curves`), the mean bold and,
-    with two seeds or more, its 95% band, clipped to `clip`. Markers on curves of fewer than `SPARSE` points."""
+    with two seeds or more, its 95% band, clipped to `clip`. Markers on curves of fewer than `SPARSE` points.
+    Without a common x (`x` empty: seeds logged at different steps) each seed's points, plainly, and no mean."""
     pairs = seed_xy if seed_xy is not None else [(x, c) for c in curves]
-    sparse = max(len(sx) for sx, _ in pairs) < SPARSE
-    marker = dict(marker="o", markersize=4.5) if sparse else {}
-    for sx, sy in pairs:
-        ax.plot(sx, sy, color=color, alpha=0.3, linewidth=0.9, **marker)
+    marker = dict(marker="o", markersize=4.5) if not x.size or max(len(sx) for sx, _ in pairs) < SPARSE else {}
+    for i, (sx, sy) in enumerate(pairs):
+        ax.plot(sx, sy, color=color, alpha=0.3 if x.size else 0.9, linewidth=0.9,
+                label=None if x.size or i else f"{label}, each seed", **marker)
+    if not x.size:
+        return
     mean, lo, hi = band(curves)
     if len(curves) > 1:
         if clip is not None:
@@ -114,28 +117,44 @@ def figure(panels: int):
 
 
 def caption(seeds: dict[str, int], window: int, clip: Optional[tuple[float, float]], answers_panel: bool = False,
-            every: str = "step") -> str:
-    """What a figure shows, under it: smoothing, seeds, band and clipping (and the answers panel's extent)."""
+            every: str = "step", apart: Sequence[str] = (), per_step: Optional[float] = None) -> str:
+    """What a figure shows, under it: smoothing, seeds, band and clipping, the answers panel's extent (or, with
+    `per_step`, why there is none), and the algorithms `apart` whose seeds share no logged step."""
     n = sorted(set(seeds.values()))
     parts = [f"moving average over {window} logged {every}s" if window > 1 else f"every logged {every}, unsmoothed"]
     counts = f"{n[0]} seed{'s' if n[0] > 1 else ''}" if len(n) == 1 else f"{n[0]}-{n[-1]} seeds (legend)"
-    if n[-1] > 1:
-        band_text = f"bold: mean over {counts}, band: its 95% t interval"
-        if clip is not None:
-            band_text += f" clipped to [{clip[0]:g}, {clip[1]:g}]"
-        parts.append(band_text + "; faint: each seed")
+    if len(apart) == len(seeds):
+        pass
+    elif n[-1] > 1:
+        clipped = f" clipped to [{clip[0]:g}, {clip[1]:g}]" if clip is not None else ""
+        parts.append(f"bold: mean over {counts}, band: its 95% t interval{clipped}; faint: each seed")
     else:
         parts.append(f"{counts} per algorithm: no band")
+    if apart:
+        parts.append(f"{', '.join(NAMES.get(a, a) for a in apart)}: the seeds logged different {every}s, so each "
+                     "seed's points are drawn, no mean")
     if answers_panel:
         parts.append("against answers generated: each seed to its own end, the mean where every seed has reached")
+    elif per_step:
+        parts.append(f"{per_step:,.0f} answers generated a step in every run")
     return "; ".join(parts) + "."
 
 
 def finish(ax, clip: Optional[tuple[float, float]]) -> None:
+    """Grid, and a y view that fits the data, never beyond `clip` (with 2% room)."""
     if clip is not None:
         pad = 0.02 * (clip[1] - clip[0])
-        ax.set_ylim(clip[0] - pad, clip[1] + pad)
+        lo, hi = ax.get_ylim()
+        ax.set_ylim(max(lo, clip[0] - pad), min(hi, clip[1] + pad))
     ax.grid(alpha=0.3)
+
+
+def answers_axis(ax) -> None:
+    """x label and readable ticks (50k, 1.5M) for cumulative answers."""
+    from matplotlib.ticker import EngFormatter
+
+    ax.xaxis.set_major_formatter(EngFormatter(sep=""))
+    ax.set_xlabel("answers generated (cumulative)")
 
 
 def save(plt, fig, path: str | Path, title: str, note: str = "", fmt: Optional[str] = None) -> None:
@@ -143,8 +162,6 @@ def save(plt, fig, path: str | Path, title: str, note: str = "", fmt: Optional[s
     from verl_ebpo.tools.files import atomic_output
 
     fmt = fmt or Path(path).suffix.lstrip(".") or "png"
-    if fmt not in FORMATS:
-        raise ValueError(f"figure format must be one of {', '.join(FORMATS)}, got {fmt!r}")
     fig.suptitle(title)
     if note:
         import textwrap
@@ -158,64 +175,69 @@ def save(plt, fig, path: str | Path, title: str, note: str = "", fmt: Optional[s
     plt.close(fig)
 
 
+def answers_per_step(curves: dict) -> Optional[float]:
+    """The answers every run generated at each step when that is one number (the answers panel would repeat the
+    step panel), else None. curves as `metric_figure`'s."""
+    seeds = [(s, a) for runs in curves.values() for s, a, _ in runs]
+    if any(a is None or not len(s) or not s[-1] for s, a in seeds):
+        return None
+    rate = float(seeds[0][1][-1] / seeds[0][0][-1])
+    return rate if all(np.allclose(a, rate * np.asarray(s)) for s, a in seeds) else None
+
+
 def metric_figure(curves: dict[str, list[tuple[np.ndarray, Optional[np.ndarray], np.ndarray]]], ylabel: str,
                   title: str, window: int = 5, kind: str = "reward", every: str = "step"):
-    """(plt, fig, caption) of one metric against steps and, when every run's answers are known, against answers
-    generated. curves: algo -> per seed (steps, cumulative answers at those steps or None, values); values smoothed
-    over `window` logged points; kind: `value_range`'s."""
+    """(plt, fig, caption) of one metric against steps and, when every run's answers are known and not the same
+    number a step for all, against answers generated. curves: algo -> per seed (steps, cumulative answers at those
+    steps or None, values); values smoothed over `window` logged points; kind: `value_range`'s."""
+    from matplotlib.ticker import MaxNLocator
+
     clip = value_range(kind, [v for seeds in curves.values() for _, _, v in seeds])
-    with_answers = all(a is not None for seeds in curves.values() for _, a, _ in seeds)
+    per_step = answers_per_step(curves)
+    with_answers = per_step is None and all(a is not None for seeds in curves.values() for _, a, _ in seeds)
     plt, fig, axes = figure(2 if with_answers else 1)
     colors = colors_for(list(curves))
+    apart = []
     for algo, seeds in curves.items():
         label = f"{NAMES.get(algo, algo)} ({len(seeds)} seed{'s' if len(seeds) > 1 else ''})"
         ys = [smooth(v, window) for _, _, v in seeds]
         x, c = seed_curves([s for s, _, _ in seeds], ys, "step")
-        if x.size:
-            draw(axes[0], x, c, colors[algo], label, clip, seed_xy=[(s, y) for (s, _, _), y in zip(seeds, ys)])
+        if 2 * x.size < min(len(s) for s, _, _ in seeds):  # seeds at different steps: a mean of few points misleads
+            apart.append(algo)
+            x, c = x[:0], c[:, :0]
+        draw(axes[0], x, c, colors[algo], label, clip, seed_xy=[(s, y) for (s, _, _), y in zip(seeds, ys)])
         if with_answers:
             x, c = seed_curves([a for _, a, _ in seeds], ys, "answers")
             draw(axes[1], x, c, colors[algo], label, clip, seed_xy=[(a, y) for (_, a, _), y in zip(seeds, ys)])
     axes[0].set_xlabel("training step")
+    axes[0].xaxis.set_major_locator(MaxNLocator(integer=True))
     if with_answers:
-        axes[1].set_xlabel("answers generated (cumulative)")
+        answers_axis(axes[1])
     for ax in axes:
         ax.set_ylabel(ylabel)
         finish(ax, clip)
-    if axes[0].get_legend_handles_labels()[0]:  # no curve: seeds without a common step (the report says so)
-        axes[0].legend(loc="best")
-    note = caption({a: len(s) for a, s in curves.items()}, window, clip, with_answers, every)
+    axes[0].legend(loc="best")
+    note = caption({a: len(s) for a, s in curves.items()}, window, clip, with_answers, every, apart, per_step)
     return plt, fig, note
 
 
-def plot_metric(curves: dict, path: str | Path, ylabel: str, title: str, window: int = 5, kind: str = "reward",
-                every: str = "step") -> None:
-    """`metric_figure` written to `path` (its suffix: the format)."""
-    plt, fig, note = metric_figure(curves, ylabel, title, window, kind, every)
-    save(plt, fig, path, title, note)
-
-
-def write_plots(runs: dict, out: Path, progress: bool = False, fmt: str = "png",
+def write_plots(runs: dict, out: Path, fmt: str = "png",
                 views: Sequence[str] = VIEWS) -> list[str]:
     """`verl-ebpo compare`'s figures (`VIEWS`, those of `views`): the mean reward of all answers generated
     (`Run.reward_all`: verl's `critic/score/mean`, for DAPO with its dropped groups' rewards; a DAPO algorithm
-    without them is left out), and validation accuracy (the mean of `val-core/<source>/acc/mean@1`), each when
-    every run of an algorithm has it. Returns the files written; `progress`: a tqdm bar on stderr after 2 s."""
-    import sys
-
-    from tqdm import tqdm
-
-    from verl_ebpo.tools.verl_logs import _VAL_ACC
-
+    without them is left out), and validation accuracy (the mean of `val-core/<source>/acc/mean@N`), each when
+    every run of an algorithm has it. Returns the files written."""
     written = []
     reward: dict = {}
     accuracy: dict = {}
+    samples = set()
     for algo, rs in runs.items():
         if all(r.reward_all is not None for r in rs):
             reward[algo] = [(r.steps, r.cum_answers if r.answers is not None else None, r.reward_all) for r in rs]
         per_run = []
         for r in rs:
-            keys = [k for k in r.val if _VAL_ACC.match(k)]
+            keys = [k for k in r.val if VAL_ACC.match(k)]
+            samples |= {VAL_ACC.match(k).group(1) for k in keys}
             steps = sorted(set.intersection(*(set(r.val[k]) for k in keys))) if keys else []
             if not steps:
                 break
@@ -229,11 +251,10 @@ def write_plots(runs: dict, out: Path, progress: bool = False, fmt: str = "png",
     jobs = [job for job in (
         (reward, "training_reward", "reward of all answers generated", "Training reward (all answers generated)",
          5, "reward", "step"),
-        (accuracy, "validation_accuracy", "validation accuracy (val-core acc/mean@1)", "Validation accuracy", 1,
+        (accuracy, "validation_accuracy", f"validation accuracy (acc/mean@{'/'.join(sorted(samples, key=int))})", "Validation accuracy", 1,
          "share", "validation")) if job[0] and job[1] in views]
-    for curves, view, ylabel, title, window, kind, every in tqdm(jobs, desc="drawing plots", unit="plot", delay=2.0,
-                                                                 disable=not progress, file=sys.stderr):
-        name = f"{view}.{fmt}"
-        plot_metric(curves, Path(out) / name, ylabel, title, window=window, kind=kind, every=every)
-        written.append(name)
+    for curves, view, ylabel, title, window, kind, every in jobs:
+        plt, fig, note = metric_figure(curves, ylabel, title, window, kind, every)
+        save(plt, fig, Path(out) / f"{view}.{fmt}", title, note)
+        written.append(f"{view}.{fmt}")
     return written

@@ -135,22 +135,16 @@ def run_notes(all_runs: list[Run], last: int) -> list[str]:
 
 
 def missing_notes(runs: dict[str, list[Run]], present: list[str]) -> list[str]:
-    """One note per set of runs that lack some metrics (not one per metric): "`ebpo/*` (12 metrics) are missing
-    from grpo@1, grpo@2: ..." -- a family named by its prefix when its metrics are missing from the same runs."""
-    by_runs: dict[tuple, list[str]] = {}
+    """One note per set of runs lacking some metrics, a family named once: "`ebpo/*` (12 metrics) are missing
+    from grpo@1, grpo@2: compared where present"."""
+    by_runs: dict[tuple, dict[str, list[str]]] = {}
     for k in present:
-        missing = tuple(f"{r.algo}@{r.seed}" for rs in runs.values() for r in rs if k not in r.values and k not in r.val)
+        missing = tuple(r.label for rs in runs.values() for r in rs if k not in r.values and k not in r.val)
         if missing:
-            by_runs.setdefault(missing, []).append(k)
-    notes = []
-    for missing, keys in by_runs.items():
-        families: dict[str, list[str]] = {}
-        for k in keys:
-            families.setdefault(k.split("/", 1)[0] + "/*" if "/" in k else k, []).append(k)
-        shown = ", ".join(f"`{fam}` ({len(ks)} metrics)" if len(ks) > 1 else f"`{ks[0]}`" for fam, ks in families.items())
-        one = len(keys) == 1
-        notes.append(f"{shown} {'is' if one else 'are'} missing from {', '.join(missing)}: compared where present")
-    return notes
+            by_runs.setdefault(missing, {}).setdefault(k.split("/", 1)[0] + "/*" if "/" in k else k, []).append(k)
+    return [", ".join(f"`{fam}` ({len(ks)} metrics)" if len(ks) > 1 else f"`{ks[0]}`" for fam, ks in fams.items())
+            + f" {'is' if sum(map(len, fams.values())) == 1 else 'are'} missing from {', '.join(missing)}: compared "
+            "where present" for missing, fams in by_runs.items()]
 
 
 def compare_runs(runs: dict[str, list[Run]], keys: list[str], last: int, baseline: Optional[str] = None,
@@ -164,10 +158,6 @@ def compare_runs(runs: dict[str, list[Run]], keys: list[str], last: int, baselin
     compared = [k for k in present if any(_match(pat, k) for pat in (keys if verdict_keys is None else verdict_keys))]
     notes += missing_notes(runs, present)
     all_runs = [r for rs in runs.values() for r in rs]
-    lengths = sorted({len(r.steps) for r in all_runs})
-    if len(lengths) > 1:
-        notes.append("runs of different lengths: " + ", ".join(f"{r.algo}@{r.seed} {len(r.steps)} steps"
-                                                                for r in all_runs) + f"; final = each run's last {last}")
     notes += run_notes(all_runs, last)
     budget = window = None
     if all(r.answers is not None for r in all_runs):
@@ -262,20 +252,21 @@ def eval_summary(rates: dict[str, dict[str, dict[str, dict[int, float]]]], pass1
 
     notes: list[str] = []
 
-    def table(algo: str, seeds: list[str], bench: str):
-        common = sorted(set.intersection(*(set(rates[algo][s].get(bench, {})) for s in seeds)))
-        return common, np.asarray([[100.0 * rates[algo][s][bench][p] for p in common] for s in seeds])
+    def table(bench: str, seeds: list[str], a: str, b: Optional[str] = None):
+        """(problems every seed answered, (seeds, problems) Pass@1 in %, of `a` or of `a` minus `b`)."""
+        common = sorted(set.intersection(*(set(rates[x][s].get(bench, {})) for x in {a, b or a} for s in seeds)))
+        return common, np.asarray([[100.0 * (rates[a][s][bench][p] - (rates[b][s][bench][p] if b else 0.0))
+                                    for p in common] for s in seeds])
 
     out: dict = {}
     for algo, by_seed in rates.items():
         seeds = list(by_seed)
-        benches = list(dict.fromkeys(b for s in seeds for b in by_seed[s]))
-        for bench in benches:
+        for bench in dict.fromkeys(b for s in seeds for b in by_seed[s]):
             have = [s for s in seeds if bench in by_seed[s]]
             if len(have) < len(seeds):  # only with --allow-partial (otherwise refused when scored)
                 notes.append(f"eval {algo} {bench}: seeds {', '.join(s for s in seeds if s not in have)} have no rows "
                              f"for it; over seeds {', '.join(have)}")
-            problems, x = table(algo, have, bench)
+            problems, x = table(bench, have, algo)
             if not problems:
                 notes.append(f"eval {algo} {bench}: no problem answered by every seed")
                 continue
@@ -289,15 +280,8 @@ def eval_summary(rates: dict[str, dict[str, dict[str, dict[int, float]]]], pass1
     for a, b in pairs(list(rates), baseline):
         for bench in set(out.get(a, {})) & set(out.get(b, {})):
             seeds = [s for s in rates[a] if s in rates[b] and bench in rates[a][s] and bench in rates[b][s]]
-            if not seeds:
-                continue
-            pa, xa = table(a, seeds, bench)
-            pb, xb = table(b, seeds, bench)
-            common = sorted(set(pa) & set(pb))
-            if not common:
-                continue
-            d = xa[:, np.searchsorted(pa, common)] - xb[:, np.searchsorted(pb, common)]
-            diff = crossed_mean_ci(d)
-            comparisons.setdefault(f"{a}-{b}", {})[bench] = diff_entry(
-                a, b, diff, seeds, f"{bench} Pass@1 (%, paired by seed and problem)", negligible)
+            common, d = table(bench, seeds, a, b) if seeds else ([], None)
+            if common:
+                comparisons.setdefault(f"{a}-{b}", {})[bench] = diff_entry(
+                    a, b, crossed_mean_ci(d), seeds, f"{bench} Pass@1 (%, paired by seed and problem)", negligible)
     return out, comparisons, notes

@@ -88,13 +88,17 @@ def is_rollout_dump(path: Path) -> bool:
     return isinstance(record, dict) and "data" not in record and {"input", "output"} <= set(record)
 
 
+def _metric_files(folder: Path) -> list[Path]:
+    return sorted(p for p in folder.rglob("*") if p.is_file() and (p.suffix == ".jsonl" or p.name.startswith(TB_PREFIX))
+                  and not any(part in ROLLOUT_DIRS for part in p.relative_to(folder).parts[:-1])
+                  and not (p.suffix == ".jsonl" and is_rollout_dump(p)))
+
+
 def metric_files(path: Path) -> list[Path]:
     """The metrics files of `path`: itself, or a folder's `*.jsonl` and TensorBoard event files (recursively),
     leaving out verl's rollout dumps (files under a `rollouts/` folder, or whose first line is a dump's)."""
     if path.is_dir():
-        files = sorted(p for p in path.rglob("*") if p.is_file() and (p.suffix == ".jsonl" or p.name.startswith(TB_PREFIX))
-                       and not any(part in ROLLOUT_DIRS for part in p.relative_to(path).parts[:-1])
-                       and not (p.suffix == ".jsonl" and is_rollout_dump(p)))
+        files = _metric_files(path)
         if not files:
             raise CompareError(f"{path}: a folder without metrics files (*.jsonl or {TB_PREFIX}.*; rollout dumps "
                                "are not metrics)")
@@ -107,70 +111,64 @@ def metric_files(path: Path) -> list[Path]:
     return [path]
 
 
-_SEED_DIR = re.compile(r"^seed[_-]?([A-Za-z0-9][A-Za-z0-9_.-]*)$")
+_SEED_DIR = re.compile(r"^seed[_-]?([A-Za-z0-9][A-Za-z0-9_.-]*)$", re.IGNORECASE)
 # the recipes' experiment folder, `$CKPTS_ROOT/$PROJECT_NAME/<model>-<algo>-g<G>-s<seed>[-<order>][-<protocol>]`
 _RECIPE_DIR = re.compile(r"^(?P<model>.+)-(?P<algo>[A-Za-z0-9][A-Za-z0-9_.+]*)-g(?P<g>\d+)-s(?P<seed>\d+)(?P<rest>-.+)?$")
-_LABEL = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.+-]*$")
-
-
-def _seed_dirs(folder: Path) -> dict[str, Path]:
-    return {m.group(1): d for d in sorted(folder.iterdir()) if d.is_dir() for m in [_SEED_DIR.match(d.name)] if m}
-
-
-def discover_runs(folder: str | Path) -> dict[tuple[str, str], list[str]]:
-    """(algo, seed) -> [run folder] for a folder of runs in one of the layouts `verl-ebpo compare --runs` reads:
-
-    - `ALGO/seedK/` (the demo's `runs/`): one folder per algorithm, one `seedK` folder per seed in it;
-    - `seedK/` (one algorithm's folder, e.g. the demo's `runs/ebpo`): the algorithm is the folder's name;
-    - `<model>-<algo>-g<G>-s<seed>[-<order>][-<protocol>]/` (the recipes' `$CKPTS_ROOT/$PROJECT_NAME`, its
-      `metrics/` attempts inside): the algorithm is `<algo>` with the order and protocol suffix (`ebpo-authors`),
-      and `-g<G>` when the folder holds several group sizes; several models in one folder are refused.
-
-    Algorithms come in the order GRPO, Dr.GRPO, DAPO, EBPO, then any other by name (so that, without --baseline,
-    each difference is the later one minus the earlier: EBPO minus the others). A `CompareError` names a folder
-    that is none of these."""
-    found = _discover(Path(folder))
-    rank = {a: i for i, a in enumerate(KNOWN_ORDER)}
-    return dict(sorted(found.items(), key=lambda kv: (rank.get(kv[0][0].split("-")[0].lower(), len(rank)), kv[0][0],
-                                                       _seed_key(kv[0][1]))))
-
-
+_LABEL = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.+-]*$", re.ASCII)
 KNOWN_ORDER = ("grpo", "grpo_diff", "drgrpo", "drgrpo_diff", "dapo", "dapo_diff", "ebpo", "ebpo_diff", "ebpo_topic")
+LAYOUTS = "ALGO/seedK/, seedK/ (one algorithm) or the recipes' <model>-<algo>-g<G>-s<seed>/"
 
 
-def _seed_key(seed: str):
-    return (0, int(seed), "") if seed.isdigit() else (1, 0, seed)
+def discover_runs(folder: str | Path) -> tuple[dict[tuple[str, str], list[str]], list[str]]:
+    """((algo, seed) -> [run folder], one line per folder holding metrics that is not compared, saying why).
 
-
-def _discover(folder: Path) -> dict[tuple[str, str], list[str]]:
+    Layouts (mixed freely): `ALGO/seedK/` (the demo's `runs/`; `seedK`, `seed_K`, `Seed-K`); `seedK/` at the top
+    (the algorithm is the folder's name; not beside `ALGO/seedK/` folders, where its algorithm is unknown); the
+    recipes' `<model>-<algo>-g<G>-s<seed>[-<order>][-<protocol>]/` (algorithm `<algo>` with the suffix, and
+    `-g<G>` when the folder holds several G; several models are refused). Two folders of one ALGO@SEED and a
+    folder with no run at all are a `CompareError`. Algorithms come in the order GRPO, Dr.GRPO, DAPO, EBPO, then
+    others by name (without --baseline each difference is the later minus the earlier: EBPO minus the others)."""
+    folder = Path(folder)
     if not folder.is_dir():
         raise CompareError(f"--runs {folder}: not a folder (give the folder holding ALGO/seedK/ run folders)")
-    found: dict[tuple[str, str], list[str]] = {}
-    seeds = _seed_dirs(folder)
-    if seeds:  # one algorithm's folder
-        if not _LABEL.match(folder.name):
-            raise CompareError(f"--runs {folder}: the algorithm is the folder's name, which must be letters, digits, _.+-")
-        return {(folder.name, seed): [str(d)] for seed, d in seeds.items()}
-    subdirs = [d for d in sorted(folder.iterdir()) if d.is_dir()]
-    for d in subdirs:
-        for seed, run in _seed_dirs(d).items():
-            if _LABEL.match(d.name):
-                found[(d.name, seed)] = [str(run)]
-    if found:
-        return found
-    recipes = [(d, m) for d in subdirs for m in [_RECIPE_DIR.match(d.name)] if m]
-    if recipes:
-        models = sorted({m.group("model") for _, m in recipes})
-        if len(models) > 1:
-            raise CompareError(f"--runs {folder}: runs of several models ({', '.join(models)}); give one model's runs "
-                               "(--run ALGO@SEED=PATH for each)")
-        several_g = len({m.group("g") for _, m in recipes}) > 1
-        for d, m in recipes:
+    holders = sorted({f.parent.relative_to(folder).parts for f in _metric_files(folder)})
+    nested = any(len(parts) > 1 and _SEED_DIR.match(parts[1]) for parts in holders)
+    recipes = {parts[0]: m for parts in holders if parts for m in [_RECIPE_DIR.match(parts[0])] if m}
+    models = sorted({m.group("model") for m in recipes.values()})
+    if len(models) > 1:
+        raise CompareError(f"--runs {folder}: runs of several models ({', '.join(models)}); give one model's runs "
+                           "(--run ALGO@SEED=PATH for each)")
+    several_g = len({m.group("g") for m in recipes.values()}) > 1
+    found: dict[tuple[str, str], Path] = {}
+    skipped: dict[Path, str] = {}
+    for parts in holders:
+        seed = _SEED_DIR.match(parts[0]) if parts else None
+        if parts and parts[0] in recipes:
+            m = recipes[parts[0]]
             algo = m.group("algo") + (f"-g{m.group('g')}" if several_g else "") + (m.group("rest") or "")
-            found[(algo, m.group("seed"))] = [str(d)]
-        return found
-    raise CompareError(f"--runs {folder}: no runs found; the layouts read are ALGO/seedK/ (the demo's runs/), seedK/ "
-                       "(one algorithm) and the recipes' <model>-<algo>-g<G>-s<seed>/ (docs/compare.md)")
+            key, run = (algo, m.group("seed")), folder / parts[0]
+        elif seed and nested:
+            skipped[folder / parts[0]] = "a seed folder beside ALGO/seedK/ folders has no algorithm (move it into one)"
+            continue
+        elif seed:
+            key, run = (folder.name, seed.group(1)), folder / parts[0]
+        elif len(parts) > 1 and _SEED_DIR.match(parts[1]):
+            key, run = (parts[0], _SEED_DIR.match(parts[1]).group(1)), folder / parts[0] / parts[1]
+        else:
+            skipped[folder.joinpath(*parts)] = f"not a run folder of the layouts read ({LAYOUTS})"
+            continue
+        if not _LABEL.match(key[0]):
+            skipped[run] = f"algorithm {key[0]!r}: a name of ASCII letters, digits and _.+- is needed (rename it)"
+        elif found.setdefault(key, run) != run:
+            raise CompareError(f"--runs {folder}: {found[key]} and {run} are both {key[0]}@{key[1]}; rename one")
+    notes = [f"--runs: {path} not compared: {why}" for path, why in skipped.items()]
+    if not found:
+        raise CompareError(f"--runs {folder}: no runs found; the layouts read are {LAYOUTS} (docs/compare.md)"
+                           + (f"; {notes[0]}" if notes else ""))
+    rank = {a: i for i, a in enumerate(KNOWN_ORDER)}
+    order = sorted(found, key=lambda k: (rank.get(k[0].split("-")[0].lower(), len(rank)), k[0],
+                                         (0, int(k[1]), "") if k[1].isdigit() else (1, 0, k[1])))
+    return {k: [str(found[k])] for k in order}, notes
 
 
 def read_run(paths: list[str], warn: Callable[[str], None]) -> tuple[dict[int, dict], list[str]]:
@@ -198,20 +196,14 @@ def read_run(paths: list[str], warn: Callable[[str], None]) -> tuple[dict[int, d
 
 def number(v) -> tuple[Optional[float], Optional[str]]:
     """(v as a float, None) for a finite JSON number; (None, what it is) for anything else."""
-    if isinstance(v, bool):
-        return None, "a bool"
-    if isinstance(v, (int, float, np.integer, np.floating)):
-        try:
-            f = float(v)
-        except OverflowError:
-            return None, "an integer beyond float's range"
-        if math.isfinite(f):
-            return f, None
-        return None, "NaN" if f != f else "infinite"
-    if v is None:
-        return None, "null (NaN or inf in verl's file logger)"
-    kinds = {str: "a string", list: "a list", dict: "an object"}
-    return None, kinds.get(type(v), type(v).__name__)
+    if v is None or isinstance(v, (bool, str, list, dict)):
+        return None, {type(None): "null (NaN or inf in verl's file logger)", bool: "a bool", str: "a string",
+                      list: "a list", dict: "an object"}[type(v)]
+    try:
+        f = float(v)
+    except OverflowError:
+        return None, "an integer beyond float's range"
+    return (f, None) if math.isfinite(f) else (None, "NaN" if f != f else "infinite")
 
 
 def clean(merged: dict[int, dict]) -> tuple[dict[int, dict[str, float]], dict[str, dict[int, str]]]:
@@ -235,10 +227,8 @@ def skipped_summary(bad: dict[int, str]) -> str:
     by_kind: dict[str, list[int]] = defaultdict(list)
     for step, kind in sorted(bad.items()):
         by_kind[kind].append(step)
-    parts = []
-    for kind, steps in by_kind.items():
-        shown = ", ".join(map(str, steps[:5])) + (f", ... ({len(steps)} in all)" if len(steps) > 5 else "")
-        parts.append(f"{kind} at step{'s' if len(steps) > 1 else ''} {shown}")
+    parts = [f"{kind} at step{'s' if len(st) > 1 else ''} {', '.join(map(str, st[:5]))}"
+             + (f", ... ({len(st)} in all)" if len(st) > 5 else "") for kind, st in by_kind.items()]
     return f"{len(bad)} value{'s' if len(bad) > 1 else ''} ({'; '.join(parts)})"
 
 
@@ -250,7 +240,6 @@ class Run:
     seed: str
     steps: np.ndarray  # (n,) the training steps verl logged, ascending
     values: dict[str, np.ndarray] = field(default_factory=dict)  # metric -> (n,) values, NaN where not logged
-    files: list[str] = field(default_factory=list)
     val: dict[str, dict[int, float]] = field(default_factory=dict)  # val metric -> step -> value (step 0 included)
     skipped: dict[str, dict[int, str]] = field(default_factory=dict)  # metric -> step -> what was not a number
     dapo: bool = False  # trains only on the groups it keeps (`is_dapo`)
@@ -293,37 +282,34 @@ def is_dapo(algo: str, metrics: dict[int, dict], dapo: Optional[set] = None) -> 
                for m in metrics.values() for k, v in m.items())
 
 
+def _series(metrics: dict[int, dict], steps, key: str) -> np.ndarray:
+    return np.asarray([metrics[s].get(key, math.nan) for s in steps], dtype=np.float64)
+
+
 def reward_all_answers(run: Run, metrics: dict[int, dict], batch_size: Optional[int],
                        group_size: Optional[int]) -> tuple[Optional[np.ndarray], Optional[str]]:
     """(per training step the mean reward of all answers generated, or None; why None). A run that trains on every
     answer it generates: verl's `critic/score/mean`. A DAPO run: (score x B x G + replay/discarded_reward_sum) /
     (B x G + replay/discarded_answers), as the demo computes it; without those metrics (or B and G) unknown."""
-    score = np.asarray([metrics[s].get(verl_logs.SCORE, math.nan) for s in run.steps.tolist()], dtype=np.float64)
-    if not np.isfinite(score).any():
-        return None, None
-    if not run.dapo:
-        return score, None
-    caveat = (f"DAPO's training reward `{verl_logs.SCORE}` covers only the groups it kept (it drops the "
-              "groups whose answers all scored the same), so it is not compared with other algorithms' ")
-    have = [verl_logs.DISCARDED_ANSWERS in metrics[s] and verl_logs.DISCARDED_REWARD_SUM in metrics[s]
-            for s in run.steps.tolist()]
-    if not any(have):
-        return None, caveat + (f"and the reward of all its answers is unknown (`{verl_logs.DISCARDED_ANSWERS}`, "
-                               f"`{verl_logs.DISCARDED_REWARD_SUM}` not logged: run DAPO with the plugin's replay "
-                               "buffer, docs/ordering.md#one-pass); compare validation accuracy (`val-core/*`) instead")
+    steps = run.steps.tolist()
+    score = _series(metrics, steps, verl_logs.SCORE)
+    if not np.isfinite(score).any() or not run.dapo:
+        return (score if np.isfinite(score).any() else None), None
+    caveat = (f"DAPO's `{verl_logs.SCORE}` covers only the groups it kept, so it is not compared with other "
+              f"algorithms', and the reward of all its answers (`{REWARD_ALL}`) ")
+    answers, rewards = (_series(metrics, steps, k) for k in (verl_logs.DISCARDED_ANSWERS, verl_logs.DISCARDED_REWARD_SUM))
+    have = np.isfinite(answers) & np.isfinite(rewards)
+    if not have.any():
+        return None, caveat + (f"is unknown (`{verl_logs.DISCARDED_ANSWERS}`, `{verl_logs.DISCARDED_REWARD_SUM}` not "
+                               "logged: run DAPO with the plugin's replay buffer, docs/ordering.md#one-pass); compare "
+                               "validation accuracy (`val-core/*`) instead")
     if not (batch_size and group_size):
-        return None, caveat + (f"and the reward of all its answers (`{REWARD_ALL}`) needs --batch-size and "
-                               "--group-size; or compare validation accuracy (`val-core/*`)")
+        return None, caveat + "needs --batch-size and --group-size; or compare validation accuracy (`val-core/*`)"
     trained = float(batch_size * group_size)
-    answers = np.asarray([metrics[s].get(verl_logs.DISCARDED_ANSWERS, math.nan) for s in run.steps.tolist()])
-    rewards = np.asarray([metrics[s].get(verl_logs.DISCARDED_REWARD_SUM, math.nan) for s in run.steps.tolist()])
-    answers = np.where(answers >= 0, answers, math.nan)  # a negative count is no count
-    out = (score * trained + rewards) / (trained + answers)  # NaN where a step lacks one of them
-    note = None
-    if not all(have):
-        note = (f"`{REWARD_ALL}` unknown at {len(have) - sum(have)} of {len(have)} steps "
-                f"(`{verl_logs.DISCARDED_ANSWERS}` or `{verl_logs.DISCARDED_REWARD_SUM}` not logged there)")
-    return out, note
+    out = (score * trained + rewards) / (trained + np.where(answers >= 0, answers, math.nan))  # NaN: unknown
+    return out, None if have.all() else (f"`{REWARD_ALL}` unknown at {(~have).sum()} of {len(have)} steps "
+                                         f"(`{verl_logs.DISCARDED_ANSWERS}` or `{verl_logs.DISCARDED_REWARD_SUM}` "
+                                         "not logged there)")
 
 
 def run_series(algo: str, seed: str, metrics: dict[int, dict], keys: list[str], batch_size: Optional[int] = None,
@@ -347,7 +333,7 @@ def run_series(algo: str, seed: str, metrics: dict[int, dict], keys: list[str], 
         if is_val(key):
             run.val[key] = {s: m[key] for s, m in sorted(metrics.items()) if key in m}
         else:
-            run.values[key] = np.asarray([metrics[s].get(key, math.nan) for s in train], dtype=np.float64)
+            run.values[key] = _series(metrics, train, key)
     run.dapo = is_dapo(algo, metrics, dapo)
     run.reward_all, why = reward_all_answers(run, metrics, batch_size, group_size)
     if why:
@@ -361,11 +347,12 @@ def run_series(algo: str, seed: str, metrics: dict[int, dict], keys: list[str], 
         run.values[ANSWERS] = answers
         dapo = any(verl_logs.DAPO_EVICTED_GROUPS in metrics[s] or verl_logs.DAPO_SURPLUS_GROUPS in metrics[s]
                    for s in train)
-        zero = np.asarray([metrics[s].get(EBPO_ZERO, math.nan) for s in train])
+        zero = _series(metrics, train, EBPO_ZERO)
         if np.isfinite(zero).any():
             run.values[NO_SIGNAL] = (zero * trained + dropped) / answers
         elif dapo:  # verl's filter trains only on groups with a learning signal
             run.values[NO_SIGNAL] = dropped / answers
+    run.values = {k: v for k, v in run.values.items() if k == ANSWERS or any(_match(p, k) for p in keys)}
     return run
 
 
