@@ -51,7 +51,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         kwargs = {"nargs": "+"} if isinstance(f.default, tuple) or f.name == "lr_grid" else {}
         parser.add_argument("--" + f.name.replace("_", "-"), dest=f.name, default=None, metavar=f.name.upper(),
                             help=f"{f.metadata['doc']} (default {default})", **kwargs)
-    parser.add_argument("--study", choices=("topics",), default=None,
+    parser.add_argument("--study", choices=("topics", "lr"), default=None,
                         help="run a study instead of the sweep: `topics` (topic order vs shuffled, EBPO's prior scopes "
                         "and a per-topic prior; docs/simulator.md, \"Topics\")")
     parser.add_argument("--out", default="runs/simulate", help="output folder (default runs/simulate)")
@@ -183,6 +183,10 @@ def run(args: argparse.Namespace) -> int:
         from verl_ebpo.tools.simulate.topics import main as topics_main
 
         return topics_main(args)
+    if getattr(args, "study", None) == "lr":
+        from verl_ebpo.tools.simulate.lr import main as lr_main
+
+        return lr_main(args)
     try:
         options = options_from_args(args)
         estimate, ok = cost_line(options)
