@@ -55,6 +55,8 @@ SCHEMAS = {
                "cells": {"*": {"*": {"*": {"grad_noise": "num", "grad_noise_ci95": _CI}}}},
                "comparisons": {"*": {"*": {"*": {"noise": _TOPIC_RATIO, "prior_err?": _TOPIC_RATIO}}}}},
     "drift": {"study": "str", "sources": ["str"]},
+    "lr": {"study": "str", "seeds": "int", "at_best_lr": [{"diff": "num", "ci95": _CI, "verdict": "str"}],
+           "envelope": {"*": {"*": {"*": {"*": {"auc_mean": "num", "auc_ci95": _CI, "final_mean": "num"}}}}}},
     "demo": {"tail_steps": "int", "equal_budget_answers": "num", "seconds?": "num?",
              "algos": {"*": {"final_reward_mean": "num", "final_reward_ci95": _CI,
                              "final_reward_at_equal_budget_mean?": "num?", "final_reward_at_equal_budget_ci95?": _CI,
@@ -113,8 +115,8 @@ def kind(summary: dict) -> str:
     """Which tool wrote `summary`: "topics", "drift", "demo" or "simulate"."""
     if summary.get("study") == "drift":
         return "drift"
-    if summary.get("study") == "topics":
-        return "topics"
+    if summary.get("study") in ("topics", "lr"):
+        return summary["study"]
     if "tail_steps" in summary and "algos" in summary:
         return "demo"
     return "simulate"
@@ -127,6 +129,10 @@ def blocks(summary: dict) -> dict:
         from verl_ebpo.tools.simulate.docs import drift_blocks
 
         return drift_blocks(summary["_sources"])
+    if k == "lr":
+        from verl_ebpo.tools.simulate.lr import doc_blocks as lr_blocks
+
+        return lr_blocks(summary)
     if k == "topics":
         from verl_ebpo.tools.simulate.topics import doc_blocks
 

@@ -328,3 +328,84 @@ def main(args) -> int:
 
 
 
+
+
+# ---- the same question on verl's real trainer: `verl-ebpo demo` runs, one folder per lr ----
+
+DEMO_ALGOS = ("grpo", "ebpo")
+ENTROPY = "actor/entropy"
+TAIL = 5  # "final": the mean over the last TAIL logged steps
+
+
+def demo_summary(root: str, command: str = "") -> dict:
+    """From `verl-ebpo demo --out ROOT/lr_<lr>` runs (verl's own metrics.jsonl per algo and seed): per lr and
+    algorithm the mean reward over the run (`critic/score/mean`: the answers trained on), the final reward and the
+    policy entropy (`actor/entropy`, mean of the last TAIL steps), and EBPO minus GRPO paired by seed."""
+    from pathlib import Path
+
+    from verl_ebpo.tools import verl_logs
+    from verl_ebpo.tools.stats import classify, mean_ci, paired_diff_ci
+
+    out: dict = {"study": "demo_lr", "command": command, "tail_steps": TAIL, "lrs": {}}
+    for folder in sorted(Path(root).glob("lr_*"), key=lambda p: float(p.name[3:])):
+        per: dict = {}
+        for algo in DEMO_ALGOS:
+            for run in sorted((folder / "runs" / algo).glob("seed*")):
+                m = verl_logs.read_metrics(run / "metrics.jsonl")
+                steps = sorted(s for s in m if s >= 1 and verl_logs.SCORE in m[s])
+                if not steps:
+                    continue
+                reward = np.array([m[s][verl_logs.SCORE] for s in steps], dtype=float)
+                ent = np.array([m[s].get(ENTROPY, np.nan) for s in steps], dtype=float)
+                per.setdefault(algo, {})[run.name] = {
+                    "steps": len(steps), "reward_mean": float(reward.mean()),
+                    "reward_final": float(reward[-TAIL:].mean()), "entropy_first": float(ent[0]),
+                    "entropy_final": float(np.nanmean(ent[-TAIL:]))}
+        cell: dict = {"runs": per}
+        seeds = sorted(set(per.get("grpo", {})) & set(per.get("ebpo", {})))
+        for key in ("reward_mean", "reward_final", "entropy_final"):
+            for algo in DEMO_ALGOS:
+                vals = [per[algo][s][key] for s in seeds]
+                if vals:
+                    ci = mean_ci(vals)
+                    cell.setdefault(algo, {})[key] = {"mean": float(ci.mean), "ci95": ci.as_list()}
+            if len(seeds) >= 2:
+                d = paired_diff_ci([per["ebpo"][s][key] for s in seeds], [per["grpo"][s][key] for s in seeds])
+                cell.setdefault("ebpo_minus_grpo", {})[key] = {"diff": float(d.mean), "ci95": d.as_list(),
+                                                               "verdict": classify(d)}
+        cell["seeds"] = len(seeds)
+        out["lrs"][folder.name[3:]] = cell
+    return out
+
+
+def demo_markdown(summary: dict) -> str:
+    rows = ["| lr | seeds | algo | reward, mean over run | reward, last steps | entropy, last steps |",
+            "|---|---:|---|---:|---:|---:|"]
+    for lr_, c in summary["lrs"].items():
+        for algo in (*DEMO_ALGOS, "ebpo_minus_grpo"):
+            if algo not in c:
+                continue
+            vals = []
+            for key in ("reward_mean", "reward_final", "entropy_final"):
+                v = c[algo].get(key)
+                if v is None:
+                    vals.append("n/a")
+                elif algo == "ebpo_minus_grpo":
+                    vals.append(f"{_ci(v['diff'], v['ci95'])} ({v['verdict']})")
+                else:
+                    lo, hi = v["ci95"]
+                    vals.append(f"{v['mean']:.3f}" + ("" if lo is None else f" [{lo:.3f}, {hi:.3f}]"))
+            rows.append(f"| {lr_} | {c['seeds']} | {algo} | " + " | ".join(vals) + " |")
+    return (f"# GRPO and EBPO at G = 2 over learning rates, verl's real trainer (`verl-ebpo demo`)\n\n"
+            f"{summary['command']}\n\n" + "\n".join(rows) + "\n")
+
+
+if __name__ == "__main__":  # python -m verl_ebpo.tools.simulate.lr demo ROOT OUT "COMMAND"
+    from verl_ebpo.tools.files import atomic_write_text
+
+    _, _what, _root, _out, *_cmd = sys.argv
+    _s = demo_summary(_root, " ".join(_cmd))
+    os.makedirs(_out, exist_ok=True)
+    atomic_write_text(os.path.join(_out, "summary.json"), json.dumps(_s, indent=1) + "\n")
+    atomic_write_text(os.path.join(_out, "results.md"), demo_markdown(_s))
+    print(demo_markdown(_s))
