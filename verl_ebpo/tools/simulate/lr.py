@@ -235,10 +235,10 @@ def demo_line(demo: dict) -> str:
     for lr_, c in demo["lrs"].items():
         d = c.get("ebpo_minus_grpo", {})
         if "reward_mean" in d and "entropy_final" in d:
-            parts.append(f"lr {lr_}: reward {d['reward_mean']['diff']:+.3f} ({d['reward_mean']['verdict']}), "
+            parts.append(f"lr {lr_} ({c['seeds']} seed{'s' if c['seeds'] > 1 else ''}): reward {d['reward_mean']['diff']:+.3f} ({d['reward_mean']['verdict']}), "
                          f"entropy {d['entropy_final']['diff']:+.3f} ({d['entropy_final']['verdict']})")
-    seeds = min((c["seeds"] for c in demo["lrs"].values()), default=0)
-    return (f"- **verl's trainer** (`verl-ebpo demo`, tiny model, G = 2, {seeds} seeds per lr), EBPO minus GRPO: "
+    return ("- **verl's trainer** (`verl-ebpo demo`, tiny model, G = 2), EBPO minus GRPO, reward over the run and "
+            "final `actor/entropy`: "
             + ("; ".join(parts) or "no paired runs") + " ([demo_lr](docs/results/demo_lr/results.md)).")
 
 
@@ -367,7 +367,7 @@ def demo_summary(root: str, command: str = "") -> dict:
     for folder in sorted(Path(root).glob("lr_*"), key=lambda p: float(p.name[3:])):
         per: dict = {}
         for algo in DEMO_ALGOS:
-            for run in sorted((folder / "runs" / algo).glob("seed*")):
+            for run in sorted(p.parent for p in (folder / "runs" / algo).glob("seed*/metrics.jsonl")):
                 m = verl_logs.read_metrics(run / "metrics.jsonl")
                 steps = sorted(s for s in m if s >= 1 and verl_logs.SCORE in m[s])
                 if not steps:
@@ -378,15 +378,17 @@ def demo_summary(root: str, command: str = "") -> dict:
                     "steps": len(steps), "reward_mean": float(reward.mean()),
                     "reward_final": float(reward[-TAIL:].mean()), "entropy_first": float(ent[0]),
                     "entropy_final": float(np.nanmean(ent[-TAIL:]))}
-        cell: dict = {"runs": per}
-        seeds = sorted(set(per.get("grpo", {})) & set(per.get("ebpo", {})))
+        full = max((r["steps"] for runs in per.values() for r in runs.values()), default=0)
+        done = {a: {k for k, r in runs.items() if r["steps"] == full} for a, runs in per.items()}  # stopped runs out
+        cell: dict = {"runs": per, "steps": full}
+        seeds = sorted(done.get("grpo", set()) & done.get("ebpo", set()))
         for key in ("reward_mean", "reward_final", "entropy_final"):
             for algo in DEMO_ALGOS:
                 vals = [per[algo][s][key] for s in seeds]
                 if vals:
                     ci = mean_ci(vals)
                     cell.setdefault(algo, {})[key] = {"mean": float(ci.mean), "ci95": ci.as_list()}
-            if len(seeds) >= 2:
+            if seeds:
                 d = paired_diff_ci([per["ebpo"][s][key] for s in seeds], [per["grpo"][s][key] for s in seeds])
                 cell.setdefault("ebpo_minus_grpo", {})[key] = {"diff": float(d.mean), "ci95": d.as_list(),
                                                                "verdict": classify(d)}
