@@ -205,7 +205,8 @@ def readme_block(summary: dict) -> str:
     n_grpo = sum(r["baseline"] == "grpo" for r in auc)
     lower = sum(r["lr"] < r["baseline_lr"] for r in auc if r["baseline"] == "grpo")
     gain = (f"resolved gains (Holm) at G = {', '.join(map(str, up))}" if up else "no resolved gain (Holm) at any G")
-    loss = (f", resolved losses at G = {', '.join(map(str, down))}" if down else "")
+    losers = sorted({r["baseline"] for r in auc if r["holm"] and r["diff"] < 0})
+    loss = (f", resolved losses against {', '.join(losers)} (at G = {', '.join(map(str, down))})" if down else "")
     if up and not down:
         rule = "try EBPO at small G, and re-tune the lr when switching from GRPO"
     elif not up:
