@@ -57,6 +57,7 @@ SCHEMAS = {
     "drift": {"study": "str", "sources": ["str"]},
     "lr": {"study": "str", "seeds": "int", "at_best_lr": [{"diff": "num", "ci95": _CI, "verdict": "str"}],
            "envelope": {"*": {"*": {"*": {"*": {"auc_mean": "num", "auc_ci95": _CI, "final_mean": "num"}}}}}},
+    "demo_lr": {"study": "str", "lrs": {"*": {"seeds": "int", "steps": "int"}}},
     "demo": {"tail_steps": "int", "equal_budget_answers": "num", "seconds?": "num?",
              "algos": {"*": {"final_reward_mean": "num", "final_reward_ci95": _CI,
                              "final_reward_at_equal_budget_mean?": "num?", "final_reward_at_equal_budget_ci95?": _CI,
@@ -115,7 +116,7 @@ def kind(summary: dict) -> str:
     """Which tool wrote `summary`: "topics", "drift", "demo" or "simulate"."""
     if summary.get("study") == "drift":
         return "drift"
-    if summary.get("study") in ("topics", "lr"):
+    if summary.get("study") in ("topics", "lr", "demo_lr"):
         return summary["study"]
     if "tail_steps" in summary and "algos" in summary:
         return "demo"
