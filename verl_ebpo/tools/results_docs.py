@@ -201,15 +201,21 @@ def _demo_block(summary: dict, full: bool) -> str:
 # ---- the renderer ----
 
 def kind(summary: dict) -> str:
-    """Which tool wrote `summary`: "topics", "demo" or "simulate"."""
-    if summary.get("study") == "topics":
-        return "topics"
-    return "demo" if "tail_steps" in summary else "simulate"
+    """Which tool wrote `summary`: "topics", "lr", "demo_lr", "demo" or "simulate"."""
+    if summary.get("study") in ("topics", "lr", "demo_lr"):
+        return summary["study"]
+    return "demo" if "tail_steps" in summary and "algos" in summary else "simulate"
 
 
 def blocks(summary: dict) -> dict:
     """KEY -> body of every block a results file renders."""
     k = kind(summary)
+    if k == "demo_lr":
+        return {}  # quoted through simulate_lr's blocks (lr.demo_line), which read it
+    if k == "lr":
+        from verl_ebpo.tools.simulate.lr import doc_blocks as lr_blocks
+
+        return lr_blocks(summary)
     if k == "topics":
         from verl_ebpo.tools.simulate.topics import doc_blocks
 

@@ -51,9 +51,9 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         kwargs = {"nargs": "+"} if isinstance(f.default, tuple) or f.name == "lr_grid" else {}
         parser.add_argument("--" + f.name.replace("_", "-"), dest=f.name, default=None, metavar=f.name.upper(),
                             help=f"{f.metadata['doc']} (default {default})", **kwargs)
-    parser.add_argument("--study", choices=("topics",), default=None,
+    parser.add_argument("--study", choices=("topics", "lr"), default=None,
                         help="run a study instead of the sweep: `topics` (topic order vs shuffled, EBPO's prior scopes; "
-                        "docs/simulator.md, \"Topics\")")
+                        "docs/simulator.md, \"Topics\"); `lr` (each method's learning-rate envelope; \"Learning rate\")")
     parser.add_argument("--out", default="runs/simulate", help="output folder (default runs/simulate)")
     parser.add_argument("--force", action="store_true", help="run even past the cost bound (see the estimate)")
     parser.add_argument("--no-figure", action="store_true", help="skip the figure")
@@ -182,6 +182,10 @@ def run(args: argparse.Namespace) -> int:
         from verl_ebpo.tools.simulate.topics import main as topics_main
 
         return topics_main(args)
+    if getattr(args, "study", None) == "lr":
+        from verl_ebpo.tools.simulate.lr import main as lr_main
+
+        return lr_main(args)
     try:
         options = options_from_args(args)
         estimate, ok = cost_line(options)
