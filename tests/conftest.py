@@ -2,9 +2,17 @@ import os
 
 import pytest
 import torch
+from hypothesis import settings
 
 # verl's groupwise helpers pick devices from this; our tests are CPU-only.
 os.environ.setdefault("VERL_FORCE_DEVICE", "cpu")
+
+# Hypothesis: the default profile draws the same examples on every machine (derandomized, no example database), so a
+# machine never fails on an example another never saw; HYPOTHESIS_PROFILE=explore draws new ones, 10x as many.
+settings.register_profile("fixed", derandomize=True, database=None, print_blob=True)
+settings.register_profile("explore", derandomize=False, max_examples=1000, print_blob=True)
+HYPOTHESIS_PROFILE = os.environ.get("HYPOTHESIS_PROFILE", "fixed")
+settings.load_profile(HYPOTHESIS_PROFILE)
 
 
 @pytest.fixture(autouse=True)
@@ -29,6 +37,11 @@ def pytest_collection_modifyitems(config, items):
     for item in items:
         if "e2e" in item.keywords:
             item.add_marker(pytest.mark.xdist_group("trainer"))
+    if HYPOTHESIS_PROFILE == "explore":  # a test's own @settings(max_examples=N) wins over a profile's: 10 N
+        for test in {id(f): f for f in (getattr(item, "obj", None) for item in items)}.values():
+            own = getattr(test, "_hypothesis_internal_use_settings", None)
+            if own is not None and own.max_examples < 1000:
+                test._hypothesis_internal_use_settings = settings(own, max_examples=10 * own.max_examples)
     selected = config.getoption("-m") or ""
     for marker in ON_DEMAND:
         if marker in selected:
