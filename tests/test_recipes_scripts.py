@@ -26,6 +26,8 @@ from pathlib import Path
 import pytest
 import yaml
 
+# one worker composes the configs fixture (~1 min) under `-n 2 --dist loadgroup`, not both
+pytestmark = pytest.mark.xdist_group("recipe_configs")
 ROOT = Path(__file__).resolve().parents[1]
 RECIPES = ROOT / "recipes"
 MODELS = ("llama3_8b", "qwen3_8b", "qwen3_14b")
