@@ -19,6 +19,8 @@ import pytest
 
 from verl_ebpo.verl_boundary import ADAPTERS, KINDS, TOUCHES, markdown_adapters, markdown_table
 
+# on the trainer launches' worker after them (`-n 2 --dist loadgroup`): the import probe (~40 s) runs once, not on both
+pytestmark = pytest.mark.xdist_group("trainer")
 ROOT = Path(__file__).resolve().parents[1]
 PACKAGE = ROOT / "verl_ebpo"
 # The plugin: what verl imports and runs on a GPU cluster (and what it needs). Everything else is under tools/.
