@@ -253,6 +253,7 @@ def labelled(tmp_path_factory):
     return tmp / "data"
 
 
+@pytest.mark.slow  # label_data.sh end to end (~50 s); the labelling itself: tests/test_labeling*.py
 def test_labels_are_written_in_place_without_changing_rows(labelled):
     df = read(labelled / "dapo_math_17k.parquet")
     assert [i["problem"] for i in df["extra_info"]] == [p for p, _ in DAPO_PROBLEMS]
@@ -266,6 +267,7 @@ def test_labels_are_written_in_place_without_changing_rows(labelled):
     assert json.loads((labelled / "topics.json").read_text())
 
 
+@pytest.mark.slow  # reads the label_data.sh fixture above
 @pytest.mark.parametrize("algo", ["ebpo_topic", "ebpo_diff"])
 def test_ordered_runs_read_the_labelled_file(labelled, algo):
     from omegaconf import OmegaConf

@@ -125,6 +125,7 @@ def test_every_module_outside_the_adapters_imports_no_verl_when_imported():
     assert not bad, f"importing these modules loads verl (or fails): {bad}; list them in ADAPTERS or import verl lazily"
 
 
+@pytest.mark.slow  # a check of the probe itself (fresh interpreters, ~30 s)
 def test_the_probe_sees_verl_when_an_adapter_loads_it():
     """The import check above can fail: importing the cpu package, the plug-in or the report before the move loads verl."""
     loaded = _probe(["verl_ebpo.tools.cpu.backend", "verl_ebpo.plugin", "verl_ebpo.tools.stats"])
