@@ -1,5 +1,6 @@
-"""Count code lines of verl_ebpo/ outside tools/: lines holding a token that is not a comment,
-a docstring, or layout (blank lines, NEWLINE/INDENT tokens). Issue 40's measure.
+"""Count code lines: lines holding a token that is not a comment, a docstring, or layout (blank lines,
+NEWLINE/INDENT tokens). Issue 47's measure, per part of the project: the plugin (verl_ebpo/ outside tools/),
+the tools (verl_ebpo/tools/), the recipes' Python and the benchmarks, and the total.
 
 Usage: python benchmarks/count_lines.py [--all]   (--all also lists every module)
 """
@@ -9,7 +10,7 @@ import sys
 import tokenize
 from pathlib import Path
 
-ROOT = Path(__file__).resolve().parent.parent / "verl_ebpo"
+REPO = Path(__file__).resolve().parent.parent
 LAYOUT = {tokenize.COMMENT, tokenize.NL, tokenize.NEWLINE, tokenize.INDENT, tokenize.DEDENT,
           tokenize.ENCODING, tokenize.ENDMARKER}
 
@@ -28,7 +29,7 @@ def docstring_lines(tree: ast.AST) -> set[int]:
 
 def code_lines(path: Path) -> int:
     """Number of lines of `path` that carry code."""
-    src = path.read_text()
+    src = Path(path).read_text()
     skip = docstring_lines(ast.parse(src))
     lines: set[int] = set()
     for tok in tokenize.generate_tokens(io.StringIO(src).readline):
@@ -38,24 +39,24 @@ def code_lines(path: Path) -> int:
     return len(lines)
 
 
-def count(root: Path = ROOT) -> dict[str, int]:
-    """{relative module path: code lines} for every module outside tools/."""
-    return {str(p.relative_to(root)): code_lines(p) for p in sorted(root.rglob("*.py"))
-            if "tools" not in p.relative_to(root).parts}
+def count(repo: Path = REPO) -> dict[str, dict[str, int]]:
+    """{part: {module path relative to the repository: code lines}} for plugin, tools, recipes, benchmarks."""
+    package = repo / "verl_ebpo"
+    parts = {"plugin": [p for p in package.rglob("*.py") if "tools" not in p.relative_to(package).parts],
+             "tools": list((package / "tools").rglob("*.py")),
+             "recipes": list((repo / "recipes").rglob("*.py")),
+             "benchmarks": list((repo / "benchmarks").rglob("*.py"))}
+    return {part: {str(p.relative_to(repo)): code_lines(p) for p in sorted(files)} for part, files in parts.items()}
 
 
 def main() -> None:
-    per = count()
-    folders: dict[str, int] = {}
-    for name, n in per.items():
-        folder = name.rsplit("/", 1)[0] if "/" in name else "."
-        folders[folder] = folders.get(folder, 0) + n
-    if "--all" in sys.argv:
-        for name, n in sorted(per.items(), key=lambda kv: -kv[1]):
-            print(f"{n:6d}  {name}")
-    for folder, n in sorted(folders.items()):
-        print(f"{n:6d}  {folder}/")
-    print(f"{sum(per.values()):6d}  total (largest module: {max(per.values())})")
+    parts = count()
+    for part, modules in parts.items():
+        if "--all" in sys.argv:
+            for name, n in sorted(modules.items(), key=lambda kv: -kv[1]):
+                print(f"{n:6d}  {name}")
+        print(f"{sum(modules.values()):6d}  {part} (largest module: {max(modules.values(), default=0)})")
+    print(f"{sum(sum(m.values()) for m in parts.values()):6d}  total")
 
 
 if __name__ == "__main__":

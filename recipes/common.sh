@@ -203,7 +203,10 @@ SAVE_FREQ="${SAVE_FREQ:-$_save}"
 
 # ---- logging / checkpoints / validation -------------------------------------------------------
 PROJECT_NAME="${PROJECT_NAME:-verl_ebpo}"
-KEEP_CKPTS="${KEEP_CKPTS:-null}"
+# checkpoints kept: the last 2 (verl's rotation; a full 8B checkpoint is ~98 GB), except the authors' EBPO runs,
+# whose evaluated step is picked afterwards from every 10th step's weights (null: all)
+if [[ "$PROTOCOL:$SCHEDULE" == authors:ebpo ]]; then KEEP_CKPTS="${KEEP_CKPTS:-null}"; fi
+KEEP_CKPTS="${KEEP_CKPTS:-2}"
 # what a checkpoint holds: the authors' EBPO runs (a save every 10 steps for 20 epochs, the evaluated step picked
 # afterwards) keep every step's weights without its optimizer state (4 instead of 12 bytes a parameter); a resume
 # of such a run restarts AdamW's moments. Every other run saves everything (exact resume).
@@ -479,6 +482,15 @@ _recipe_ray_auth() {
     fi
 }
 
+# _recipe_ray_answers ADDRESS: something listens at the dashboard address `ray job submit` uses ([http(s)://]host[:port]);
+# other forms (auto, ray://, IPv6) are left to Ray
+_recipe_ray_answers() {
+    [[ "$1" =~ ^(https?://)?([A-Za-z0-9._-]+)(:([0-9]+))?/?$ ]] || return 0
+    local host="${BASH_REMATCH[2]}" port="${BASH_REMATCH[4]}"
+    [[ -n "$port" ]] || { [[ "$1" == https://* ]] && port=443 || port=80; }
+    timeout 5 bash -c 'exec 3<>"/dev/tcp/$0/$1"' "$host" "$port" 2>/dev/null
+}
+
 # recipe_run "$@": run verl's trainer with the shared, backend, order and algorithm keys, then the
 # caller's extra overrides (which win: Hydra keeps the last value of a key). Hydra's own flags among the
 # caller's arguments (--cfg job, --resolve, --info, ...) go last, where Hydra's argument parser wants them.
@@ -537,6 +549,9 @@ recipe_run() {
     elif [[ "$RECIPE_DRY_RUN" == preflight ]]; then
         printf '%s\n' "${preflight[@]}"
         return 0
+    fi
+    if ((${#submit[@]})) && ! _recipe_ray_answers "$RAY_ADDRESS"; then
+        _recipe_die "no Ray cluster answers at $RAY_ADDRESS to submit the job to: run on this node with LAUNCH=local, or start a cluster with \`ray start --head\` (or set RAY_ADDRESS to its dashboard)"
     fi
     if ((${#flags[@]} == 0)); then
         # several nodes: the data, checkpoints and metrics must be on a folder every node mounts

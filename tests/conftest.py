@@ -2,9 +2,17 @@ import os
 
 import pytest
 import torch
+from hypothesis import settings
 
 # verl's groupwise helpers pick devices from this; our tests are CPU-only.
 os.environ.setdefault("VERL_FORCE_DEVICE", "cpu")
+
+# Hypothesis: the default profile draws the same examples on every machine (derandomized, no example database), so a
+# machine never fails on an example another never saw; HYPOTHESIS_PROFILE=explore draws new ones, 10x as many.
+settings.register_profile("fixed", derandomize=True, database=None, print_blob=True)
+settings.register_profile("explore", derandomize=False, max_examples=1000, print_blob=True)
+HYPOTHESIS_PROFILE = os.environ.get("HYPOTHESIS_PROFILE", "fixed")
+settings.load_profile(HYPOTHESIS_PROFILE)
 
 
 @pytest.fixture(autouse=True)
@@ -15,28 +23,35 @@ def _torch_grad_mode_is_not_leaked():
     assert torch.is_grad_enabled(), "this test left torch.set_grad_enabled(False) behind"
 
 
-ON_DEMAND = ("recipe_smoke", "on_demand", "vllm")  # vllm: tests/test_cpu_vllm.py, in the vLLM venv
+ON_DEMAND = ("slow", "recipe_smoke", "on_demand", "vllm")  # vllm: tests/test_cpu_vllm.py, in the vLLM venv
+SLOW_TOO = ("recipe_smoke", "on_demand")  # extra trainer launches: `-m slow` (.ci/run, after the README command) runs them
 
 
-@pytest.hookimpl(tryfirst=True)  # before xdist reads the groups
+@pytest.hookimpl(tryfirst=True)  # before xdist reads the groups and before `-m` deselects
 def pytest_collection_modifyitems(config, items):
-    """Tests marked `recipe_smoke` (extra SMOKE=cpu recipe runs, a few minutes each) or `on_demand` (extra trainer
-    launches) run only when asked for by name, e.g. `pytest -m recipe_smoke tests/test_recipes_smoke.py` or
-    `pytest -m "e2e and on_demand"`: the default test command stays short."""
+    """Tests marked `slow` (trainer launches beyond one per capability, and other slow tests), `recipe_smoke` (extra
+    SMOKE=cpu recipe runs) or `on_demand` (extra trainer launches; both are `slow` too) run only when their marker is
+    named in `-m`, e.g. `pytest -m slow` (what .ci/run runs after the README command) or
+    `pytest -m recipe_smoke tests/test_recipes_smoke.py`: the README's test command stays within 10 minutes."""
     # Under `-n 2 --dist loadgroup` (the README's command) the trainer launches take turns on one worker, first,
     # while the other worker runs the rest: two Ray clusters never share the 2 cores.
     items.sort(key=lambda item: "e2e" not in item.keywords)  # stable: the e2e tests first, in their order
     for item in items:
         if "e2e" in item.keywords:
             item.add_marker(pytest.mark.xdist_group("trainer"))
+        if any(item.get_closest_marker(m) is not None for m in SLOW_TOO):
+            item.add_marker(pytest.mark.slow)
+    if HYPOTHESIS_PROFILE == "explore":  # a test's own @settings(max_examples=N) wins over a profile's: 10 N
+        for test in {id(f): f for f in (getattr(item, "obj", None) for item in items)}.values():
+            own = getattr(test, "_hypothesis_internal_use_settings", None)
+            if own is not None and own.max_examples < 1000:
+                test._hypothesis_internal_use_settings = settings(own, max_examples=10 * own.max_examples)
     selected = config.getoption("-m") or ""
-    for marker in ON_DEMAND:
-        if marker in selected:
-            continue
-        skip = pytest.mark.skip(reason=f"extra trainer launches: run with -m {marker}")
-        for item in items:
-            if item.get_closest_marker(marker) is not None:  # a marker, not a keyword (a folder may be named vllm)
-                item.add_marker(skip)
+    for item in items:
+        # a marker, not a keyword (a folder may be named vllm)
+        markers = [m for m in ON_DEMAND if item.get_closest_marker(m) is not None]
+        if markers and not any(m in selected for m in markers):
+            item.add_marker(pytest.mark.skip(reason=f"on demand: run with -m {markers[0]}"))
 
 
 def pytest_configure(config):

@@ -77,6 +77,7 @@ def test_plugins_turned_off_in_a_fresh_process_the_callback_registers_ebpo_and_s
     assert "VERL_USE_EXTERNAL_PLUGINS=none" in lines[0] and "pip install verl-ebpo" in lines[0]
 
 
+@pytest.mark.slow  # two fresh interpreters importing verl (~30 s)
 @pytest.mark.parametrize("policy", ["other_plugin", " Other_plugin , EBPO "])
 def test_our_plugin_policy_rule_is_verls(policy):
     """verl_boundary's copied rule: for a VERL_USE_EXTERNAL_PLUGINS list, verl's own `import verl` registers

@@ -3,7 +3,6 @@
 
 import argparse
 import dataclasses
-import time
 
 import pandas as pd
 import pytest
@@ -23,10 +22,8 @@ def test_simulate_refuses_a_huge_sweep_in_one_line_and_writes_nothing(tmp_path, 
 
     monkeypatch.setattr(regimes, "run_family", lambda *a, **k: pytest.fail("the sweep started"))
     out = tmp_path / "sim"
-    t0 = time.perf_counter()
     rc = cli.main(["simulate", "--out", str(out), *argv])
     err = capsys.readouterr().err
-    assert time.perf_counter() - t0 < 10
     assert rc == 2 and err.count("\n") == 1 and "too large" in err and "--force" in err and "Traceback" not in err
     assert "estimated" in err and not out.exists() and list(tmp_path.iterdir()) == []
 
@@ -84,10 +81,8 @@ def test_demo_refuses_huge_options_in_one_line_and_writes_nothing(tmp_path, caps
 
     monkeypatch.setattr(runner, "run_demo", lambda *a, **k: pytest.fail("the demo started"))
     out = tmp_path / "demo"
-    t0 = time.perf_counter()
     rc = cli.main(["demo", "--out", str(out), "--steps", "5000", "--batch-size", "512"])
     err = capsys.readouterr().err
-    assert time.perf_counter() - t0 < 10
     assert rc == 2 and err.count("\n") == 1 and "too large" in err and "--force" in err and "Traceback" not in err
     assert not out.exists() and list(tmp_path.iterdir()) == []
 

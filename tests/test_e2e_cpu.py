@@ -259,7 +259,6 @@ def test_resumed_run_continues_the_data_order(data, run_b):
 # -- run C: GRPO, topic order, callback inactive ---------------------------------------------------------
 
 
-@pytest.mark.on_demand  # a third trainer launch; the recipes' SMOKE=cpu ebpo_topic run covers the topic order too
 def test_grpo_trains_with_topic_order_and_the_callback_stays_out(data, run_c):
     metrics = run_c["metrics"]
     assert sorted(metrics) == [1, 2]
@@ -314,6 +313,7 @@ def demo(tmp_path_factory):
             "summary": json.loads((out / "summary.json").read_text())}
 
 
+@pytest.mark.slow  # two more launches; DAPO through the replay buffer by default: test_recipes_smoke.py (dapo_diff)
 def test_demo_runs_verls_trainer_on_two_lanes_and_writes_the_summary(demo):
     out, summary = demo["out"], demo["summary"]
     assert json.loads((out / ".verl-ebpo-owner").read_text())["tool"] == "verl-ebpo demo"  # a re-run may replace runs/
@@ -344,6 +344,7 @@ def test_demo_runs_verls_trainer_on_two_lanes_and_writes_the_summary(demo):
     assert f"verl-ebpo inspect {out / 'runs' / 'ebpo' / 'seed0' / 'checkpoints'}" in demo["stdout"]
 
 
+@pytest.mark.slow  # two more launches; DAPO through the replay buffer by default: test_recipes_smoke.py (dapo_diff)
 def test_demo_gives_one_initial_model_and_dapo_filters_through_the_cpu_buffer(demo):
     out, summary = demo["out"], demo["summary"]
     # seed 0: the same initial model for every algorithm (greedy accuracy before training)
@@ -369,6 +370,7 @@ def test_demo_gives_one_initial_model_and_dapo_filters_through_the_cpu_buffer(de
     assert summary["algos"]["dapo"]["answers_generated"] > summary["algos"]["ebpo"]["answers_generated"] == STEPS * 8 * 4
 
 
+@pytest.mark.slow  # two more launches; DAPO through the replay buffer by default: test_recipes_smoke.py (dapo_diff)
 def test_demo_writes_verl_ebpo_compare_over_the_same_runs(demo):
     """The demo = the runs + `verl-ebpo compare`: comparison.json from verl's metrics files, whose answer counts are
     the demo's, and whose finals are the means of verl's logged values."""

@@ -8,6 +8,8 @@ import subprocess
 import sys
 from pathlib import Path
 
+import pytest
+
 README = (Path(__file__).resolve().parents[1] / "README.md").read_text()
 
 
@@ -149,3 +151,27 @@ def test_readme_first_block_is_the_lines_a_verl_user_adds(tmp_path):
             "pkg://verl_ebpo.rewards", "compute_score")  # verl's default name: the package's function
         topic = cfg.data.custom_cls.name == "TopicOrderedDataset" and cfg.data.shuffle is False
         assert ours == topic == optional
+
+
+def test_the_test_command_prints_the_slowest_tests_and_ci_runs_the_slow_ones_after_it():
+    assert _block("<!-- test-command -->").rstrip().endswith("python -m pytest -q -n 2 --dist loadgroup --durations=15")
+    ci = (Path(__file__).resolve().parents[1] / ".ci" / "run").read_text()
+    assert "SLOW=${SLOW:-python -m pytest -q -n 2 --dist loadgroup -m slow --durations=15}" in ci
+    assert "`-m slow`: other trainer launches (CI runs them after: `.ci/run`)" in README
+
+
+@pytest.mark.parametrize("test_rc, slow_rc, expected", [
+    (0, 0, 0), (1, 0, 1), (0, 1, 1), (1, 2, 1), (5, 0, 5), (0, 5, 0),
+])
+def test_ci_runs_the_readme_command_then_the_slow_tests_and_fails_if_either_fails(tmp_path, test_rc, slow_rc, expected):
+    """.ci/run runs the README's test command, then the slow tests, whatever the first gave; pytest's exit 5 (no test
+    collected) fails the test command and is a note for the slow run."""
+    root = Path(__file__).resolve().parents[1]
+    (tmp_path / ".ci").mkdir()
+    (tmp_path / ".ci" / "run").write_text((root / ".ci" / "run").read_text())
+    (tmp_path / "README.md").write_text(
+        f"<!-- test-command -->\n```bash\necho test-ran >> log; exit {test_rc}\n```\n<!-- /test-command -->\n")
+    env = {**os.environ, "SLOW": f"echo slow-ran >> log; exit {slow_rc}"}
+    out = subprocess.run(["bash", str(tmp_path / ".ci" / "run")], env=env, capture_output=True, text=True, timeout=60)
+    assert out.returncode == expected, out.stdout + out.stderr
+    assert (tmp_path / "log").read_text().split() == ["test-ran", "slow-ran"]

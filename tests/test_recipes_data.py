@@ -189,6 +189,14 @@ def test_bad_arguments_fail_clearly(tmp_path, args, message):
     assert message in out.stderr
 
 
+def test_offline_without_a_local_copy_names_the_source_option(tmp_path):
+    """No network (HF_*_OFFLINE) and nothing cached: one line, exit 2, naming `--source NAME=PATH`."""
+    out = run_prepare(tmp_path / "out", {}, "--only", "math500", tmp=tmp_path)
+    assert out.returncode == 2 and out.stderr.count("\n") == 1, out.stderr
+    assert "math500 (Hub: " in out.stderr and "--source math500=PATH" in out.stderr
+    assert not list((tmp_path / "out").glob("*.parquet"))
+
+
 def test_row_without_answer_names_the_row(tmp_path):
     pd.DataFrame({"problem": ["a", "b"], "answer": ["1", None]}).to_parquet(tmp_path / "bad.parquet")
     out = run_prepare(tmp_path / "out", {"math500": tmp_path / "bad.parquet"}, "--only", "math500", tmp=tmp_path)
@@ -245,6 +253,7 @@ def labelled(tmp_path_factory):
     return tmp / "data"
 
 
+@pytest.mark.slow  # label_data.sh end to end (~50 s); the labelling itself: tests/test_labeling*.py
 def test_labels_are_written_in_place_without_changing_rows(labelled):
     df = read(labelled / "dapo_math_17k.parquet")
     assert [i["problem"] for i in df["extra_info"]] == [p for p, _ in DAPO_PROBLEMS]
@@ -258,6 +267,7 @@ def test_labels_are_written_in_place_without_changing_rows(labelled):
     assert json.loads((labelled / "topics.json").read_text())
 
 
+@pytest.mark.slow  # reads the label_data.sh fixture above
 @pytest.mark.parametrize("algo", ["ebpo_topic", "ebpo_diff"])
 def test_ordered_runs_read_the_labelled_file(labelled, algo):
     from omegaconf import OmegaConf

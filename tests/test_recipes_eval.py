@@ -165,6 +165,7 @@ def test_bad_lines_name_the_file_and_line(tmp_path):
     assert out.returncode == 2 and "--model must be a recipes/<model>/ folder name" in out.stderr
 
 
+@pytest.mark.slow  # run_eval.sh end to end; its generate and score steps: tests/test_recipes_eval*.py
 def test_run_eval_generates_in_shards_and_scores(tmp_path):
     """run_eval.sh end to end on CPU: a tiny random HF model, transformers' engine, 2 shards (2 "GPUs"),
     benchmark files written by prepare_data.py's row builder."""

@@ -17,6 +17,7 @@ import contextlib
 import io
 import os
 import re
+import socket
 import subprocess
 import sys
 import warnings
@@ -25,6 +26,8 @@ from pathlib import Path
 import pytest
 import yaml
 
+# on the trainer launches' worker after them (`-n 2 --dist loadgroup`): the configs fixture (~1 min) is composed once
+pytestmark = pytest.mark.xdist_group("trainer")
 ROOT = Path(__file__).resolve().parents[1]
 RECIPES = ROOT / "recipes"
 MODELS = ("llama3_8b", "qwen3_8b", "qwen3_14b")
@@ -379,6 +382,15 @@ def test_authors_ebpo_prior_is_the_batch_and_checkpoints_exist_every_10_steps(co
         assert flat["trainer.save_freq"] <= 10 and all(s % flat["trainer.save_freq"] == 0 for s in (300, 260, 200)), algo
 
 
+def test_a_run_keeps_its_last_two_checkpoints_and_the_authors_ebpo_runs_all(configs):
+    """10 full 8B checkpoints are ~983 GB: a run keeps 2 (verl's rotation), except the authors' EBPO runs, whose
+    evaluated step is picked afterwards from every 10th step's weights."""
+    for (protocol, model, algo), cfg in configs.items():
+        all_kept = protocol == "authors" and algo in ("ebpo", "ebpo_topic")
+        assert cfg["trainer"]["max_actor_ckpt_to_keep"] == (None if all_kept else 2), (protocol, model, algo)
+    assert "trainer.max_actor_ckpt_to_keep=5" in dry_run("qwen3_8b", "ebpo", {"KEEP_CKPTS": "5", "PROTOCOL": "authors"})
+
+
 @pytest.mark.parametrize("model", QWEN)
 def test_authors_drgrpo_is_token_mean_without_std_normalisation(configs, model):
     for algo in ("drgrpo", "drgrpo_diff"):
@@ -460,6 +472,8 @@ def test_runs_of_a_model_differ_only_in_their_algorithm_keys_and_schedule(config
         allowed = set(algo_keys(protocol, model, algo)) | set(schedule(protocol, algo)) | RUN_IDENTITY
         if protocol == "paper" and algo.startswith("dapo"):
             allowed.add("reward.reward_manager.name")
+        if protocol == "authors" and algo in ("ebpo", "ebpo_topic"):
+            allowed.add("trainer.max_actor_ckpt_to_keep")  # every 10th step's weights kept (the evaluated one is picked after)
         assert differing <= allowed, f"run_{algo}.sh changes shared settings: {sorted(differing - allowed)}"
 
 
@@ -564,14 +578,17 @@ def test_ray_job_submit_gets_every_argument_intact(tmp_path):
     fake_python.write_text('#!/bin/sh\nfor a in "$@"; do printf "%s\\n" "$a"; done > "$ARGS_OUT"\n')
     for f in (fake_ray, fake_python):
         f.chmod(0o755)
+    dashboard = socket.create_server(("127.0.0.1", 0))  # something answers at RAY_ADDRESS: the job is submitted
     env = {"PATH": f"{tmp_path}:{os.environ['PATH']}", "PYTHON": str(fake_python),
+           "RAY_ADDRESS": f"http://127.0.0.1:{dashboard.getsockname()[1]}",
            "ARGS_OUT": str(tmp_path / "args.txt"), "DATA_DIR": "/data dir/with space",
            "LOGGER": "[console,wandb]", "PROTOCOL": "authors", "CKPTS_ROOT": str(tmp_path / "ck"),
            "METRICS_FILE": str(tmp_path / "ck" / "m" / "attempt.jsonl"), "SKIP_PREFLIGHT": "1",
            "SHARED_DIR": str(tmp_path)}
     extra = ("trainer.experiment_name=it's $HOME", "+x.y=[a,b]")
-    out = subprocess.run(["bash", str(script("qwen3_8b", "ebpo")), *extra], env=recipe_env(env),
-                         capture_output=True, text=True, timeout=60, cwd=tmp_path)
+    with dashboard:
+        out = subprocess.run(["bash", str(script("qwen3_8b", "ebpo")), *extra], env=recipe_env(env),
+                             capture_output=True, text=True, timeout=60, cwd=tmp_path)
     assert out.returncode == 0, out.stderr
     received = (tmp_path / "args.txt").read_text().splitlines()
     assert received[:2] == ["-m", "verl.trainer.main_ppo"]
@@ -579,6 +596,27 @@ def test_ray_job_submit_gets_every_argument_intact(tmp_path):
     assert (tmp_path / "ck" / "m").is_dir()  # the job's entrypoint makes the metrics folder first
     assert "data.train_files=/data dir/with space/dapo_math_17k.parquet" in received
     assert received[-2:] == list(extra)
+
+
+@pytest.mark.parametrize("skip_preflight", ["0", "1"])
+def test_with_no_ray_cluster_to_submit_to_the_recipe_stops_in_one_line_naming_both_fixes(tmp_path, skip_preflight):
+    """NNODES=1, LAUNCH=ray-job (the default) and nothing listening at RAY_ADDRESS: exit 2 and one line naming
+    LAUNCH=local and `ray start --head`, before the preflight; `ray` (a stand-in that records a call) never runs."""
+    with socket.create_server(("127.0.0.1", 0)) as closed:
+        port = closed.getsockname()[1]  # nothing listens here once closed
+    called = tmp_path / "ray_called"
+    for name in ("ray", "fakepython"):
+        (tmp_path / name).write_text(f"#!/bin/sh\ntouch {called}\n")
+        (tmp_path / name).chmod(0o755)
+    env = recipe_env({"PATH": f"{tmp_path}:{os.environ['PATH']}", "PYTHON": str(tmp_path / "fakepython"),
+                      "NNODES": "1", "RAY_ADDRESS": f"http://127.0.0.1:{port}", "SKIP_PREFLIGHT": skip_preflight,
+                      "CKPTS_ROOT": str(tmp_path / "ck")})
+    out = subprocess.run(["bash", str(script("qwen3_8b", "ebpo"))], env=env, capture_output=True, text=True,
+                         timeout=60, cwd=tmp_path)
+    assert out.returncode == 2 and out.stdout == "" and out.stderr.count("\n") == 1, out.stderr
+    assert f"no Ray cluster answers at http://127.0.0.1:{port}" in out.stderr
+    assert "LAUNCH=local" in out.stderr and "`ray start --head`" in out.stderr and "Traceback" not in out.stderr
+    assert not called.exists() and not (tmp_path / "ck").exists()
 
 
 def test_runtime_env_is_a_valid_ray_runtime_env():

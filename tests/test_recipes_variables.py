@@ -28,7 +28,7 @@ def _algo(algo: str) -> str:
     return algo.removesuffix("_diff").removesuffix("_topic")
 
 
-@pytest.mark.parametrize("backend", ["fsdp", "megatron"])
+@pytest.mark.parametrize("backend", ["fsdp", pytest.param("megatron", marks=pytest.mark.slow)])  # megatron: test_recipes_scripts
 @pytest.mark.parametrize("protocol", PROTOCOLS)
 def test_every_recipe_resized_composes_and_passes_verls_checks(protocol, backend):
     for algo in ALGOS:

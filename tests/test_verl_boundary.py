@@ -19,6 +19,8 @@ import pytest
 
 from verl_ebpo.verl_boundary import ADAPTERS, KINDS, TOUCHES, markdown_adapters, markdown_table
 
+# on the trainer launches' worker after them (`-n 2 --dist loadgroup`): the import probe (~40 s) runs once, not on both
+pytestmark = pytest.mark.xdist_group("trainer")
 ROOT = Path(__file__).resolve().parents[1]
 PACKAGE = ROOT / "verl_ebpo"
 # The plugin: what verl imports and runs on a GPU cluster (and what it needs). Everything else is under tools/.
@@ -123,6 +125,7 @@ def test_every_module_outside_the_adapters_imports_no_verl_when_imported():
     assert not bad, f"importing these modules loads verl (or fails): {bad}; list them in ADAPTERS or import verl lazily"
 
 
+@pytest.mark.slow  # a check of the probe itself (fresh interpreters, ~30 s)
 def test_the_probe_sees_verl_when_an_adapter_loads_it():
     """The import check above can fail: importing the cpu package, the plug-in or the report before the move loads verl."""
     loaded = _probe(["verl_ebpo.tools.cpu.backend", "verl_ebpo.plugin", "verl_ebpo.tools.stats"])

@@ -127,7 +127,8 @@ def load_rows(source: Source, local: Optional[str]):
         raise
     except Exception as e:  # noqa: BLE001 - datasets/pyarrow/fsspec raise many types; all mean "cannot read"
         root = _root_cause(e)
-        raise DataError(f"{where}: cannot read it ({type(root).__name__}: {one_line(root)[:300]})") from None
+        hint = f"; offline, give a local copy: --source {source.name}=PATH" if local is None else ""
+        raise DataError(f"{where}: cannot read it ({type(root).__name__}: {one_line(root)[:300]}){hint}") from None
     finally:
         datasets.logging.set_verbosity(verbosity)
         datasets.enable_progress_bars()

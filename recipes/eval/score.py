@@ -50,7 +50,7 @@ from verl_ebpo.tools.files import atomic_write_text, check_output_paths, unreada
 from verl_ebpo.rewards.score import is_correct  # noqa: E402  (the verdict training uses; one definition)
 from verl_ebpo.tools.scorer import load_scorer, sized_for  # noqa: E402  (the one scorer loader: one-line errors)
 from verl_ebpo.tools.compare import evals  # noqa: E402  (the one scoring implementation, shared with compare)
-from verl_ebpo.tools.compare.evals import REQUIRED_FIELDS, ScoreError, score_rows  # noqa: E402,F401
+from verl_ebpo.tools.compare.evals import ScoreError, score_rows  # noqa: E402
 
 PAPER_RESULTS = Path(__file__).resolve().parent / "paper_results.json"
 DEFAULT_SCORER = evals.DEFAULT_SCORER
@@ -80,17 +80,6 @@ def with_progress(scorer, total: int, desc: str, enabled: bool):
                     bar.close()
 
     return counted
-
-
-def read_generations(path: str) -> list[dict]:
-    return evals.read_generations(path, BENCHMARKS)
-
-
-def pass_at_1(rows: list[dict], correct: list[bool], samples: dict, problems: Optional[dict] = None,
-              allow_partial: bool = False, where: str = "") -> dict:
-    """Per benchmark: pass@1 (%), problems, k, truncated share, mean response tokens (verl_ebpo.tools.compare.evals:
-    the one implementation, shared with `verl-ebpo compare --eval`)."""
-    return evals.pass_at_1(rows, correct, samples, problems, allow_partial, where, benchmarks=BENCHMARKS)
 
 
 def average(scores: dict) -> Optional[float]:
@@ -257,10 +246,11 @@ def main(argv: Optional[list[str]] = None) -> int:
         results, ours = {}, {}
         scorer = sized_for(scorer, args.workers)  # --workers verifier processes, not the pool's default
         for key, path in runs.items():
-            rows = read_generations(path)
+            rows = evals.read_generations(path, BENCHMARKS)
             correct = score_rows(rows, with_progress(scorer, len(rows), f"scoring {key}", not args.no_progress),
                                  args.workers)
-            per = pass_at_1(rows, correct, samples, problems, args.allow_partial, where=f"{path}: ")
+            per = evals.pass_at_1(rows, correct, samples, problems, args.allow_partial, f"{path}: ",
+                                  benchmarks=BENCHMARKS)
             results[key] = {"file": path, "benchmarks": per,
                             "average": average({b: v["pass@1"] for b, v in per.items()})}
             ours[key] = {b: v["pass@1"] for b, v in per.items()}
