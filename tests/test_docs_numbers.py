@@ -69,7 +69,7 @@ def test_every_block_in_the_docs_is_the_rendering_of_its_results_file():
     texts = {rel: _read(rel) for rel in DOCS}
     assert _mismatches(texts) == []
     found = {(rel, name, key) for rel, text in texts.items() for name, key in re.findall(results_docs.START, text)}
-    assert {("README.md", "simulate_default", "readme"), ("docs/simulator.md", "simulate_default", "readme_against"),
+    assert {("README.md", "simulate_lr", "readme"), ("docs/simulator.md", "simulate_default", "readme_against"),
             ("README.md", "demo_default", "readme"), ("README.md", "simulate_topics", "readme"),
             ("docs/demo.md", "demo_default", "doc"), ("docs/simulator.md", "simulate_default", "headline"),
             ("docs/simulator.md", "simulate_no_erosion", "headline")} <= found
@@ -247,7 +247,7 @@ def test_demo_sections_hold_no_number_outside_the_generated_blocks():
     readme = _read("README.md")
     doc = _read("docs", "demo.md")
     for where, section in (("README.md", readme[readme.index("**`verl-ebpo demo`**"):
-                                                 readme.index("**`verl-ebpo simulate`**")]),
+                                                 readme.index("## Reproduction status")]),
                            ("docs/demo.md", doc[doc.index("## Result"):doc.index("## Cost")])):
         section = re.sub(r"<!-- results:[\w:-]+ -->\n(?:(?!<!-- results:).)*?<!-- /results -->", "", section,
                          flags=re.S)

@@ -211,7 +211,9 @@ def blocks(summary: dict) -> dict:
     """KEY -> body of every block a results file renders."""
     k = kind(summary)
     if k == "demo_lr":
-        return {}  # quoted through simulate_lr's blocks (lr.demo_line), which read it
+        from verl_ebpo.tools.simulate.lr import demo_markdown
+
+        return {"results": demo_markdown(summary)}
     if k == "lr":
         from verl_ebpo.tools.simulate.lr import doc_blocks as lr_blocks
 
