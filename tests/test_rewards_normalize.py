@@ -2,6 +2,7 @@
 `is_correct` shared by training, `label-difficulty` and the evaluation script."""
 
 import contextlib
+import dataclasses
 import math
 import os
 import re
@@ -171,12 +172,12 @@ def test_label_difficulty_counts_a_result_without_a_verdict_as_a_scorer_error(tm
     assert out.column("extra_info").to_pylist()[0]["difficulty"] == 0.5
 
 
-# --- options: one declaration, the doc table is generated from it ------------------------------------------
+# --- options: one declaration ------------------------------------------
 
 
-def test_docs_option_table_is_the_spec():
+def test_docs_name_every_option():
     doc = open(os.path.join(ROOT, "docs", "reward.md")).read()
-    assert RewardOptions.markdown_table() in doc
+    assert all(f"`{f.name}`" in doc for f in dataclasses.fields(RewardOptions))
 
 
 def test_options_validate_and_name_the_key():
@@ -187,5 +188,3 @@ def test_options_validate_and_name_the_key():
                      ({"memory_limit_mb": -1}, "memory_limit_mb"), ({"correct_score": True}, "correct_score")]:
         with pytest.raises(ValueError, match=f"reward_kwargs.{key}"):
             RewardOptions(**bad)
-    with pytest.raises(ValueError, match="unknown"):
-        RewardOptions.from_mapping({"timout": 3})
