@@ -123,7 +123,7 @@ def test_workers_sizes_the_verifier_pool_of_the_default_reward(tmp_path, monkeyp
         seen.append(options.processes)
         return "correct", "1"
 
-    monkeypatch.setattr(score_mod, "judge", judge)
+    monkeypatch.setattr(score_mod, "verdict_of", judge)
     gens = _gens(tmp_path / "g.jsonl", [2, 3])
     assert main(["compare", "--eval", f"a@1={gens}", "--workers", "3", "--out", str(tmp_path / "o"), "--quiet"]) == 0
     assert seen == [3] * 8

@@ -1,10 +1,11 @@
 """What math-verify is given for an answer (pure string code), the options' one declaration, and the one
 `is_correct` shared by training, `label-difficulty` and the evaluation script."""
 
+import contextlib
+import dataclasses
 import math
 import os
 import re
-import time
 
 import pytest
 from hypothesis import given, settings
@@ -12,6 +13,8 @@ from hypothesis import strategies as st
 
 from verl_ebpo.rewards import RewardOptions, is_correct, verifier_input
 from verl_ebpo.rewards.normalize import is_connector
+from verl_ebpo.rewards.score import gold_inputs
+from test_rewards_extract import cpu_growth
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 
@@ -72,14 +75,22 @@ def test_verifier_input_is_total_and_one_formula(text):
     assert re.search(r"(?<!\\)\$", out[1:].rsplit("$", 1)[0]) is None  # no unescaped `$` inside
 
 
-def test_verifier_input_is_fast_on_long_text():
-    # each of these once took seconds to minutes (a quadratic or exponential regex, a rescan per box)
-    for text in ["$" * 5000, "\\text{" * 3000 + "}", "1 " * 5000, "\\boxed{" * 3000, "a. B" * 3000, "$a$ " * 2000,
-                 "a" + " " * 20000 + "b", "1" + " " * 20000 + "%x", "x" + "\\, " * 5000, "5 " + "\\text{a} " * 3000 + "}",
-                 "5 \\text{a}" + " " * 20000 + "}", "\\" * 20001, "2\\frac{1}{3}" * 3000, "1/2 " * 5000]:
-        t = time.perf_counter()
-        verifier_input(text)
-        assert time.perf_counter() - t < 2.0
+_UNITS = ["$", "\\text{", "1 ", "\\boxed{", "a. B", "{a. B", "$a$ ", " ", "\\, ", "\\text{a} ", "\\", "2\\frac{1}{3}",
+          "1/2 ", "\\(", "\\[", "\\(x", "$$x", "\\,", "\\quad.", "x$ ", "1\\,000", "\\%", "**", "or "]
+
+
+@pytest.mark.parametrize("unit", _UNITS)
+def test_ground_truth_reading_work_grows_linearly(unit):
+    """A ground truth is read in verl's reward thread, outside the verifier's time bound, so its reading must be
+    linear like an answer's: 20,000 unclosed `\\(` once took 4 CPU s, x4 per doubling. 4 times the text costs
+    at most ~9 times the CPU (linear: 4; quadratic: 16). Each unit alone, and after a number and before `}`."""
+    def read(text):
+        verifier_input.cache_clear()  # the work, not a cache hit
+        with contextlib.suppress(ValueError):
+            gold_inputs(text)
+
+    for make in (lambda n: unit * n, lambda n: "5 " + unit * n + "}"):
+        assert cpu_growth(read, make, 5_000) < 9, unit
 
 
 @pytest.mark.parametrize(
@@ -161,12 +172,12 @@ def test_label_difficulty_counts_a_result_without_a_verdict_as_a_scorer_error(tm
     assert out.column("extra_info").to_pylist()[0]["difficulty"] == 0.5
 
 
-# --- options: one declaration, the doc table is generated from it ------------------------------------------
+# --- options: one declaration ------------------------------------------
 
 
-def test_docs_option_table_is_the_spec():
+def test_docs_name_every_option():
     doc = open(os.path.join(ROOT, "docs", "reward.md")).read()
-    assert RewardOptions.markdown_table() in doc
+    assert all(f"`{f.name}`" in doc for f in dataclasses.fields(RewardOptions))
 
 
 def test_options_validate_and_name_the_key():
@@ -177,17 +188,3 @@ def test_options_validate_and_name_the_key():
                      ({"memory_limit_mb": -1}, "memory_limit_mb"), ({"correct_score": True}, "correct_score")]:
         with pytest.raises(ValueError, match=f"reward_kwargs.{key}"):
             RewardOptions(**bad)
-    with pytest.raises(ValueError, match="unknown"):
-        RewardOptions.from_mapping({"timout": 3})
-
-
-_TOKENS = [" ", "  ", "\\text{a}", "\\text{ cm}", "}", "{", "$", "$$", ".", ". A", "\\,", "\\quad", "1", "000", "or",
-           "and", ",", "\\boxed{", "\\%", "%", "/", "\\frac{1}{2}", "^2", "x =", "\\(", "\\)", "**", "\\\\", "\n"]
-
-
-@settings(max_examples=200, deadline=None)
-@given(st.lists(st.sampled_from(_TOKENS), max_size=400).map("".join))
-def test_verifier_input_stays_fast_on_latex_like_text(text):
-    t = time.perf_counter()
-    verifier_input.__wrapped__(text)
-    assert time.perf_counter() - t < 1.0

@@ -5,13 +5,12 @@
 
 See docs/reward.md; `verl_ebpo.rewards.score` for the options, `verl_ebpo.rewards.extract` and
 `verl_ebpo.rewards.normalize` for what is graded, `verl_ebpo.rewards.pool` for the timeout design.
-Importing this package is light: math-verify is imported only inside the verifier processes.
 """
 
 from verl_ebpo.rewards.extract import extract_answer, ground_truth_texts
 from verl_ebpo.rewards.normalize import verifier_input
 from verl_ebpo.rewards.pool import VerifierUnavailable, shutdown
-from verl_ebpo.rewards.score import VERDICTS, RewardOptions, compute_score, is_correct, judge, stats
+from verl_ebpo.rewards.score import VERDICTS, RewardOptions, compute_score, is_correct, stats, verdict_of
 
-__all__ = ["compute_score", "judge", "is_correct", "verifier_input", "stats", "shutdown", "extract_answer",
+__all__ = ["compute_score", "verdict_of", "is_correct", "verifier_input", "stats", "shutdown", "extract_answer",
            "ground_truth_texts", "RewardOptions", "VerifierUnavailable", "VERDICTS"]

@@ -20,6 +20,8 @@ from fractions import Fraction
 from numbers import Integral, Real
 from typing import Any, NamedTuple, Optional
 
+import numpy as np
+
 from verl_ebpo.rewards.boxes import scan_boxes
 from verl_ebpo.rewards.normalize import is_connector
 
@@ -166,7 +168,7 @@ def ground_truth_texts(ground_truth: Any) -> list[str]:
     items: list[Any]
     if isinstance(ground_truth, (list, tuple)):
         items = list(ground_truth)
-    elif type(ground_truth).__name__ == "ndarray":  # numpy array from a parquet column, without importing numpy
+    elif isinstance(ground_truth, np.ndarray):  # a parquet column's value
         items = list(ground_truth.tolist()) if ground_truth.ndim > 0 else [ground_truth.item()]
     else:
         items = [ground_truth]
@@ -176,7 +178,7 @@ def ground_truth_texts(ground_truth: Any) -> list[str]:
 
 
 def _one_truth(x: Any, whole: Any) -> str:
-    if hasattr(x, "item") and type(x).__module__ == "numpy":  # numpy scalar
+    if isinstance(x, np.generic):
         x = x.item()
     if isinstance(x, bytes):
         x = x.decode("utf-8", "replace")

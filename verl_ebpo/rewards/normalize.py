@@ -41,10 +41,42 @@ _UNICODE = str.maketrans({
     "\u2009": " ", "\u202f": " ", "\u00a0": " ", "\u2005": " ", "\u2006": " ",
 })
 
-# Math delimiters, longest first. `\$` (an escaped dollar, i.e. currency) is not a delimiter.
-_DELIM_RE = re.compile(
-    r"(?<!\\)\$\$(.+?)(?<!\\)\$\$|\\\[(.+?)\\\]|\\\((.+?)\\\)|(?<!\\)\$(.+?)(?<!\\)\$", re.DOTALL
-)
+# Math delimiters, longest first: (opener, closer, whether a backslash before the opener/closer escapes it).
+# `\$` (an escaped dollar, i.e. currency) is not a delimiter.
+_DELIMS = (("$$", "$$", True), ("\\[", "\\]", False), ("\\(", "\\)", False), ("$", "$", True))
+_OPENER_RE = re.compile(r"\$|\\[\[(]")
+
+
+def _delimited(text: str) -> list[tuple[int, int, str]]:
+    """(start, end, math inside) of each delimited piece, left to right, as a lazy regex over the alternatives
+    would find them, in linear time: the next closer of each kind is looked up once per stretch of text (a regex
+    rescans the rest of the text for every opener that never closes: 20,000 unclosed `\\(` cost seconds)."""
+    found, pos, memo = [], 0, {}  # memo: closer -> (searched from, next closer at or after it, or -1)
+
+    def closer_at(closer: str, start: int, escapable: bool) -> int:
+        was = memo.get(closer)
+        if was is not None and was[0] <= start and (was[1] < 0 or start <= was[1]):
+            return was[1]
+        q = text.find(closer, start)
+        while q > 0 and escapable and text[q - 1] == "\\":
+            q = text.find(closer, q + 1)
+        memo[closer] = (start, q)
+        return q
+
+    for m in _OPENER_RE.finditer(text):
+        p = m.start()
+        if p < pos or (m.group() == "$" and p > 0 and text[p - 1] == "\\"):
+            continue
+        for opener, closer, escapable in _DELIMS:
+            if text.startswith(opener, p):
+                q = closer_at(closer, p + len(opener) + 1, escapable)
+                if q >= 0:
+                    found.append((p, q + len(closer), text[p + len(opener) : q]))
+                    pos = q + len(closer)
+                    break
+    return found
+
+
 _CONNECTOR_RE = re.compile(
     r"(?:\s|,|;|&|~|\\quad|\\qquad|\\[,;:! ]|\\text\s*\{\s*(?:and|or)?\s*\}|\\\\|\*\*|\band\b|\bor\b"
     r"|(?<![A-Za-z])[A-Za-z](?:_\{?\w+\}?)?\s*(?:=|\\in\b))*",  # `x =`, `a_1 =`, `x \in`: names the next value
@@ -103,30 +135,31 @@ def is_connector(gap: str) -> bool:
 
 def _math_pieces(text: str) -> str:
     """The answer inside math delimiters (see the module doc)."""
-    pieces = list(_DELIM_RE.finditer(text))
+    pieces = _delimited(text)
     if not pieces:
         return text
-    maths = [next(g for g in m.groups() if g is not None) for m in pieces]
-    prose = [text[: pieces[0].start()]]
-    prose += [text[a.end() : b.start()] for a, b in zip(pieces, pieces[1:])]
-    prose.append(text[pieces[-1].end() :])
-    whole = _DELIM_RE.sub(lambda m: " " + next(g for g in m.groups() if g is not None) + " ", text)
+    ends = [0] + [b for _, b, _ in pieces]
+    prose = [text[a:b] for a, b in zip(ends, [a for a, _, _ in pieces] + [len(text)])]
+    whole = "".join(p + " " + m + " " for p, (_, _, m) in zip(prose, pieces)) + prose[-1]
     if any(_DIGIT_RE.search(p) for p in prose):
         return whole  # numbers outside the math: all of it is the answer
     if not all(is_connector(p) for p in prose[1:-1]):
         return whole  # math pieces separated by words: ambiguous, all of it is the answer
-    return ", ".join(m.strip() for m in maths)
+    return ", ".join(m.strip() for _, _, m in pieces)
 
 
 _SENTENCE_END_RE = re.compile(r"\.\s+(?=[A-Z])")
 
 
 def _first_sentence(text: str) -> str:
-    """`42. I hope it is correct.` -> `42`: a sentence after the answer is dropped when it has no digits."""
+    """`42. I hope it is correct.` -> `42`: a sentence after the answer is dropped when it has no digits.
+    The first sentence end outside braces counts (brace depth kept as it goes: linear)."""
+    depth, pos = 0, 0
     for m in _SENTENCE_END_RE.finditer(text):
-        head, rest = text[: m.start()], text[m.end() :]
-        if head.count("{") == head.count("}"):
-            return head if not _DIGIT_RE.search(rest) else text
+        depth += text.count("{", pos, m.start()) - text.count("}", pos, m.start())
+        pos = m.start()
+        if depth == 0:
+            return text[: m.start()] if not _DIGIT_RE.search(text, m.end()) else text
     return text
 
 
@@ -155,19 +188,21 @@ def _thousands(text: str) -> str:
 
 
 def _strip_end(text: str) -> str:
-    """Drop sentence punctuation, spaces and spacing commands at the end (a loop, not a `(...)+$` regex,
-    which is quadratic on long runs)."""
+    """Drop sentence punctuation, spaces and spacing commands at the end (walking an index back: linear)."""
+    end = len(text)
     while True:
-        t = text.rstrip(" .,;~")
+        new = end
+        while new and text[new - 1] in " .,;~":
+            new -= 1
         for command in _TRAIL_COMMANDS:
-            if t.endswith(command):
-                t = t[: -len(command)]
+            if text.endswith(command, 0, new):
+                new -= len(command)
                 break
-        if t.endswith("\\") and not t.endswith("\\\\"):  # `\ ` (a spacing command) or a lone backslash
-            t = t[:-1]
-        if t == text:
-            return t
-        text = t
+        if text.endswith("\\", 0, new) and not text.endswith("\\\\", 0, new):  # `\ ` or a lone backslash
+            new -= 1
+        if new == end:
+            return text[:end]
+        end = new
 
 
 def _units(text: str) -> str:

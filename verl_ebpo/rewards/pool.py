@@ -1,52 +1,52 @@
-"""A small pool of verifier processes that can be killed one by one.
+"""Verifier processes that can be killed one by one: math-verify under a hard time bound, from any thread.
 
-verl calls a sync reward function from worker threads, where math-verify's `signal.alarm` timeout cannot work, so
-math-verify runs in child processes (`verl_ebpo.rewards._worker`, in a fresh interpreter that puts the caller's
-copy of the package first on its path: no fork of a threaded parent, no re-import of its `__main__`). A
-`concurrent.futures.ProcessPoolExecutor` cannot kill one stuck worker; here each process has its own pipe:
+verl calls the reward from worker threads, where math-verify's `signal.alarm` timeout cannot work, and a
+`ProcessPoolExecutor` cannot kill one stuck worker. So each verifier is a fresh interpreter (no fork of a threaded
+parent, no re-import of its `__main__`, the caller's copy of the package first on its path) that talks over its
+own socket (`multiprocessing.connection`), never over stdin/stdout, so a library printing at start-up cannot
+corrupt a message. Replies are small (< PIPE_BUF) and every read is preceded by a bounded `poll`.
 
-- a caller takes an idle process, or starts one when fewer than `size` are live (one global bound: the largest
-  `processes` any caller asked for, capped by `MAX_PROCESSES`, the CPUs this process may run on); else it waits,
-  at most `acquire_timeout` seconds in all (start-up included), then `VerifierUnavailable`;
-- it sends one job (a whole model output) and waits at most `timeout + grace` for the verdict; the child stops
-  a job itself after `timeout`; a process that gave no verdict in time (a computation that ignores signals) is
-  killed and the job is a timeout; a process that died is an error; either way the next caller starts a fresh one;
-- on any other exception while a job is out (an interrupt, a bug) the process is killed, never lost to the pool;
-- `shutdown()` (also at interpreter exit) stops idle processes; a call in flight keeps its process until it
-  returns; a call waiting for one gets `VerifierUnavailable`. Children exit on EOF when their parent dies, even
-  mid-job (a watchdog process outside its interpreter kills it); a forked child of the parent forgets the pool and
-  starts its own. Jobs and replies travel on two pipes of their own, not on the child's stdin/stdout.
+- A call takes an idle verifier or starts one while fewer than `size` live (the largest `processes` asked, capped
+  at the CPUs); else it waits, at most `acquire_timeout` s in all (start-up included), then `VerifierUnavailable`.
+- The verifier reads the whole output (extraction, normalisation, math-verify) under an interval timer of
+  `timeout` s; the caller waits `timeout + grace` s, then kills it and the verdict is a timeout. A verifier that
+  died is an error; any other exception while a job is out kills it too.
+- A verifier dies with its parent (Linux `PR_SET_PDEATHSIG`, armed by the kernel, so also while the verifier's
+  main thread holds the GIL in a long sympy call). Verifiers are started from one long-lived thread, since the
+  kernel sends that signal when the starting *thread* ends.
+- `shutdown()` (also at exit) stops idle verifiers; a call in flight keeps its own; a forked child starts anew.
 """
 
 from __future__ import annotations
 
 import atexit
+import ctypes
+import json
 import logging
 import os
+import signal
 import subprocess
 import sys
 import threading
 import time
+import warnings
+from concurrent.futures import ThreadPoolExecutor
 from contextlib import suppress
-from multiprocessing.connection import Connection
+from functools import lru_cache
+from multiprocessing.connection import Connection, Pipe
 from typing import Optional
 
 logger = logging.getLogger(__name__)
 
 ACQUIRE_TIMEOUT_S = 600.0  # a pool whose every process is stuck must not hang verl's reward threads forever
+START_TIMEOUT_S = 120.0  # imports and warm-up take 1-3 s; a verifier silent this long is not coming
+TIMEOUT_MEMORY_S = 120.0  # a verifier answers "timeout" at once for an answer that timed out this recently
+EXTRACTED_CHARS = 1000  # how much of the extracted answer comes back (for the log); keeps replies < PIPE_BUF
 _ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))  # holds the caller's verl_ebpo
-# The child: the caller's package first on its path, then its own, then the caller's (a Ray runtime_env, ...).
-_BOOT = ("import os, sys; sys.path.insert(0, sys.argv[1]); sys.path += [p for p in os.environ.pop('VERL_EBPO_SYS_PATH')"
-         ".split(os.pathsep) if p and p not in sys.path]; from verl_ebpo.rewards._worker import main; "
-         "main(int(sys.argv[2]), int(sys.argv[3]), int(sys.argv[4]))")
-
-
+_BOOT = ("import json, os, sys; sys.path[:0] = [sys.argv[1]]; sys.path += [p for p in json.loads(sys.argv[2]) "
+         "if p not in sys.path]; from verl_ebpo.rewards.pool import serve; serve(*map(int, sys.argv[3:]))")
 # More processes than the CPUs only queue for them (6 threads asking for 64 started 24 on a 2-core machine).
 MAX_PROCESSES = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else max(1, os.cpu_count() or 1)
-
-
-def _bounded(size: int) -> int:
-    return max(1, min(int(size), MAX_PROCESSES))
 
 
 class VerifierUnavailable(RuntimeError):
@@ -54,29 +54,17 @@ class VerifierUnavailable(RuntimeError):
 
 
 class _Verifier:
-    """One verifier process and its two pipes of its own: never its stdin/stdout, which the interpreter, a
-    `sitecustomize` or a library may write to."""
-
     def __init__(self, memory_limit_mb: int):
-        env = {**os.environ, "OMP_NUM_THREADS": os.environ.get("OMP_NUM_THREADS", "1"),  # Python skips non-str
-               "VERL_EBPO_SYS_PATH": os.pathsep.join(p for p in sys.path if isinstance(p, str))}  # sys.path entries
-        jobs_r, jobs_w = os.pipe()
-        replies_r, replies_w = os.pipe()
-        try:
-            self.proc = subprocess.Popen(
-                [sys.executable, "-c", _BOOT, _ROOT, str(int(memory_limit_mb)), str(jobs_r), str(replies_w)],
-                stdin=subprocess.DEVNULL, env=env, pass_fds=(jobs_r, replies_w))
-        except BaseException:
-            for fd in (jobs_w, replies_r):
-                os.close(fd)
-            raise
-        finally:
-            os.close(jobs_r), os.close(replies_w)
-        self.tx = Connection(jobs_w, readable=False)
-        self.rx = Connection(replies_r, writable=False)
+        self.conn, child = Pipe()
+        path = [os.fsdecode(p) for p in sys.path if isinstance(p, (str, bytes))]  # Python ignores other entries
+        env = {**os.environ, "OMP_NUM_THREADS": os.environ.get("OMP_NUM_THREADS", "1")}
+        args = [_ROOT, json.dumps(path), str(child.fileno()), str(os.getpid()), str(int(memory_limit_mb))]
+        self.proc = subprocess.Popen([sys.executable, "-c", _BOOT, *args], stdin=subprocess.DEVNULL,
+                                     stdout=subprocess.DEVNULL, pass_fds=(child.fileno(),), env=env)
+        child.close()
 
     def kill(self) -> None:
-        self.tx.close(), self.rx.close()
+        self.conn.close()
         self.proc.kill()
         with suppress(subprocess.TimeoutExpired):
             self.proc.wait(5)
@@ -86,14 +74,13 @@ class VerifierPool:
     """Up to `size` verifier processes shared by all threads of this process."""
 
     def __init__(self, size: int = 2, memory_limit_mb: int = 4096, acquire_timeout: float = ACQUIRE_TIMEOUT_S):
-        self.size = _bounded(size)
-        self.memory_limit_mb = int(memory_limit_mb)
-        self.acquire_timeout = float(acquire_timeout)
+        self.size = max(1, min(int(size), MAX_PROCESSES))
+        self.memory_limit_mb, self.acquire_timeout = int(memory_limit_mb), float(acquire_timeout)
         self._cv = threading.Condition()
         self._idle: list[_Verifier] = []
-        self._all: set[_Verifier] = set()  # live: idle, busy or starting
-        self._starting = 0
+        self._live = 0  # idle, busy or starting
         self._closed = False
+        self._pids: set[int] = set()
         self.counters = {"started": 0, "killed": 0, "crashed": 0, "recycled": 0}
 
     def _acquire(self) -> _Verifier:
@@ -101,73 +88,69 @@ class VerifierPool:
         with self._cv:
             while True:
                 if self._closed:
-                    raise VerifierUnavailable("the verifier pool is closed (shutdown() ran while this call waited "
-                                              "for a verifier process)")
+                    raise VerifierUnavailable("the verifier pool is closed (shutdown() ran while this call waited)")
                 while self._idle:
                     w = self._idle.pop()
                     if w.proc.poll() is None:
                         return w
-                    self._all.discard(w)  # it died while idle (killed from outside, out of memory)
-                    self.counters["crashed"] += 1
-                    w.kill()
-                if len(self._all) + self._starting < self.size:
-                    self._starting += 1
+                    self._release(w, "crashed")  # it died while idle (killed from outside, out of memory)
+                if self._live < self.size:
+                    self._live += 1
                     break
                 left = deadline - time.monotonic()
                 if left <= 0:
                     raise VerifierUnavailable(f"no verifier process became free within {self.acquire_timeout:g} s "
                                               f"({self.size} busy)")
-                self._cv.wait(min(left, 1.0))
-        w, ready, why = None, False, "it did not start in time"
-        try:  # start-up (imports and warm-up, ~1-3 s) is part of the wait, not of a job's bound
-            w = _Verifier(self.memory_limit_mb)
-            ready = w.rx.poll(max(0.0, deadline - time.monotonic())) and w.rx.recv() == "ready"
-        except (EOFError, OSError) as e:
-            why = f"{type(e).__name__}: {e}" if w is None else "it exited during start-up; its error is on stderr above"
-        finally:
-            with self._cv:
-                self._starting -= 1
-                if ready:
-                    self._all.add(w)
-                    self.counters["started"] += 1
-                self._cv.notify()
-            if not ready and w is not None:
-                w.kill()  # also on an interrupt during start-up: never left running
-        if not ready:
+                self._cv.wait(left)
+        w = None
+        try:  # start-up (imports, warm-up) counts against the wait, not against a job's bound
+            w = _starter().submit(_Verifier, self.memory_limit_mb).result()
+            wait = min(START_TIMEOUT_S, max(0.0, deadline - time.monotonic()))
+            if not (w.conn.poll(wait) and w.conn.recv() == "ready"):
+                raise EOFError("it did not start in time")
+        except BaseException as e:
+            self._release(w, None)
+            if not isinstance(e, (EOFError, OSError)):
+                raise
+            why = str(e) or "it exited during start-up; its error is on stderr above"
             raise VerifierUnavailable(f"no verifier process could be started ({why}). Is math-verify installed "
-                                      "(`pip install math-verify`)?")
+                                      "(`pip install math-verify`)?") from None
+        with self._cv:
+            self.counters["started"] += 1
+            self._pids.add(w.proc.pid)
         return w
 
-    def _release(self, w: _Verifier, outcome: Optional[str]) -> None:
-        """Back to the idle list (outcome "ok"), else killed: counted under `outcome` if it is a counter."""
+    def _release(self, w: Optional[_Verifier], outcome: Optional[str]) -> None:
+        """Back to the idle list (outcome "ok"), else killed and counted under `outcome`."""
         with self._cv:
+            self._cv.notify()
+            if outcome == "ok" and not self._closed:
+                return self._idle.append(w)
+            self._live -= 1
             if outcome in self.counters:
                 self.counters[outcome] += 1
-            if outcome == "ok" and not self._closed:
-                self._idle.append(w)
-                self._cv.notify()
-                return
-            self._all.discard(w)
-            self._cv.notify()
-        w.kill()
+            if w is not None:
+                self._pids.discard(w.proc.pid)
+        if w is not None:
+            w.kill()
 
     def score_output(self, golds: list[str], output: str, max_answer_chars: int, timeout: float,
                      grace: float) -> tuple[str, str]:
-        """(verdict, extracted answer) of a whole model output, graded in a verifier process within `timeout +
-        grace` once one is free. Verdicts: see `verl_ebpo.rewards.VERDICTS`. Raises only VerifierUnavailable."""
+        """(verdict, extracted answer) of a whole model output, graded by a verifier within `timeout + grace`
+        once one is free. Verdicts: see `verl_ebpo.rewards.VERDICTS`. Raises VerifierUnavailable."""
         w = self._acquire()
         outcome = None
         try:
-            w.tx.send((golds, output, int(max_answer_chars), float(timeout)))
-            if not w.rx.poll(timeout + grace):
+            w.conn.send((golds, output, int(max_answer_chars), float(timeout)))
+            if not w.conn.poll(timeout + grace):
                 outcome = "killed"
                 logger.warning("verl_ebpo.rewards: a verifier process gave no answer within %.1f s and was killed "
                                "(counted as a wrong answer)", timeout + grace)
                 return "timeout", ""
-            verdict, extracted, recycle = w.rx.recv()
+            verdict, extracted, recycle = w.conn.recv()
             outcome = "recycled" if recycle else "ok"
             return verdict, extracted
-        except (EOFError, OSError):  # the process died (during this job, or while idle)
+        except (EOFError, OSError):  # it died (during this job, or while idle)
             outcome = "crashed"
             return "error", ""
         finally:
@@ -175,32 +158,39 @@ class VerifierPool:
 
     def pids(self) -> list[int]:
         with self._cv:
-            return sorted(w.proc.pid for w in self._all)
+            return sorted(self._pids)
 
     def close(self) -> None:
-        """Stop the idle processes now; a call in flight keeps its process until it returns, a call waiting for one
-        gets VerifierUnavailable."""
         with self._cv:
             self._closed = True
             idle, self._idle = self._idle, []
-            self._all.difference_update(idle)
             self._cv.notify_all()
         for w in idle:
-            w.kill()
+            self._release(w, None)
 
 
 _POOL: Optional[VerifierPool] = None
-_POOL_LOCK = threading.Lock()
+_STARTER: Optional[ThreadPoolExecutor] = None
+_LOCK = threading.Lock()
+
+
+def _starter() -> ThreadPoolExecutor:
+    """The one thread that starts verifiers: it lives as long as the interpreter (see the module doc)."""
+    global _STARTER
+    with _LOCK:
+        if _STARTER is None:
+            _STARTER = ThreadPoolExecutor(1, thread_name_prefix="verl-ebpo-verifier-starter")
+        return _STARTER
 
 
 def get_pool(size: int, memory_limit_mb: int) -> VerifierPool:
-    """The process-wide pool (created on first use), of the largest `size` any caller asked for (capped by
-    MAX_PROCESSES). A changed memory limit applies to the processes started from then on."""
+    """The process-wide pool, of the largest `size` any caller asked for; a new memory limit applies to the
+    verifiers started from then on."""
     global _POOL
-    with _POOL_LOCK:
+    with _LOCK:
         if _POOL is None:
             _POOL = VerifierPool(size, memory_limit_mb)
-        _POOL.size = max(_POOL.size, _bounded(size))
+        _POOL.size = max(_POOL.size, min(int(size), MAX_PROCESSES))
         _POOL.memory_limit_mb = int(memory_limit_mb)
         return _POOL
 
@@ -212,16 +202,145 @@ def current_pool() -> Optional[VerifierPool]:
 def shutdown() -> None:
     """Stop the verifier processes of this process (also runs at interpreter exit). A later call starts new ones."""
     global _POOL
-    with _POOL_LOCK:
+    with _LOCK:
         pool, _POOL = _POOL, None
     if pool is not None:
         pool.close()
 
 
 def _forget_in_forked_child() -> None:
-    global _POOL, _POOL_LOCK
-    _POOL, _POOL_LOCK = None, threading.Lock()
+    global _POOL, _STARTER, _LOCK
+    _POOL, _STARTER, _LOCK = None, None, threading.Lock()
 
 
 atexit.register(shutdown)
 os.register_at_fork(after_in_child=_forget_in_forked_child)
+
+
+# ---- the verifier process: `serve(fd, parent_pid, memory_limit_mb)` ------------------------------------------
+# sympy loads parts lazily (~0.5 s on first use): warmed up before taking jobs, so it is not a job's time.
+_WARM_UP = [("$\\frac{1}{2}$", "$0.5$"), ("$x^2+2x+1$", "$(x+1)^2$"), ("$(1,2]$", "$(1, 2]$"), ("$\\{1,2\\}$", "$\\{2,1\\}$"),
+            ("$(3,-1)$", "$\\left(3, -1\\right)$"), ("$2\\sqrt{3}$", "$\\sqrt{12}$"), ("$\\frac{\\pi}{3}$", "$\\pi/3$"),
+            ("$5$", "$x=5$"), ("$\\begin{pmatrix}1\\\\2\\end{pmatrix}$", "$\\begin{pmatrix}1\\\\2\\end{pmatrix}$"),
+            ("$\\text{(B)}$", "$B$"), ("$10$\\%", "$0.1$"), ("$x \\geq 5$", "$5$")]
+
+
+class _Deadline(BaseException):
+    """Raised by the interval timer; a BaseException, so sympy's `except Exception` lets it through."""
+
+
+def _exact_numbers_differ(gold, pred) -> bool:
+    """True when both are exact numbers that differ at 60 significant digits: math-verify rounds to 6 decimals,
+    so `1/2004!` and `1/2005!` would be equal."""
+    import sympy
+
+    try:
+        if not all(isinstance(e, sympy.Expr) and e.is_number and not e.has(sympy.Float, sympy.UnevaluatedExpr)
+                   for e in (gold, pred)):
+            return False
+        g, p = gold.evalf(60), pred.evalf(60)
+        scale = max(abs(g), abs(p))
+        return bool(scale > 0 and abs(g - p) > sympy.Float("1e-40") * scale)
+    except Exception:  # not comparable this way (zoo, nan, ...): math-verify's verdict stands
+        return False
+
+
+def _limit_growth(mem_mb: int) -> None:
+    """Cap the address space at its size now plus `mem_mb` MiB: a huge object is a MemoryError (Linux)."""
+    import resource
+
+    with suppress(OSError, ValueError, StopIteration), open("/proc/self/status") as f:
+        vm_kb = next(int(line.split()[1]) for line in f if line.startswith("VmSize:"))
+        hard = resource.getrlimit(resource.RLIMIT_AS)[1]
+        limit = vm_kb * 1024 + (mem_mb << 20)
+        resource.setrlimit(resource.RLIMIT_AS, (limit if hard == resource.RLIM_INFINITY else min(limit, hard), hard))
+
+
+def serve(fd: int, parent_pid: int, memory_limit_mb: int) -> None:
+    with suppress(OSError, AttributeError):  # Linux: SIGKILL when the starting thread of the parent ends
+        ctypes.CDLL(None, use_errno=True).prctl(1, signal.SIGKILL)  # PR_SET_PDEATHSIG
+    if os.getppid() != parent_pid:
+        os._exit(0)  # the parent died before the line above
+    conn = Connection(fd)
+    signal.signal(signal.SIGINT, signal.SIG_IGN)  # Ctrl-C is the parent's business
+    warnings.filterwarnings("ignore")
+    for name in ("math_verify", "latex2sympy2_extended"):
+        logging.getLogger(name).setLevel(logging.CRITICAL)
+    from math_verify import LatexExtractionConfig, parse, verify
+
+    from verl_ebpo.rewards.extract import extract_answer
+    from verl_ebpo.rewards.normalize import EMPTY_INPUT, verifier_input
+
+    config = (LatexExtractionConfig(boxed_match_priority=-1),)  # the LaTeX extractor only, its first (whole) match
+    parse_text = lru_cache(8192)(lambda text: parse(text, config, extraction_mode="first_match", parsing_timeout=None))
+
+    @lru_cache(maxsize=16384)
+    def equivalent(golds: tuple, pred: str) -> bool:
+        preds = parse_text(pred)
+        return any(verify(g, p, allow_set_relation_comp=True, timeout_seconds=None) and not _exact_numbers_differ(g, p)
+                   for gold in golds if preds for g in parse_text(gold) for p in preds)
+
+    slow: dict = {}  # (golds, answer) -> when it timed out
+    job: dict = {}
+
+    def grade(golds: tuple, output: str, max_chars: int) -> str:
+        found = extract_answer(output)
+        if found is None:
+            return "no_answer"
+        job["extracted"] = found.text[:EXTRACTED_CHARS]
+        if len(found.text) > max_chars:
+            return "too_long"
+        answer = verifier_input(found.text)
+        if answer == EMPTY_INPUT:  # `Answer: .`, `Answer: $ $`: nothing to grade
+            return "no_answer"
+        if answer in golds:
+            return "correct"
+        if time.monotonic() - slow.get((golds, answer), -TIMEOUT_MEMORY_S) < TIMEOUT_MEMORY_S:
+            return "timeout"
+        job["answer"] = (golds, answer)
+        return "correct" if equivalent(golds, answer) else "wrong"
+
+    armed = [False]  # the timer's signal may arrive just after a job's end
+
+    def on_alarm(signum, frame):
+        if armed[0]:
+            raise _Deadline()
+
+    signal.signal(signal.SIGALRM, on_alarm)
+    for gold, pred in _WARM_UP:
+        equivalent((gold,), pred)
+    equivalent.cache_clear(), parse_text.cache_clear()
+    if memory_limit_mb > 0:
+        _limit_growth(memory_limit_mb)
+    conn.send("ready")
+    while True:
+        try:
+            golds, output, max_chars, timeout = conn.recv()
+        except (EOFError, OSError):
+            os._exit(0)  # the parent closed its end: fast, no teardown of sympy's many objects
+        job.clear()
+        recycle = False
+        try:
+            try:
+                armed[0] = True
+                signal.setitimer(signal.ITIMER_REAL, max(float(timeout), 1e-3))
+                verdict = grade(tuple(golds), output, max_chars)
+            finally:
+                signal.setitimer(signal.ITIMER_REAL, 0)
+                armed[0] = False
+        except _Deadline:
+            verdict = "timeout"
+            if "answer" in job:
+                if len(slow) >= 4096:
+                    slow.clear()
+                slow[job["answer"]] = time.monotonic()
+        except MemoryError:
+            verdict, recycle = "error", True
+        except Exception:  # RecursionError, a sympy bug, ...: an error (wrong)
+            verdict = "error"
+        try:
+            conn.send((verdict, job.get("extracted", ""), recycle))
+        except OSError:
+            os._exit(0)
+        if recycle:
+            os._exit(0)

@@ -3,10 +3,9 @@
     reward.custom_reward_function.path=pkg://verl_ebpo.rewards
     reward.custom_reward_function.name=compute_score
 
-Options come as keyword arguments, i.e. `+reward.custom_reward_function.reward_kwargs.KEY=VALUE`; they are
-declared once, in `RewardOptions` (`RewardOptions.markdown_table()` is the table in docs/reward.md).
-`is_correct` turns any scorer's result into the verdict training uses; the labelling and evaluation tools
-call it too.
+Options come as keyword arguments (`+reward.custom_reward_function.reward_kwargs.KEY=VALUE`), declared once in
+`RewardOptions`. `is_correct` turns any scorer's result into the verdict training uses (labelling and evaluation
+tools call it too).
 """
 
 from __future__ import annotations
@@ -14,59 +13,54 @@ from __future__ import annotations
 import logging
 import math
 import threading
-from dataclasses import dataclass
-from functools import lru_cache
+from dataclasses import dataclass, fields
 from typing import Any, Optional
 
 from verl_ebpo.rewards.extract import ground_truth_texts, to_text
 from verl_ebpo.rewards.normalize import EMPTY_INPUT, verifier_input
 from verl_ebpo.rewards.pool import current_pool, get_pool
-from verl_ebpo.spec import Spec, option
 
 logger = logging.getLogger(__name__)
 
 VERDICTS = ("correct", "wrong", "no_answer", "too_long", "timeout", "error")
 PRED_LOG_CHARS = 200
-# A ground truth is normalised in verl's reward thread, outside the verifier's time bound: its length is bounded
-# (real answers are far shorter), so that work is too (normalising 4,096 characters of any text: < 0.2 s).
-MAX_GROUND_TRUTH_CHARS = 4096
 # Keyword arguments verl's reward managers pass that this scorer has no use for.
 _VERL_EXTRA_KWARGS = frozenset({"reward_router_address", "reward_model_tokenizer"})
-_ANY = (-math.inf, math.inf)
-
-
-def _optional_finite(value: Any) -> Optional[float]:
-    if value is None:
-        return None
-    try:
-        x = math.nan if isinstance(value, bool) else float(value)
-    except (TypeError, ValueError):
-        x = math.nan
-    if not math.isfinite(x):
-        raise ValueError("must be a finite number or null")
-    return x
 
 
 @dataclass(frozen=True)
-class RewardOptions(Spec):
-    PREFIX = "reward_kwargs"
+class RewardOptions:
+    correct_score: float = 1.0  # score of a correct answer
+    wrong_score: float = 0.0  # score of a wrong answer, a timeout, an over-long answer or an error; -1 for DAPO's ±1
+    no_answer_score: Optional[float] = None  # score when no answer can be extracted (format penalty); None: wrong_score
+    timeout: float = 3.0  # in (0, 3600]: wall-clock seconds of verifier time per answer; past it the answer is wrong
+    kill_grace: float = 2.0  # in (0, 600]: extra seconds before a verifier that ignores its timeout is killed
+    processes: int = 2  # in [1, 256]: verifiers of this process's one pool (the largest asked, capped at the CPUs)
+    max_answer_chars: int = 1000  # in [1, 1e7]: a longer extracted answer is `too_long` (wrong) without parsing
+    memory_limit_mb: int = 4096  # in [0, 2^30]: how much a verifier may grow (address space, Linux); 0: no limit
 
-    correct_score: float = option(1.0, number=_ANY, doc="score of a correct answer")
-    wrong_score: float = option(0.0, number=_ANY, doc="score of a wrong answer, a timeout, an over-long answer or a "
-                                "verifier error; `-1` for DAPO's ±1")
-    no_answer_score: Optional[float] = option(None, check=_optional_finite, doc="score when no answer can be extracted "
-                                              "(a format penalty, e.g. `-1`); `null`: `wrong_score`")
-    timeout: float = option(3.0, number=(0.0, 3600.0), lo_open=True, doc="in (0, 3600]: wall-clock seconds of verifier "
-                            "time per answer; past it the answer is wrong")
-    kill_grace: float = option(2.0, number=(0.0, 600.0), lo_open=True, doc="in (0, 600]: extra seconds before a "
-                               "verifier process that ignores its timeout is killed")
-    processes: int = option(2, number=(1, 256), integer=True, doc="in [1, 256]: verifier processes of the calling "
-                            "process's one pool (each of verl's `reward.num_workers` has its own; ~60 MB each): the "
-                            "largest value any call asked for, capped at the CPUs")
-    max_answer_chars: int = option(1000, number=(1, 10**7), integer=True, doc="in [1, 1e7]: a longer extracted answer "
-                                   "is wrong without being parsed (`verdict=too_long`)")
-    memory_limit_mb: int = option(4096, number=(0, 1 << 30), integer=True, doc="in [0, 2^30]: how much a verifier "
-                                  "process may grow (address space, Linux; `0`: no limit)")
+    _RANGES = {"timeout": (0.0, 3600.0), "kill_grace": (0.0, 600.0), "processes": (1, 256),
+               "max_answer_chars": (1, 10**7), "memory_limit_mb": (0, 1 << 30)}
+
+    def __post_init__(self):
+        for f in fields(self):
+            value, lo_hi = getattr(self, f.name), self._RANGES.get(f.name, (-math.inf, math.inf))
+            if value is None and f.name == "no_answer_score":
+                continue
+            try:
+                x = math.nan if isinstance(value, bool) else float(value)
+            except (TypeError, ValueError):
+                x = math.nan
+            integer = f.type == "int"
+            if integer and math.isfinite(x) and x == int(x):
+                x = int(x)
+            open_low = f.name in ("timeout", "kill_grace")
+            ok = math.isfinite(x) and (x > lo_hi[0] if open_low else x >= lo_hi[0]) and x <= lo_hi[1]
+            if not ok or (integer and not isinstance(x, int)):
+                kind = "an integer" if integer else "a finite number"
+                span = "" if lo_hi[0] == -math.inf else f" in {'(' if open_low else '['}{lo_hi[0]:g}, {lo_hi[1]:g}]"
+                raise ValueError(f"reward_kwargs.{f.name} must be {kind}{span}, got {value!r}")
+            object.__setattr__(self, f.name, x)
 
     def score_of(self, verdict: str) -> float:
         if verdict == "correct":
@@ -76,7 +70,7 @@ class RewardOptions(Spec):
         return self.wrong_score
 
 
-_OPTION_KEYS = frozenset(RewardOptions.__dataclass_fields__)
+_OPTION_KEYS = frozenset(f.name for f in fields(RewardOptions))
 
 
 def is_correct(result: Any) -> bool:
@@ -105,22 +99,13 @@ _stats_lock = threading.Lock()
 _stats = {v: 0 for v in VERDICTS}
 
 
-@lru_cache(maxsize=64)
-def _options_of(given: tuple) -> RewardOptions:
-    return RewardOptions(**dict(given))  # validated once per set of options (~150 us each time otherwise)
-
-
 def _options(kwargs: dict) -> RewardOptions:
     unknown = set(kwargs) - _OPTION_KEYS - _VERL_EXTRA_KWARGS - _warned_unknown
     if unknown:
         _warned_unknown.update(unknown)
         logger.warning("verl_ebpo.rewards.compute_score: ignoring unknown keyword argument(s) %s; options are %s",
                        sorted(unknown), sorted(_OPTION_KEYS))
-    given = tuple(sorted((k, v) for k, v in kwargs.items() if k in _OPTION_KEYS))
-    try:
-        return _options_of(given)
-    except TypeError:  # an unhashable value (a list, ...): validated without the cache
-        return RewardOptions(**dict(given))
+    return RewardOptions(**{k: v for k, v in kwargs.items() if k in _OPTION_KEYS})
 
 
 def _for_log(text: str) -> str:
@@ -133,9 +118,6 @@ def gold_inputs(ground_truth: Any) -> list[str]:
     answer with nothing in it would match it (a reward hack)."""
     out = []
     for gold in ground_truth_texts(ground_truth):  # a dataset error raises ValueError
-        if len(gold) > MAX_GROUND_TRUTH_CHARS:
-            raise ValueError(f"ground_truth has {len(gold):,} characters, more than {MAX_GROUND_TRUTH_CHARS:,}: "
-                             f"{_for_log(repr(gold))}")
         text = verifier_input(gold)
         if text == EMPTY_INPUT:
             raise ValueError(f"ground_truth is empty after normalisation: {_for_log(repr(ground_truth))}")
@@ -143,7 +125,7 @@ def gold_inputs(ground_truth: Any) -> list[str]:
     return out
 
 
-def judge(solution_str: Any, ground_truth: Any, options: Optional[RewardOptions] = None) -> tuple[str, str]:
+def verdict_of(solution_str: Any, ground_truth: Any, options: Optional[RewardOptions] = None) -> tuple[str, str]:
     """(verdict, extracted answer) for one output. Verdicts: see VERDICTS.
 
     Everything that reads the model output (extraction, normalisation, math-verify) runs in a verifier process
@@ -172,7 +154,7 @@ def compute_score(
     process can be started at all (e.g. math-verify missing).
     """
     opts = _options(kwargs)
-    verdict, pred = judge(solution_str, ground_truth, opts)
+    verdict, pred = verdict_of(solution_str, ground_truth, opts)
     with _stats_lock:
         _stats[verdict] += 1
     return {
