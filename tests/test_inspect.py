@@ -329,3 +329,21 @@ def test_inspect_refuses_a_prior_file_larger_than_its_bound_before_reading_it(tm
     monkeypatch.setattr(builtins, "open", real_open)
     _refused(rc, out, err, str(path), "67,108,864 bytes", f"{inspect_prior.MAX_PRIOR_BYTES:,}", "not read")
     assert str(path) not in opened
+
+
+# -- issue 48: ill-typed or out-of-range content of a prior file is one line, exit 1, never a traceback ------------
+
+
+@pytest.mark.parametrize("text", [
+    lambda: json.dumps(_state(updates=float("inf"))),
+    lambda: json.dumps(_state()).replace('"updates": ', '"updates": 1e400, "x": '),
+    lambda: "[" * 100_000 + "]" * 100_000,
+    lambda: json.dumps(_state(updates=[1, 2])),
+])
+def test_inspect_refuses_ill_typed_prior_content_in_one_line(tmp_path, capsys, text):
+    folder = tmp_path / "global_step_3"
+    folder.mkdir()
+    path = folder / "ebpo_prior.json"
+    path.write_text(text())
+    rc, out, err = _inspect(capsys, path)
+    _refused(rc, out, err, str(path))

@@ -194,10 +194,14 @@ def run(args: argparse.Namespace) -> int:
             raise EBPOCheckpointError(other)
         check_prior_file(path)
         prior, step = read_prior_file(path)
+        d = describe_prior(prior, step, epsilon=epsilon)
     except (EBPOCheckpointError, OSError) as e:
         print(f"verl-ebpo inspect: error: {one_line(str(e))}", file=sys.stderr)
         return 1
-    d = describe_prior(prior, step, epsilon=epsilon)
+    except (ValueError, TypeError, ArithmeticError, RecursionError) as e:  # any ill-typed content: one line
+        print(f"verl-ebpo inspect: error: EBPO prior file {path} is not a valid prior: "
+              f"{type(e).__name__}: {one_line(str(e))[:200]}", file=sys.stderr)
+        return 1
     if args.json:
         print(json.dumps({"path": os.path.abspath(path), **d}, sort_keys=True))
         return 0
