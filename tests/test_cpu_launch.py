@@ -83,7 +83,7 @@ def test_run_main_ppo_kills_a_silent_hang(tmp_path, monkeypatch):
     started = time.time()
     with pytest.raises(TrainerFailed, match="timed out"):
         run_main_ppo(run, timeout_s=3, on_line=lines.append)
-    assert time.time() - started < 30
+    assert time.time() - started < 55  # the hang (60 s) was ended, not waited out
     assert lines == ["up"]
 
 
