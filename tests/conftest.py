@@ -24,14 +24,13 @@ def _torch_grad_mode_is_not_leaked():
 
 
 ON_DEMAND = ("slow", "recipe_smoke", "on_demand", "vllm")  # vllm: tests/test_cpu_vllm.py, in the vLLM venv
-SLOW_TOO = ("recipe_smoke", "on_demand")  # extra trainer launches: `-m slow` (.ci/run, after the README command) runs them
 
 
 @pytest.hookimpl(tryfirst=True)  # before xdist reads the groups and before `-m` deselects
 def pytest_collection_modifyitems(config, items):
-    """Tests marked `slow` (trainer launches beyond one per capability, and other slow tests), `recipe_smoke` (extra
-    SMOKE=cpu recipe runs) or `on_demand` (extra trainer launches; both are `slow` too) run only when their marker is
-    named in `-m`, e.g. `pytest -m slow` (what .ci/run runs after the README command) or
+    """Tests marked `slow` (trainer launches beyond one per capability, and other slow tests: `pytest -m slow`, what
+    .ci/run runs after the README command), `recipe_smoke` (extra SMOKE=cpu recipe runs) or `on_demand` (extra trainer
+    launches; neither is run by CI) run only when their marker is named in `-m`, e.g.
     `pytest -m recipe_smoke tests/test_recipes_smoke.py`: the README's test command stays within 10 minutes."""
     # Under `-n 2 --dist loadgroup` (the README's command) the trainer launches take turns on one worker, first,
     # while the other worker runs the rest: two Ray clusters never share the 2 cores.
@@ -39,8 +38,6 @@ def pytest_collection_modifyitems(config, items):
     for item in items:
         if "e2e" in item.keywords:
             item.add_marker(pytest.mark.xdist_group("trainer"))
-        if any(item.get_closest_marker(m) is not None for m in SLOW_TOO):
-            item.add_marker(pytest.mark.slow)
     if HYPOTHESIS_PROFILE == "explore":  # a test's own @settings(max_examples=N) wins over a profile's: 10 N
         for test in {id(f): f for f in (getattr(item, "obj", None) for item in items)}.values():
             own = getattr(test, "_hypothesis_internal_use_settings", None)
