@@ -5,28 +5,17 @@ from __future__ import annotations
 
 import contextlib
 import io
-import sys
 import warnings
 from pathlib import Path
-
-import yaml
-from omegaconf import OmegaConf
 
 CONFIG_DIR = Path(__file__).resolve().parents[1] / "recipes" / "config"
 
 
 def _compose(*overrides: str):
-    import verl.trainer.main_ppo as main_ppo
+    from test_readme import _composed_config  # verl's own entry point's `--cfg job`
 
-    saved, buf = sys.argv, io.StringIO()
-    sys.argv = ["verl.trainer.main_ppo", f"--config-path={CONFIG_DIR}", "--config-name=ebpo", *overrides,
-                "--cfg", "job"]
-    try:
-        with contextlib.redirect_stdout(buf):
-            main_ppo.main()
-    finally:
-        sys.argv = saved
-    return OmegaConf.create(yaml.safe_load(buf.getvalue()))
+    return _composed_config(["-m", "verl.trainer.main_ppo", f"--config-path={CONFIG_DIR}", "--config-name=ebpo",
+                             *overrides])
 
 
 def test_the_yaml_config_composes_and_passes_verls_checks():
