@@ -77,6 +77,7 @@ def run_preflight(argv):
     return rc, out.getvalue(), err.getvalue()
 
 
+@pytest.mark.slow  # 30 preflights of ~1.5 s each: CI runs it after the README command
 @pytest.mark.parametrize("protocol", ["paper", "authors"])
 def test_every_recipe_passes_preflight_with_its_defaults(cluster, protocol):
     tables = {}
