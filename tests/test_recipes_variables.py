@@ -118,18 +118,19 @@ def test_recipes_run_the_keys_of_the_one_algorithm_definition(protocol):
 def test_the_demo_compares_what_the_recipes_run():
     from verl_ebpo.tools.demo.options import ALGORITHMS, DemoOptions
 
-    from verl_ebpo.samplers.replay_rules import DETERMINISTIC_OVERRIDE
+    from verl_ebpo.tools.cpu.deterministic import DETERMINISTIC_OVERRIDES
 
     options = DemoOptions()
+    n = len(DETERMINISTIC_OVERRIDES)
     for algo in ALGORITHMS:
-        # the demo's keys are the recipe's, plus the replay buffer's `deterministic` (a CPU demo's choice, not a
+        # the demo's keys are the recipe's, plus the deterministic replay buffer (a CPU demo's choice, not a
         # recipe's: docs/ordering.md#deterministic)
         demo = options.overrides(algo)
-        assert demo[-1] == DETERMINISTIC_OVERRIDE and DETERMINISTIC_OVERRIDE not in demo[:-1], algo
+        assert tuple(demo[-n:]) == DETERMINISTIC_OVERRIDES, algo
         argv = dry_run("qwen3_8b", algo, {"MAX_RESPONSE_LENGTH": str(options.max_response_length), "OVERLONG_PENALTY": "0"})
-        assert DETERMINISTIC_OVERRIDE not in argv, algo
-        recipe_keys = argv[argv.index(demo[0]):][:len(demo) - 1]
-        assert recipe_keys == demo[:-1], algo
+        assert not set(DETERMINISTIC_OVERRIDES) & set(argv), algo
+        recipe_keys = argv[argv.index(demo[0]):][:len(demo) - n]
+        assert recipe_keys == demo[:-n], algo
     assert "actor_rollout_ref.actor.loss_scale_factor=${data.max_response_length}" in options.overrides("drgrpo")
 
 

@@ -13,9 +13,6 @@ nodes (`sampler_kwargs.verl`, `filter_arguments`, tested equal to what verl give
 reached through `refill_fn`, a bound method of verl's `PPOTrainer`: the data loader's position (its iterator's
 `_num_yielded`), `total_training_steps` (which ends verl's loop) and the `on_train_begin` hook (run after a resume
 restored the loader, before the first step) -- each a touch with a canary in tests/test_samplers_replay.py.
-
-`deterministic` (the CPU demo's choice, rules 4-6) lives in the tools: `__new__` hands a buffer built with it over
-to `verl_ebpo.tools.cpu.deterministic.DeterministicReplayBuffer`, a subclass.
 """
 
 from __future__ import annotations
@@ -37,13 +34,6 @@ class DataPassEnds(Exception):
 
 
 class TrackedReplayBuffer(ReplayBuffer):
-    def __new__(cls, *args, sampler_kwargs=None, **kwargs):
-        if cls is TrackedReplayBuffer and rules.ReplayOptions.from_mapping(sampler_kwargs).deterministic:  # tools
-            from verl_ebpo.tools.cpu.deterministic import DeterministicReplayBuffer
-
-            cls = DeterministicReplayBuffer
-        return super().__new__(cls)
-
     def __init__(self, *args, sampler_kwargs=None, poll_interval=None, refill_fn=None, **kwargs):
         opts = rules.ReplayOptions.from_mapping(sampler_kwargs)  # not a mapping: refused, naming the key
         trainer_mode = kwargs.get("trainer_mode", args[0] if args else "sync")

@@ -18,9 +18,6 @@ With `one_pass` the buffer keeps the run inside one pass over the data, by three
    exist.
 
 So every prompt is drawn at most once, in order, and the run ends at the end of the data.
-
-Deterministic (`deterministic=true`, rules 4-6): the CPU demo's option, implemented in the tools
-(`verl_ebpo.tools.cpu.deterministic`, to which `TrackedReplayBuffer` hands over).
 """
 
 from __future__ import annotations
@@ -39,7 +36,6 @@ KEPT_GROUPS = "replay/kept_filtered_groups"  # one_pass: groups DAPO would drop,
 DISCARDED_ANSWERS = "replay/discarded_answers"  # answers generated for training but not trained on (DAPO)
 DISCARDED_REWARD_SUM = "replay/discarded_reward_sum"  # the sum of those answers' rewards
 
-DETERMINISTIC_OVERRIDE = "+trainer.v1.sampler.sampler_kwargs.deterministic=true"  # the CPU demo's (tools.cpu)
 BUFFER_MODULE = "pkg://verl_ebpo.samplers.replay"
 BUFFER_CLASS = "TrackedReplayBuffer"
 
@@ -62,11 +58,6 @@ class ReplayOptions(Spec):
     PREFIX = "trainer.v1.sampler.sampler_kwargs"
     one_pass: bool = option(False, doc="end the run when the data's first pass ends, drawing every prompt at most "
                             "once (a curriculum with DAPO's dynamic sampling); needs `trainer.total_epochs=1`")
-    deterministic: bool = option(False, doc="decide only when no rollout of the step is running, and choose and lay "
-                                 "out groups in the order their prompts were drawn: two runs of the same code and "
-                                 "seed draw, keep and train on the same prompts (DAPO); costs the overlap of "
-                                 "refills with generation (each refill waits for the answers in flight); implemented "
-                                 "in `verl_ebpo.tools.cpu.deterministic`")
     poll_interval_s: float = option(2.0, number=(0.0, 60.0), lo_open=True,
                                     doc="seconds between checks for finished rollouts (verl's own buffer: 2)")
     verl: Any = option(None, default_doc="(required)", doc="`verl.KEY=${NODE}` links to the config nodes from which "
