@@ -387,6 +387,23 @@ def test_remainder_uses_the_loaders_batch_and_leaves_validation_whole(compose_cf
     assert sorted({i for b in tr.train_dataloader for i in (int(x) for x in b["index"])}) == list(range(26))
 
 
+def test_validation_is_never_reordered_even_from_the_train_files(compose_cfg, tokenizer, tmp_path):
+    """data.val_files = data.train_files (10 rows, batches of 4): the train set is ordered and completed to 12, the
+    validation set is verl's own (10 rows in file order), told apart by `create_rl_dataset`'s `is_train`."""
+    import inspect
+
+    from verl.trainer.ppo.utils import create_rl_dataset
+
+    assert "is_train" in inspect.signature(create_rl_dataset).parameters  # the canary of what the datasets read
+    train = _write(tmp_path / "t.parquet", _rows(10, topic_of=lambda i: "xy"[i % 2]))
+    for order in ("topic", "difficulty"):
+        tr = _trainer(compose_cfg(overrides(order), train, train), tokenizer)
+        assert len(tr.train_dataset) == 12 and tr.train_dataset.ordering_plan is not None
+        assert tr.val_dataset.ordering_plan is None and len(tr.val_dataset) == 10
+        assert [int(tr.val_dataset[i]["index"]) for i in range(10)] == list(range(10))
+        assert len(create_rl_dataset(train, tr.config.data, tokenizer, None, is_train=False)) == 10
+
+
 def test_batches_complete_to_a_gen_batch_size_larger_than_the_batch(compose_cfg, tokenizer, tmp_path):
     """18 rows, batches of 4, data.gen_batch_size=8: completed to 24 (a multiple of 8), every row served; completed
     only to 20 (a multiple of 4), the loader's drop_last would leave two rows unserved."""

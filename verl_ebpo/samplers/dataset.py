@@ -15,8 +15,9 @@ over a different order or changed rows.
     data.custom_cls.name=TopicOrderedDataset        # or DifficultyOrderedDataset
     ++data.ordering.<option>=<value>                 # optional, see docs/ordering.md
 
-Only the train dataset is reordered (the one whose files are `data.train_files`); the validation
-dataset, built from the same class, keeps verl's behaviour.
+Only the train dataset is reordered: verl builds the validation dataset from the same class, through
+`create_rl_dataset(..., is_train=False)`, and that one keeps verl's behaviour (never reordered or padded, even when
+`data.val_files` equals `data.train_files`).
 Across epochs the order is the same (a SequentialSampler); `data.ordering.passes=N` unrolls N passes
 into one epoch, each reshuffled inside clusters (use it with `trainer.total_epochs=1`).
 """
@@ -25,6 +26,7 @@ from __future__ import annotations
 
 import logging
 import os
+import sys
 from typing import Any
 
 from verl.utils.dataset.rl_dataset import RLHFDataset
@@ -92,12 +94,24 @@ def _norm_files(files: Any) -> list[str]:
     return [os.path.abspath(os.path.expanduser(os.fspath(f))) for f in files]
 
 
+def _verl_builds_the_train_set() -> bool | None:
+    """`is_train` of verl's `create_rl_dataset` if it is building this dataset (None outside it): verl builds the train
+    and the validation set from one class and tells only its builder which is which (canary:
+    tests/test_samplers_verl.py::test_validation_is_never_reordered_even_from_the_train_files)."""
+    frame = sys._getframe(1)
+    while frame is not None and not (frame.f_code.co_name == "create_rl_dataset"
+                                     and frame.f_globals.get("__name__", "").startswith("verl.")):
+        frame = frame.f_back
+    return None if frame is None else bool(frame.f_locals.get("is_train", True))
+
+
 class OrderedRLHFDataset(RLHFDataset):
     """verl's RLHFDataset with its rows put in the `data.ordering` order (train files only by default)."""
 
     default_order = "topic"
 
     def __init__(self, *args: Any, **kwargs: Any) -> None:
+        self._verl_is_train = _verl_builds_the_train_set()  # before verl's __init__ reads (and orders) the rows
         super().__init__(*args, **kwargs)
         if not hasattr(self, "ordering_options"):
             raise RuntimeError(f"{type(self).__name__}: verl's RLHFDataset no longer calls {VERL_READ_HOOK}(), the "
@@ -113,6 +127,8 @@ class OrderedRLHFDataset(RLHFDataset):
 
     # -- ordering ---------------------------------------------------------------------------------
     def _is_train_dataset(self) -> bool:
+        if self._verl_is_train is not None:
+            return self._verl_is_train
         train = _norm_files(self.config.get("train_files", None))
         mine = _norm_files(getattr(self, "original_data_files", self.data_files))
         return bool(train) and train == mine
