@@ -11,7 +11,7 @@ from collections import defaultdict
 import pytest
 import torch
 
-from verl_ebpo.samplers import replay_rules as rules
+from verl_ebpo.samplers import replay as rules
 from verl_ebpo.tools.cpu.deterministic import batch_layout, draw_order
 
 B, G = 4, 2  # prompts per step, answers per prompt
@@ -41,7 +41,9 @@ def test_batch_layout_is_draw_order_then_answer():
 
 def test_the_plugin_refuses_the_removed_option():
     """The deterministic buffer is chosen by its own class path; the plugin's buffer has no `deterministic` option."""
-    assert not any("deterministic" in k for k in rules.buffer_overrides())
+    from verl_ebpo.samplers import buffer_overrides
+
+    assert not any("deterministic" in k for k in buffer_overrides())
     with pytest.raises(ValueError, match="deterministic"):
         rules.ReplayOptions.from_mapping({"deterministic": "true"})
 

@@ -449,39 +449,6 @@ def test_resume_over_edited_rows_is_refused(compose_cfg, files, tokenizer, tmp_p
         _next_indices(tr2)
 
 
-def test_a_data_pt_without_content_fingerprint_resumes_with_a_warning(compose_cfg, files, tokenizer, caplog):
-    from verl_ebpo.samplers.dataset import STATE_KEY
-
-    ds = _trainer(compose_cfg(overrides("topic"), *files), tokenizer).train_dataset
-    old = {k: v for k, v in ds.state_dict()[STATE_KEY].items() if k != "content"}
-    ds.load_state_dict({STATE_KEY: {**old, "version": 1}})
-    assert "predates content fingerprints" in caplog.text
-
-
-def test_content_fingerprint_is_the_rows_values_not_their_layout():
-    import datasets
-
-    from verl_ebpo.samplers.fields import content_fingerprint
-
-    paths = ["prompt", "reward_model.ground_truth", "extra_info.topic", "extra_info.difficulty"]
-    table = pa.Table.from_pylist(_rows(12, topic_of=lambda i: None if i == 3 else "ab"[i % 2]))
-    fp = content_fingerprint(table, paths)
-    same = [
-        pa.concat_tables([table.slice(0, 5), table.slice(5)]),  # chunked
-        datasets.Dataset(table),
-        datasets.Dataset(table).select(range(12)),  # behind an index map
-        pa.Table.from_pylist(table.to_pylist()),
-    ]
-    assert all(content_fingerprint(t, paths) == fp for t in same)
-    assert content_fingerprint(datasets.Dataset(table).select(range(1, 12)), paths) == content_fingerprint(
-        table.slice(1), paths)
-    changed = table.to_pylist()
-    changed[7]["prompt"][0]["content"] = "question 7 "
-    assert content_fingerprint(pa.Table.from_pylist(changed), paths) != fp
-    assert content_fingerprint(datasets.Dataset(table).select([*range(11), 10]), paths) != fp  # a row repeated
-    assert content_fingerprint(table, ["prompt", "extra_info.nope"]) != content_fingerprint(table, ["prompt"])
-
-
 # ------------------------------------------------------------------------------------------------
 # the one private verl touch
 

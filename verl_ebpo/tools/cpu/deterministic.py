@@ -5,7 +5,7 @@ choice; docs/ordering.md#deterministic).
 (`verl_ebpo.samplers.replay.TrackedReplayBuffer`), as verl's `trainer.v1.sampler.custom_sampler`, in place of the
 plugin's class (the rest of the plugin's buffer overrides, e.g. `CPURun`'s, unchanged). verl's sync buffer decides while rollouts are still running, so two runs
 of the same code and seed differ with DAPO. Here every decision is made on a settled snapshot, in draw order
-(rules 1-3 are `one_pass`'s, in `verl_ebpo.samplers.replay_rules`):
+(rules 1-3 are `one_pass`'s, in `verl_ebpo.samplers.replay`):
 
 4. the buffer evicts, refills and selects only when no group of the partition is pending or running (verl's own
    loop, its snapshots taken once the generation in flight is done: the plugin's `_sync_metadata_from_transfer_queue`
