@@ -12,6 +12,7 @@ import pytest
 import torch
 
 from verl_ebpo.samplers import replay as rules
+from verl_ebpo.samplers.ordering import from_mapping
 from verl_ebpo.tools.cpu.deterministic import batch_layout, draw_order
 
 B, G = 4, 2  # prompts per step, answers per prompt
@@ -45,7 +46,7 @@ def test_the_plugin_refuses_the_removed_option():
 
     assert not any("deterministic" in k for k in buffer_overrides())
     with pytest.raises(ValueError, match="deterministic"):
-        rules.ReplayOptions.from_mapping({"deterministic": "true"})
+        from_mapping(rules.ReplayOptions, {"deterministic": "true"}, rules.PREFIX)
 
 
 def test_verls_builder_given_the_demos_override_builds_the_deterministic_buffer():

@@ -14,6 +14,7 @@ from hypothesis import strategies as st
 
 from verl_ebpo.samplers import buffer_overrides
 from verl_ebpo.samplers import replay as rules
+from verl_ebpo.samplers.ordering import from_mapping
 from verl_ebpo.tools.cpu.launch import CPURun
 
 _BASE = dict(trainer_mode="sync", trainer_config={}, max_off_policy_threshold=8, max_off_policy_strategy="drop")
@@ -39,7 +40,7 @@ def test_replay_buffer_options_and_refusals():
         _buffer(sampler_kwargs={"verl": _LINKED, "one_passs": True})
     with pytest.raises(ValueError, match="sampler_kwargs.verl"):  # could not tell whether DAPO was asked for
         _buffer(sampler_kwargs={})
-    with pytest.raises(ValueError, match="lacks"):
+    with pytest.raises(ValueError, match=r"needs .*verl with \['gen_batch_size'"):
         _buffer(sampler_kwargs={"verl": {"filter_groups": {}}})
     with pytest.raises(ValueError, match="synchronous"):
         _buffer(trainer_mode="colocate_async", sampler_kwargs={"verl": _LINKED})
@@ -355,9 +356,9 @@ def test_docs_name_every_replay_option_and_bad_values_are_refused():
     assert all(f"| `{f.name}` |" in doc for f in dataclasses.fields(rules.ReplayOptions))
     for bad in ({"poll_interval_s": 0}, {"poll_interval_s": 61}, {"poll_interval_s": "2"}, {"one_pass": "yes"}):
         with pytest.raises(ValueError, match=rf"^trainer\.v1\.sampler\.sampler_kwargs\.{next(iter(bad))} must be"):
-            rules.ReplayOptions.from_mapping(bad)
+            from_mapping(rules.ReplayOptions, bad, rules.PREFIX)
     with pytest.raises(ValueError, match=r"unknown trainer\.v1\.sampler\.sampler_kwargs option\(s\) \['deterministic'\]"):
-        rules.ReplayOptions.from_mapping({"deterministic": True})
+        from_mapping(rules.ReplayOptions, {"deterministic": True}, rules.PREFIX)
 
 
 # -- sampler_kwargs (what a user writes) is checked before use, naming the key; its verl links are verl's config ---

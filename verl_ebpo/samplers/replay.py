@@ -65,35 +65,24 @@ class ReplayOptions:
         if isinstance(x, bool) or not isinstance(x, (int, float)) or not 0 < x <= 60:
             raise ValueError(f"{PREFIX}.poll_interval_s must be a number in (0, 60], got {x!r}")
 
-    @classmethod
-    def from_mapping(cls, mapping: Any = None) -> "ReplayOptions":
-        return from_mapping(cls, mapping, PREFIX)
-
 
 def filter_arguments(linked: Optional[Mapping]) -> dict:
     """The filtering arguments verl 0.9.1's `PPOTrainer._build_replay_buffer` (and `_resolve_filter_groups_metric`)
     gives its own sync buffer, computed the same way from the linked config values (verl's own config)."""
-    if linked is None:
-        raise ValueError(f"TrackedReplayBuffer needs {PREFIX}.verl (links to algorithm.filter_groups, "
-                         "data.train_batch_size, ...) to apply DAPO's group filtering as verl would: add the overrides "
-                         "of verl_ebpo.samplers.buffer_overrides()")
-    missing = sorted(set(VERL_CONFIG_LINKS) - set(linked))
+    missing = sorted(set(VERL_CONFIG_LINKS) - set(linked or {}))
     if missing:
-        raise ValueError(f"{PREFIX}.verl lacks {missing} (see verl_ebpo.samplers.VERL_CONFIG_LINKS)")
-    filter_groups = linked["filter_groups"]
-    metric = None
-    if filter_groups is not None and config_get(filter_groups, "enable", False):
-        metric = config_get(filter_groups, "metric", None)
-        if not metric:
-            raise ValueError("algorithm.filter_groups.metric must be set when group filtering is enabled")
-        if linked["reward_model_enable"] and not linked["reward_model_enable_resource_pool"]:
-            raise ValueError("algorithm.filter_groups requires the reward metric at sampling time: use rule-based "
-                             "reward or reward.reward_model.enable_resource_pool=True")
-    refill = bool(linked["sync_refill_failed_groups"])
-    batch = linked["train_batch_size"]
+        raise ValueError(f"TrackedReplayBuffer needs {PREFIX}.verl with {missing} (links to verl's config, to filter "
+                         "DAPO's groups as verl would): add the overrides of verl_ebpo.samplers.buffer_overrides()")
+    groups, refill, batch = linked["filter_groups"], bool(linked["sync_refill_failed_groups"]), linked["train_batch_size"]
+    metric = config_get(groups, "metric", None) if config_get(groups, "enable", False) else None
+    if config_get(groups, "enable", False) and not metric:
+        raise ValueError("algorithm.filter_groups.metric must be set when group filtering is enabled")
+    if metric and linked["reward_model_enable"] and not linked["reward_model_enable_resource_pool"]:
+        raise ValueError("algorithm.filter_groups requires the reward metric at sampling time: use rule-based "
+                         "reward or reward.reward_model.enable_resource_pool=True")
     return {"filter_groups_metric": metric, "sync_refill_failed_groups": refill, "train_batch_size": batch,
             "gen_batch_size": 1 if metric is not None or refill else (linked["gen_batch_size"] or batch),
-            "max_inflight_gen_batches": config_get(filter_groups, "max_inflight_gen_batches", 1) if metric else 1}
+            "max_inflight_gen_batches": config_get(groups, "max_inflight_gen_batches", 1) if metric else 1}
 
 
 def refill_allowance(left: int, batch: int, is_last: bool, chunk: int = 1) -> int:
@@ -113,25 +102,26 @@ class DataPassEnds(Exception):
 
 class TrackedReplayBuffer(ReplayBuffer):
     def __init__(self, *args, sampler_kwargs=None, poll_interval=None, refill_fn=None, **kwargs):
-        opts = ReplayOptions.from_mapping(sampler_kwargs)  # not a mapping: refused, naming the key
+        opts = from_mapping(ReplayOptions, sampler_kwargs, PREFIX)
         trainer_mode = kwargs.get("trainer_mode", args[0] if args else "sync")
         if trainer_mode != "sync":
-            raise ValueError(f"{TrackedReplayBuffer} is verl's synchronous buffer; trainer.v1.trainer_mode="
+            raise ValueError(f"TrackedReplayBuffer is verl's synchronous buffer; trainer.v1.trainer_mode="
                              f"{trainer_mode!r} needs verl's own (drop the custom_sampler overrides)")
-        # What verl passes explicitly wins (a later verl may pass the filtering arguments to custom buffers).
-        kwargs = {**filter_arguments(opts.verl), **kwargs}
-        interval = opts.poll_interval_s if poll_interval is None else float(poll_interval)
-        super().__init__(*args, sampler_kwargs=sampler_kwargs, poll_interval=interval,
-                         refill_fn=None if refill_fn is None else self._refill, **kwargs)
-        self.one_pass = opts.one_pass
-        self._trainer_refill = refill_fn
+        kwargs = {**filter_arguments(opts.verl), **kwargs}  # what verl passes explicitly wins
+        super().__init__(*args, sampler_kwargs=sampler_kwargs, refill_fn=refill_fn and self._refill, **kwargs,
+                         poll_interval=opts.poll_interval_s if poll_interval is None else float(poll_interval))
+        self.one_pass, self._trainer_refill = opts.one_pass, refill_fn
         self._trainer = getattr(refill_fn, "__self__", None)  # verl's PPOTrainer (refill_fn is its bound method)
         self._discarded = {DISCARDED_ANSWERS: 0.0, DISCARDED_REWARD_SUM: 0.0}
         self._is_last, self._kept = True, set()  # the step's last-step flag; groups kept by rule 3
         self._iterator, self._passes = None, 0
         self._settling = None  # the partition whose snapshots wait for every rollout (rule 3's end; deterministic)
         if self.one_pass:
-            self._check_one_pass()
+            if config_get(self._trainer.config.trainer, "total_epochs") != 1:
+                raise ValueError(f"{PREFIX}.one_pass ends the run at the end of the data's first pass: set "
+                                 f"trainer.total_epochs=1 (got {config_get(self._trainer.config.trainer, 'total_epochs')})")
+            if getattr(self._trainer, "parameter_sync_step", 1) != 1:
+                raise ValueError(f"{PREFIX}.one_pass needs parameter_sync_step=1 (one sample per step)")
             begin = self._trainer.on_train_begin
 
             def on_train_begin():  # after _load_checkpoint restored the loader, before fit's first step
@@ -140,16 +130,6 @@ class TrackedReplayBuffer(ReplayBuffer):
 
             self._trainer.on_train_begin = on_train_begin
 
-    def _check_one_pass(self) -> None:
-        trainer = self._trainer  # verl's V1 PPOTrainer
-        epochs = config_get(trainer.config.trainer, "total_epochs")
-        if epochs != 1:
-            raise ValueError(f"sampler_kwargs.one_pass ends the run at the end of the data's first pass: set "
-                             f"trainer.total_epochs=1 (got {epochs})")
-        if getattr(trainer, "parameter_sync_step", 1) != 1:
-            raise ValueError("sampler_kwargs.one_pass needs parameter_sync_step=1 (one sample per step)")
-
-    # ---- the data loader's position ------------------------------------------------------------------
     def _position(self) -> tuple[int, int]:
         """(prompts drawn from the loader's current pass, prompts in a pass)."""
         trainer = self._trainer
@@ -178,16 +158,12 @@ class TrackedReplayBuffer(ReplayBuffer):
         return refill_allowance(size - drawn, self.train_batch_size, self._is_last, self.gen_batch_size)
 
     def _refill(self, n: int) -> None:
-        if not self.one_pass:
-            self._trainer_refill(n)
-            return
-        take = min(n, self._allowance())
+        take = min(n, self._allowance()) if self.one_pass else n
         if take > 0:
             self._trainer_refill(take)
         if take < n:
             raise DataPassEnds
 
-    # ---- verl's sampling, counted -------------------------------------------------------------------
     def _clear_groups(self, partition_id: str, uids: set[str]) -> None:
         """verl's eviction and surplus disposal both end here: tally the answers (and their rewards) that were
         generated for training but leave without being trained on, then let verl clear them."""
@@ -230,8 +206,7 @@ class TrackedReplayBuffer(ReplayBuffer):
         metrics = {**metrics, **self._discarded}
         if trainer is not None:
             drawn, size = self._position()
-            metrics.update({PROMPTS_CONSUMED: drawn, PROMPTS_LEFT: size - drawn,
-                            DATA_PASS: self._passes})
+            metrics.update({PROMPTS_CONSUMED: drawn, PROMPTS_LEFT: size - drawn, DATA_PASS: self._passes})
             if self.one_pass:
                 self._plan(global_steps + 1)
                 metrics[LAST_STEP] = trainer.total_training_steps
