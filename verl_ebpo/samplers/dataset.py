@@ -40,9 +40,7 @@ VERL_READ_HOOK = "_read_files_and_tokenize"
 
 
 def options_from_data_config(data_config: Any, default_order: str) -> OrderingOptions:
-    """`data.ordering.*` as the ordering's spec, with the defaults verl's data config gives.
-
-    seed: `data.seed`, else 0. batch_size: `data.train_batch_size`."""
+    """`data.ordering.*` as the ordering's options; seed defaults to `data.seed`, batch_size to `data.train_batch_size`."""
     defaults = {"seed": data_config.get("seed", None), "batch_size": data_config.get("train_batch_size", None)}
     return OPTIONS[default_order].from_mapping(data_config.get("ordering", None),
                                                **{k: v for k, v in defaults.items() if v is not None})
@@ -101,69 +99,52 @@ class OrderedRLHFDataset(RLHFDataset):
 
     def _apply_ordering(self) -> None:
         self.ordering_options = opts = options_from_data_config(self.config, self.default_order)
-        self.ordering_plan = None
-        self._ordering_state = None
+        self.ordering_plan = self._ordering_state = None
         if self._verl_is_train is False:
             return  # the validation set: verl's own
+        name, files = type(self).__name__, ", ".join(map(str, getattr(self, "original_data_files", self.data_files)))
         if self.config.get("shuffle", False):
-            raise ValueError(f"{type(self).__name__} orders the prompts itself; data.shuffle=True would reshuffle "
-                             "them. Set data.shuffle=False.")
-        files = ", ".join(map(str, getattr(self, "original_data_files", self.data_files)))
+            raise ValueError(f"{name} orders the prompts itself; data.shuffle=True would reshuffle them. Set "
+                             "data.shuffle=False.")
         if len(self.dataframe) == 0:
-            raise ValueError(f"{type(self).__name__}: no row of {files} is left after verl's filters "
-                             "(data.max_prompt_length with filter_overlong_prompts, train_max_samples): nothing to order")
+            raise ValueError(f"{name}: no row of {files} is left after verl's filters (data.max_prompt_length with "
+                             "filter_overlong_prompts, train_max_samples): nothing to order")
         plan = build_plan(self.dataframe, opts, loader_batch=loader_batch(self.config))  # it drops an incomplete one
         if len(plan) == 0:
-            raise ValueError(f"{type(self).__name__}: the order of {files} serves no row ({plan.summary()})")
-        content = self._content_fingerprint(opts)
-        msg = f"[verl_ebpo] {type(self).__name__}: {plan.summary()}"
-        if plan.cut:
-            msg += f" (row numbers after verl's length filter{self._row_ids(plan.cut)})"
+            raise ValueError(f"{name}: the order of {files} serves no row ({plan.summary()})")
+        content = hashlib.sha256()  # the rows' prompt, ground truth and ordering field, in file order
+        for path in (self.prompt_key, GROUND_TRUTH, opts.field):
+            try:
+                content.update(repr(read_field(self.dataframe, path)).encode())
+            except FieldNotFoundError:
+                content.update(b"absent")
         self.dataframe = self.dataframe.select(plan.indices)  # an array: datasets hashes it ~5x faster than a list
         self.ordering_plan = plan
         self._ordering_state = {"version": STATE_VERSION, "fingerprint": plan.fingerprint(), "length": len(plan),
-                                "content": content}
+                                "content": content.hexdigest()[:16]}
+        msg = f"[verl_ebpo] {name}: {plan.summary()}" + (" (row numbers after verl's length filter)" if plan.cut else "")
         print(msg)
         (logger.warning if plan.cut else logger.info)(msg)
 
-    def _row_ids(self, rows: tuple[int, ...]) -> str:
-        try:
-            return f"; their extra_info.index: {read_field(self.dataframe.select(list(rows)), 'extra_info.index')}"
-        except FieldNotFoundError:
-            return ""
-
-    def _content_fingerprint(self, opts: OrderingOptions) -> str:
-        """The rows' prompt, ground truth and ordering field, hashed in file order."""
-        h = hashlib.sha256()
-        for path in (self.prompt_key, GROUND_TRUTH, opts.field):
-            try:
-                h.update(repr(read_field(self.dataframe, path)).encode())
-            except FieldNotFoundError:
-                h.update(b"absent")
-        return h.hexdigest()[:16]
-
     # torchdata Stateful: the fingerprints travel in data.pt
     def state_dict(self) -> dict:
-        return {STATE_KEY: self._ordering_state} if getattr(self, "_ordering_state", None) else {}
+        return {STATE_KEY: self._ordering_state} if self._ordering_state else {}
 
     def load_state_dict(self, state_dict: dict) -> None:
-        saved = (state_dict or {}).get(STATE_KEY)
-        mine = getattr(self, "_ordering_state", None)
+        saved, mine, name = (state_dict or {}).get(STATE_KEY), self._ordering_state, type(self).__name__
         if not saved or not mine:
             return
-        if saved["fingerprint"] != mine["fingerprint"] or saved["length"] != mine["length"]:
-            raise ValueError(f"{type(self).__name__}: the checkpoint's data.pt was written for a different prompt "
-                             f"order (saved {saved['fingerprint']} over {saved['length']} prompts, now "
-                             f"{mine['fingerprint']} over {mine['length']}): the train file or data.ordering / "
-                             "data.seed / the batch size changed since the checkpoint, so resuming would repeat or "
-                             "skip prompts. Restore the old settings or start a fresh run.")
+        if (saved["fingerprint"], saved["length"]) != (mine["fingerprint"], mine["length"]):
+            raise ValueError(f"{name}: the checkpoint's data.pt was written for a different prompt order (saved "
+                             f"{saved['fingerprint']} over {saved['length']} prompts, now {mine['fingerprint']} over "
+                             f"{mine['length']}): the train file or data.ordering / data.seed / the batch size changed "
+                             "since the checkpoint, so resuming would repeat or skip prompts. Restore the old settings "
+                             "or start a fresh run.")
         if saved.get("content") != mine["content"]:
-            raise ValueError(
-                f"{type(self).__name__}: the train rows changed since the checkpoint (content fingerprint "
-                f"{saved.get('content')}, now {mine['content']}, over the prompt, {GROUND_TRUTH} and "
-                f"{self.ordering_options.field}): resuming would continue the old position "
-                "over different prompts. Restore the checkpoint's train file or start a fresh run."
-            )
+            raise ValueError(f"{name}: the train rows changed since the checkpoint (content fingerprint "
+                             f"{saved.get('content')}, now {mine['content']}, over the prompt, {GROUND_TRUTH} and "
+                             f"{self.ordering_options.field}): resuming would continue the old position over different "
+                             "prompts. Restore the checkpoint's train file or start a fresh run.")
 
 
 class TopicOrderedDataset(OrderedRLHFDataset):

@@ -35,27 +35,18 @@ class UnlabelledRowsError(ValueError):
 
 
 def from_mapping(cls, mapping: Any, prefix: str, **defaults: Any):
-    """`cls(**mapping)` from a dict or DictConfig (None: all defaults; a None value: that default), `defaults`
-    below the mapping's keys; an unknown key is a ValueError listing the known ones."""
+    """`cls(**mapping)` from a dict or DictConfig (None, or a None value: the default), `defaults` below the mapping's
+    keys; an unknown key is a ValueError listing the known ones."""
     if mapping is not None and not hasattr(mapping, "items"):
         raise ValueError(f"{prefix} must be a mapping of options, got {type(mapping).__name__}")
-    raw = dict(mapping.items()) if mapping is not None else {}
-    known = [f.name for f in dataclasses.fields(cls)]
-    unknown = sorted(str(k) for k in raw if k not in known)
-    if unknown:
-        raise ValueError(f"unknown {prefix} option(s) {unknown}; known options: {known}")
+    raw, known = dict(mapping.items()) if mapping is not None else {}, [f.name for f in dataclasses.fields(cls)]
+    if set(raw) - set(known):
+        raise ValueError(f"unknown {prefix} option(s) {sorted(map(str, set(raw) - set(known)))}; known options: {known}")
     return cls(**{**defaults, **{k: v for k, v in raw.items() if v is not None}})
 
 
-def _whole(key: str, value: Any, least: int) -> None:
-    if isinstance(value, bool) or not isinstance(value, int) or value < least:
-        what = "a non-negative integer" if least == 0 else "a positive integer"
-        raise ValueError(f"data.ordering.{key} must be {what}, got {value!r}")
-
-
-def _one_of(key: str, value: Any, choices: Sequence) -> None:
-    if not isinstance(value, str) or value not in choices:
-        raise ValueError(f"data.ordering.{key} must be one of {list(choices)}, got {value!r}")
+_CHOICES = {"unlabelled": ("error", "drop"), "remainder": ("pad", "drop"), "align": ("none", "drop", "pad")}
+_LEAST = {"batch_size": 1, "passes": 1, "seed": 0}  # integers (not bools), at least this
 
 
 @dataclass(frozen=True)
@@ -70,16 +61,17 @@ class OrderingOptions:
     seed: int = 0  # seeds every shuffle and tie-break (default `data.seed`, else 0)
 
     def __post_init__(self) -> None:
+        for key, value in ((f.name, getattr(self, f.name)) for f in dataclasses.fields(self)):
+            if key in _CHOICES and not (isinstance(value, str) and value in _CHOICES[key]):
+                raise ValueError(f"data.ordering.{key} must be one of {list(_CHOICES[key])}, got {value!r}")
+            least = _LEAST.get(key) if value is not None or key != "batch_size" else None
+            if least is not None and (isinstance(value, bool) or not isinstance(value, int) or value < least):
+                what = "a non-negative integer" if least == 0 else "a positive integer"
+                raise ValueError(f"data.ordering.{key} must be {what}, got {value!r}")
         try:
             split_path(self.field)
         except ValueError as e:
             raise ValueError(f"data.ordering.field {e}") from None
-        _one_of("unlabelled", self.unlabelled, ("error", "drop"))
-        if self.batch_size is not None:
-            _whole("batch_size", self.batch_size, 1)
-        _one_of("remainder", self.remainder, ("pad", "drop"))
-        _whole("passes", self.passes, 1)
-        _whole("seed", self.seed, 0)
 
     @classmethod
     def from_mapping(cls, mapping: Any = None, **defaults: Any):
@@ -100,14 +92,13 @@ class TopicOptions(OrderingOptions):
         order = self.cluster_order
         if isinstance(order, Sequence) and not isinstance(order, (str, bytes)):
             names = [str(x) for x in order]
-            twice = sorted({n for n in names if names.count(n) > 1})
-            if twice:
-                raise ValueError(f"data.ordering.cluster_order lists a cluster twice ({twice})")
+            if len(set(names)) < len(names):
+                raise ValueError(f"data.ordering.cluster_order lists a cluster twice "
+                                 f"({sorted({n for n in names if names.count(n) > 1})})")
             object.__setattr__(self, "cluster_order", tuple(order))
-        elif not isinstance(order, str) or order not in ("first_seen", "name", "random"):
+        elif order not in ("first_seen", "name", "random"):
             raise ValueError(f"data.ordering.cluster_order must be one of ['first_seen', 'name', 'random'] or a list "
                              f"of labels, got {order!r}")
-        _one_of("align", self.align, ("none", "drop", "pad"))
 
 
 @dataclass(frozen=True)
@@ -149,22 +140,21 @@ def group_labels(labels: Sequence[Any], field: str) -> tuple[dict[Any, list[int]
     """Row numbers per label (first-seen order) and the rows without one. A label is text or a number and a field
     holds one kind (1, 1.0, '1' and True never merge): anything else is a ValueError naming the field and a row."""
     members: dict[Any, list[int]] = {}
-    missing: list[int] = []
-    first_of: dict[str, int] = {}
+    missing, first_of = [], {}
     for i, raw in enumerate(labels):
         value = raw.item() if isinstance(raw, np.generic) else raw
         if is_missing(value):
             missing.append(i)
-        elif type(value) not in _KINDS:
-            raise ValueError(f"row {i}: {field!r} holds {type(raw).__name__} {raw!r:.60}, not a topic label; a label "
-                             "is text or a number")
-        else:
-            first_of.setdefault(_KINDS[type(value)], i)
-            members.setdefault(value, []).append(i)
+            continue
+        if type(value) not in _KINDS:
+            raise ValueError(f"row {i}: {field!r} holds {type(raw).__name__} {raw!r:.60}, not a topic label (text or "
+                             "a number)")
+        first_of.setdefault(_KINDS[type(value)], i)
+        members.setdefault(value, []).append(i)
     if len(first_of) > 1:
-        kinds = ", ".join(f"{k} (first at row {r})" for k, r in first_of.items())
-        raise ValueError(f"{field!r} mixes label kinds: {kinds}; 1, 1.0 and '1' would be separate clusters that look "
-                         "alike. Make every label text, or every label a number of one type")
+        raise ValueError(f"{field!r} mixes label kinds: " + ", ".join(f"{k} (first at row {r})" for k, r in first_of.items())
+                         + "; 1, 1.0 and '1' would be separate clusters that look alike. Make every label text, or "
+                         "every label a number of one type")
     return members, missing
 
 
@@ -219,23 +209,17 @@ class OrderPlan:
         """Short hash of the visiting order (a resumed run checks it sees the same order)."""
         return hashlib.sha256(self.indices.astype(np.int64).tobytes() + str(self.num_rows).encode()).hexdigest()[:16]
 
-    def summary(self, max_segments: int = 12) -> str:
-        parts = [f"{self.description}: {len(self)} visits over {self.num_rows} rows"]
-        if len(self.segments) > 1 or (self.segments and self.segments[0].label != "scored"):
-            shown = ", ".join(f"{s.label}({s.size})" for s in self.segments[:max_segments])
-            more = f", ... {len(self.segments) - max_segments} more" if len(self.segments) > max_segments else ""
-            parts.append(f"{len(self.segments)} segments: {shown}{more}")
+    def summary(self) -> str:
+        segments = ", ".join(f"{s.label}({s.size})" for s in self.segments[:12]) + (", ..." * (len(self.segments) > 12))
         left_out = sorted(set(self.dropped) - set(self.cut))
-        if left_out:
-            parts.append(f"{len(left_out)} rows left out by unlabelled=drop / align=drop (first: {left_out[:_SHOW]})")
-        if self.padded:
-            parts.append(f"{self.padded} repeat visits added to fill batches (align=pad)")
-        if self.completed:
-            parts.append(f"{self.completed} repeat visits complete the last batch (remainder=pad)")
-        if self.cut:
-            parts.append(f"remainder=drop: the last incomplete batch is cut, {len(self.cut)} rows never served: "
-                         f"{list(self.cut)}")
-        return "; ".join(parts)
+        return "; ".join(part for part, shown in (
+            (f"{self.description}: {len(self)} visits over {self.num_rows} rows", True),
+            (f"{len(self.segments)} segments: {segments}", self.segments and self.segments[0].label != "scored"),
+            (f"{len(left_out)} rows left out by unlabelled=drop / align=drop (first: {left_out[:_SHOW]})", left_out),
+            (f"{self.padded} repeat visits added to fill batches (align=pad)", self.padded),
+            (f"{self.completed} repeat visits complete the last batch (remainder=pad)", self.completed),
+            (f"remainder=drop: the last incomplete batch is cut, {len(self.cut)} rows never served: {list(self.cut)}",
+             self.cut)) if shown)
 
 
 def _rng(seed: int, purpose: int, *more: int) -> np.random.Generator:
