@@ -184,7 +184,7 @@ def _composed(run):
 
 
 def test_dapo_filtering_reaches_the_fast_poll_buffer_through_linked_config(tmp_path):
-    from verl_ebpo.samplers.replay_rules import filter_arguments
+    from verl_ebpo.samplers.replay import filter_arguments
 
     cfg = _composed(_run(tmp_path, train_batch_size=6, extra=["algorithm.filter_groups.enable=True"]))
     assert cfg.trainer.v1.sampler.custom_sampler.name == "TrackedReplayBuffer"

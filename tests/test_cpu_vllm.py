@@ -228,7 +228,7 @@ CASES = [
     ("drgrpo", "drgrpo", (), 2),
     ("dapo", "dapo", (), 2),
     ("dapo-deterministic", "dapo", ("trainer.v1.sampler.custom_sampler.path=pkg://verl_ebpo.tools.cpu.deterministic",
-                                    "trainer.v1.sampler.custom_sampler.name=DeterministicReplayBuffer"), 2),
+                                     "trainer.v1.sampler.custom_sampler.name=DeterministicReplayBuffer"), 2),
     ("dapo-one-pass", "dapo_diff", ("data.train_max_samples=24",), 10),  # the curriculum ends after <= 3 steps
     ("ebpo", "ebpo", (), 2),
     ("ebpo-topic", "ebpo_topic", (), 2),

@@ -11,7 +11,8 @@ from collections import defaultdict
 import pytest
 import torch
 
-from verl_ebpo.samplers import replay_rules as rules
+from verl_ebpo.samplers import replay as rules
+from verl_ebpo.samplers.ordering import from_mapping
 from verl_ebpo.tools.cpu.deterministic import batch_layout, draw_order
 
 B, G = 4, 2  # prompts per step, answers per prompt
@@ -39,22 +40,19 @@ def test_batch_layout_is_draw_order_then_answer():
     assert batch_layout(keys, ranks) == ["q_0_0", "q_0_1", "q_1_0", "p_0_0", "p_1_0", "p_2_0", "p_10_0"]
 
 
-def test_the_plugin_knows_nothing_of_it_and_its_key_is_refused_there():
-    """The subclass is selected by its own class path: the plugin's buffer has no `deterministic` option (an unknown
-    key is refused by name) and its overrides never name the tools."""
-    from verl_ebpo.tools.cpu.deterministic import OVERRIDES
+def test_the_plugin_refuses_the_removed_option():
+    """The deterministic buffer is chosen by its own class path; the plugin's buffer has no `deterministic` option."""
+    from verl_ebpo.samplers import buffer_overrides
 
+    assert not any("deterministic" in k for k in buffer_overrides())
     with pytest.raises(ValueError, match="deterministic"):
-        rules.ReplayOptions.from_mapping({"deterministic": "true"})
-    assert not any("tools" in k for k in rules.buffer_overrides(one_pass=True))
-    assert OVERRIDES == ["trainer.v1.sampler.custom_sampler.path=pkg://verl_ebpo.tools.cpu.deterministic",
-                         "trainer.v1.sampler.custom_sampler.name=DeterministicReplayBuffer"]
+        from_mapping(rules.ReplayOptions, {"deterministic": "true"}, rules.PREFIX)
 
 
 def test_verls_builder_given_the_demos_override_builds_the_deterministic_buffer():
     """The override the demo's commands record (docs/results/demo_default/summary.json), composed by Hydra and built
-    by verl's own `PPOTrainer._build_replay_buffer` after `CPURun`'s own buffer overrides: verl builds the tools'
-    subclass, which numbers the prompts the trainer sends to generation."""
+    by verl's own `PPOTrainer._build_replay_buffer`: verl builds the tools'
+    subclass named by the override, and that subclass numbers the prompts the trainer sends to generation."""
     import os
 
     import verl.trainer
@@ -62,11 +60,11 @@ def test_verls_builder_given_the_demos_override_builds_the_deterministic_buffer(
     from omegaconf import OmegaConf
     from verl.trainer.ppo.v1.trainer_base import PPOTrainer
 
-    from verl_ebpo.tools.cpu.deterministic import OVERRIDES, DeterministicReplayBuffer
+    from verl_ebpo.tools.cpu.deterministic import DETERMINISTIC_OVERRIDES, DeterministicReplayBuffer
     from verl_ebpo.tools.cpu.launch import CPURun
 
     run = CPURun(model_path="/m", train_files="t.parquet", val_files="v.parquet", out_dir="/tmp/unused",
-                 train_batch_size=8, extra=["algorithm.filter_groups.enable=True", *OVERRIDES])
+                 train_batch_size=8, extra=["algorithm.filter_groups.enable=True", *DETERMINISTIC_OVERRIDES])
     with initialize_config_dir(config_dir=os.path.join(os.path.dirname(verl.trainer.__file__), "config"),
                                version_base=None):
         cfg = compose(config_name="ppo_trainer", overrides=run.overrides())
@@ -94,10 +92,10 @@ def test_the_demo_sets_it_for_every_algorithm():
     """DAPO for its refills; GRPO, Dr.GRPO and EBPO for the batch layout (finish order parted 60-step runs)."""
     from verl_ebpo.tools.demo.options import ALGORITHMS, DemoOptions
 
-    from verl_ebpo.tools.cpu.deterministic import OVERRIDES
+    from verl_ebpo.tools.cpu.deterministic import DETERMINISTIC_OVERRIDES
 
     options = DemoOptions()
-    assert all(options.overrides(a)[-2:] == OVERRIDES for a in ALGORITHMS)
+    assert all(tuple(options.overrides(a)[-2:]) == DETERMINISTIC_OVERRIDES for a in ALGORITHMS)
     assert set(ALGORITHMS) == {"grpo", "drgrpo", "dapo", "ebpo"}
 
 
@@ -186,6 +184,7 @@ def _run(monkeypatch, deterministic, timing, steps=3, inflight=1, **options):
 
     from verl_ebpo.samplers import replay
     from verl_ebpo.samplers.replay import TrackedReplayBuffer
+    from verl_ebpo.tools.cpu.deterministic import DeterministicReplayBuffer
 
     sim = _SimTrainer(_rewards, timing)
     monkeypatch.setattr(verl_rb, "tq", sim.tq)
@@ -193,8 +192,6 @@ def _run(monkeypatch, deterministic, timing, steps=3, inflight=1, **options):
     linked = {"filter_groups": {"enable": True, "metric": "reward", "max_inflight_gen_batches": inflight},
               "train_batch_size": B, "gen_batch_size": None, "sync_refill_failed_groups": False,
               "reward_model_enable": False, "reward_model_enable_resource_pool": False}
-    from verl_ebpo.tools.cpu.deterministic import DeterministicReplayBuffer
-
     cls = DeterministicReplayBuffer if deterministic else TrackedReplayBuffer
     buffer = cls(trainer_mode="sync", trainer_config={}, max_off_policy_threshold=None, max_off_policy_strategy="drop",
                  poll_interval=0.0, sampler_kwargs={"verl": linked, **options}, refill_fn=sim._add_prompts_to_generate)

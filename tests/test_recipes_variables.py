@@ -118,17 +118,17 @@ def test_recipes_run_the_keys_of_the_one_algorithm_definition(protocol):
 def test_the_demo_compares_what_the_recipes_run():
     from verl_ebpo.tools.demo.options import ALGORITHMS, DemoOptions
 
-    from verl_ebpo.tools.cpu.deterministic import OVERRIDES
+    from verl_ebpo.tools.cpu.deterministic import DETERMINISTIC_OVERRIDES
 
     options = DemoOptions()
-    n = len(OVERRIDES)
+    n = len(DETERMINISTIC_OVERRIDES)
     for algo in ALGORITHMS:
-        # the demo's keys are the recipe's, plus the deterministic replay buffer's class path (a CPU demo's choice,
-        # not a recipe's: docs/ordering.md#deterministic)
+        # the demo's keys are the recipe's, plus the deterministic replay buffer (a CPU demo's choice, not a
+        # recipe's: docs/ordering.md#deterministic)
         demo = options.overrides(algo)
-        assert demo[-n:] == OVERRIDES and not set(OVERRIDES) & set(demo[:-n]), algo
+        assert tuple(demo[-n:]) == DETERMINISTIC_OVERRIDES, algo
         argv = dry_run("qwen3_8b", algo, {"MAX_RESPONSE_LENGTH": str(options.max_response_length), "OVERLONG_PENALTY": "0"})
-        assert not set(OVERRIDES) & set(argv), algo
+        assert not set(DETERMINISTIC_OVERRIDES) & set(argv), algo
         recipe_keys = argv[argv.index(demo[0]):][:len(demo) - n]
         assert recipe_keys == demo[:-n], algo
     assert "actor_rollout_ref.actor.loss_scale_factor=${data.max_response_length}" in options.overrides("drgrpo")

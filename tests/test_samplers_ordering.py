@@ -191,17 +191,17 @@ def test_difficulty_properties(values, seed):
 
 
 def test_options_validate_themselves_with_the_key_in_the_message():
-    assert TopicOptions(seed="3", batch_size="8", passes=2.0) == TopicOptions(seed=3, batch_size=8, passes=2)
-    assert DifficultyOptions(higher_is_easier="false").higher_is_easier is False
     assert TopicOptions(cluster_order=["b", "a"]).cluster_order == ("b", "a")
     bad = [
         (dict(seed=-1), r"data\.ordering\.seed must be a non-negative integer, got -1"),
         (dict(seed=True), r"data\.ordering\.seed must be a non-negative integer"),
         (dict(seed=1.5), r"data\.ordering\.seed"),
-        (dict(batch_size=0), r"data\.ordering\.batch_size must be an integer in \[1, 1048576\], got 0"),
+        (dict(batch_size=0), r"data\.ordering\.batch_size must be a positive integer, got 0"),
+        (dict(batch_size="8"), r"data\.ordering\.batch_size must be a positive integer, got '8'"),
         (dict(align="pad_all"), r"data\.ordering\.align must be one of \['none', 'drop', 'pad'\]"),
         (dict(remainder="keep"), r"data\.ordering\.remainder must be one of \['pad', 'drop'\]"),
-        (dict(passes=0), r"data\.ordering\.passes must be a whole number in \[1, 10000\]"),
+        (dict(passes=0), r"data\.ordering\.passes must be a positive integer"),
+        (dict(passes=2.0), r"data\.ordering\.passes must be a positive integer"),
         (dict(cluster_order="size"), r"data\.ordering\.cluster_order must be one of \['first_seen'"),
         (dict(cluster_order=["a", "b", "a"]), r"data\.ordering\.cluster_order lists a cluster twice \(\['a'\]\)"),
         (dict(cluster_order={"a": 1}), r"data\.ordering\.cluster_order"),
@@ -240,7 +240,7 @@ def test_dropped_options_are_unknown_keys_listing_the_known_ones(cls, key, value
 def test_every_entry_point_takes_the_one_spec():
     opts = TopicOptions(seed=4, cluster_order="name", align="pad", batch_size=2)
     by_spec = topic_order(LABELS, opts).indices.tolist()
-    assert by_spec == topic_order(LABELS, **opts.to_mapping()).indices.tolist()
+    assert by_spec == topic_order(LABELS, **dataclasses.asdict(opts)).indices.tolist()
     assert by_spec == topic_order(LABELS, TopicOptions(), seed=4, cluster_order="name", align="pad", batch_size=2).indices.tolist()
     assert by_spec == plan_epoch(LABELS, opts).indices.tolist()
     # overrides() accepts exactly the spec's keys, with the spec's rules
@@ -256,11 +256,10 @@ def test_every_entry_point_takes_the_one_spec():
             overrides(order, passes=0)
 
 
-def test_docs_option_tables_are_the_specs():
-    """docs/ordering.md shows the tables rendered from the specs' declarations (one definition)."""
+def test_docs_option_tables_name_every_option():
     doc = (Path(__file__).resolve().parents[1] / "docs" / "ordering.md").read_text()
     for cls in (TopicOptions, DifficultyOptions):
-        assert cls.markdown_table(key_header="`data.ordering.` key") in doc, cls.__name__
+        assert all(f"| `{f.name}` |" in doc for f in dataclasses.fields(cls)), cls.__name__
 
 
 # ------------------------------------------------------------------------------------------------
@@ -287,7 +286,7 @@ def test_remainder_drop_lists_every_row_never_served():
     assert "remainder=drop: the last incomplete batch is cut, 2 rows never served: [2, 5]" in plan.summary()
     with pytest.raises(ValueError, match="leaves nothing to serve"):
         plan_epoch(RATES, DifficultyOptions(remainder="drop"), loader_batch=8)
-    with pytest.raises(ValueError, match=r"batch size must be an integer in \[1, 1048576\]"):
+    with pytest.raises(ValueError, match=r"batch size must be a positive integer"):
         plan_epoch(RATES, DifficultyOptions(), loader_batch=0)
 
 
@@ -365,32 +364,6 @@ def test_one_kind_of_label_serves_every_row_with_a_listed_order():
     assert [labels[i] for i in plan.indices] == [2, 2, 1, 1, 1]
     floats = topic_order([0.5, float("nan"), 0.25, 0.5], unlabelled="drop", cluster_order="name")
     assert sorted([*floats.indices.tolist(), *floats.dropped]) == [0, 1, 2, 3] and floats.dropped == (1,)
-
-
-@pytest.mark.parametrize("options, words", [
-    ({"passes": 10**9}, r"data\.ordering\.passes must be a whole number in \[1, 10000\]"),
-    ({"batch_size": 10**12, "align": "pad"}, r"data\.ordering\.batch_size must be an integer in \[1, 1048576\]"),
-])
-def test_passes_and_batch_size_have_upper_bounds(options, words):
-    with pytest.raises(ValueError, match=words):
-        plan_epoch(list("abcdefghij"), TopicOptions(**options))
-
-
-def test_an_epoch_past_the_visit_bound_is_refused_before_it_is_built():
-    """Refused before any of it is built: the peak memory stays far below the 1.6 GB of indices (counted, not timed)."""
-    import tracemalloc
-
-    tracemalloc.start()
-    with pytest.raises(ValueError, match=r"passes=10000 makes 200,000,000 visits .* more than the 100,000,000"):
-        plan_epoch(["a", "b"] * 10_000, TopicOptions(passes=10_000))
-    labels = [str(i) for i in range(200)]  # 200 one-row clusters padded to 2^20 each: 2e8 visits
-    with pytest.raises(ValueError, match=r"align=pad makes 209,715,200 visits"):
-        topic_order(labels, align="pad", batch_size=2**20)
-    with pytest.raises(ValueError, match=r"loader's batch size must be an integer in \[1, 1048576\]"):
-        plan_epoch(list("ab"), TopicOptions(), loader_batch=10**12)
-    peak = tracemalloc.get_traced_memory()[1]
-    tracemalloc.stop()
-    assert peak < 64 * 2**20, peak
 
 
 def test_passes_over_a_difficulty_order_reshuffle_ties_in_each_pass():

@@ -387,6 +387,23 @@ def test_remainder_uses_the_loaders_batch_and_leaves_validation_whole(compose_cf
     assert sorted({i for b in tr.train_dataloader for i in (int(x) for x in b["index"])}) == list(range(26))
 
 
+def test_validation_is_never_reordered_even_from_the_train_files(compose_cfg, tokenizer, tmp_path):
+    """data.val_files = data.train_files (10 rows, batches of 4): the train set is ordered and completed to 12, the
+    validation set is verl's own (10 rows in file order), told apart by `create_rl_dataset`'s `is_train`."""
+    import inspect
+
+    from verl.trainer.ppo.utils import create_rl_dataset
+
+    assert "is_train" in inspect.signature(create_rl_dataset).parameters  # the canary of what the datasets read
+    train = _write(tmp_path / "t.parquet", _rows(10, topic_of=lambda i: "xy"[i % 2]))
+    for order in ("topic", "difficulty"):
+        tr = _trainer(compose_cfg(overrides(order), train, train), tokenizer)
+        assert len(tr.train_dataset) == 12 and tr.train_dataset.ordering_plan is not None
+        assert tr.val_dataset.ordering_plan is None and len(tr.val_dataset) == 10
+        assert [int(tr.val_dataset[i]["index"]) for i in range(10)] == list(range(10))
+        assert len(create_rl_dataset(train, tr.config.data, tokenizer, None, is_train=False)) == 10
+
+
 def test_batches_complete_to_a_gen_batch_size_larger_than_the_batch(compose_cfg, tokenizer, tmp_path):
     """18 rows, batches of 4, data.gen_batch_size=8: completed to 24 (a multiple of 8), every row served; completed
     only to 20 (a multiple of 4), the loader's drop_last would leave two rows unserved."""
@@ -430,39 +447,6 @@ def test_resume_over_edited_rows_is_refused(compose_cfg, files, tokenizer, tmp_p
     with pytest.raises(ValueError, match=r"the train rows changed since the checkpoint .*prompt, "
                                          r"reward_model.ground_truth and extra_info.topic"):
         _next_indices(tr2)
-
-
-def test_a_data_pt_without_content_fingerprint_resumes_with_a_warning(compose_cfg, files, tokenizer, caplog):
-    from verl_ebpo.samplers.dataset import STATE_KEY
-
-    ds = _trainer(compose_cfg(overrides("topic"), *files), tokenizer).train_dataset
-    old = {k: v for k, v in ds.state_dict()[STATE_KEY].items() if k != "content"}
-    ds.load_state_dict({STATE_KEY: {**old, "version": 1}})
-    assert "predates content fingerprints" in caplog.text
-
-
-def test_content_fingerprint_is_the_rows_values_not_their_layout():
-    import datasets
-
-    from verl_ebpo.samplers.fields import content_fingerprint
-
-    paths = ["prompt", "reward_model.ground_truth", "extra_info.topic", "extra_info.difficulty"]
-    table = pa.Table.from_pylist(_rows(12, topic_of=lambda i: None if i == 3 else "ab"[i % 2]))
-    fp = content_fingerprint(table, paths)
-    same = [
-        pa.concat_tables([table.slice(0, 5), table.slice(5)]),  # chunked
-        datasets.Dataset(table),
-        datasets.Dataset(table).select(range(12)),  # behind an index map
-        pa.Table.from_pylist(table.to_pylist()),
-    ]
-    assert all(content_fingerprint(t, paths) == fp for t in same)
-    assert content_fingerprint(datasets.Dataset(table).select(range(1, 12)), paths) == content_fingerprint(
-        table.slice(1), paths)
-    changed = table.to_pylist()
-    changed[7]["prompt"][0]["content"] = "question 7 "
-    assert content_fingerprint(pa.Table.from_pylist(changed), paths) != fp
-    assert content_fingerprint(datasets.Dataset(table).select([*range(11), 10]), paths) != fp  # a row repeated
-    assert content_fingerprint(table, ["prompt", "extra_info.nope"]) != content_fingerprint(table, ["prompt"])
 
 
 # ------------------------------------------------------------------------------------------------

@@ -157,12 +157,6 @@ def test_private_verl_names_appear_only_in_their_adapter():
             assert module in homes, f"{module} uses verl's private {name}; it belongs in {homes} (verl_boundary.TOUCHES)"
 
 
-# The one place the plugin reaches into the tools: the replay buffer hands `deterministic` (a CPU demo's option) over
-# to its subclass there, imported only when the option is set (tests/test_deterministic.py).
-HAND_OVERS = {"verl_ebpo.samplers.replay": {"verl_ebpo.tools.cpu.deterministic",
-                                            "verl_ebpo.tools.cpu.deterministic.DeterministicReplayBuffer"}}
-
-
 def test_dependencies_point_one_way():
     tops = set()
     for module, path in _modules():
@@ -173,7 +167,7 @@ def test_dependencies_point_one_way():
         if top == "tools" and len(parts) > 2 and parts[2] == "cpu":
             assert not any(n.startswith("verl_ebpo.tools.demo") for n in imported), f"{module} imports the demo"
         if top in PLUGIN:
-            bad = sorted(n for n in imported if n.startswith("verl_ebpo.tools") and n not in HAND_OVERS.get(module, ()))
+            bad = sorted(n for n in imported if n.startswith("verl_ebpo.tools"))
             assert not bad, f"plugin module {module} imports the tools: {bad}"
     assert tops == set(PLUGIN) | {"tools"}, f"a top-level module is neither plugin nor tools: {sorted(tops - set(PLUGIN))}"
 

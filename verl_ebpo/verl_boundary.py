@@ -156,7 +156,7 @@ TOUCHES: tuple[Touch, ...] = (
         "DAPO buffer arguments",
         "copied rule",
         "verl.trainer.ppo.v1.trainer_base:PPOTrainer._build_replay_buffer",
-        "verl_ebpo.samplers.replay:rules.filter_arguments",
+        "verl_ebpo.samplers.replay:filter_arguments",
         "tests/test_samplers_replay.py::test_replay_buffer_gets_the_dapo_arguments_verl_gives_its_own",
         "verl passes a custom buffer only its base arguments: the group-filtering ones are re-derived",
     ),

@@ -1,45 +1,35 @@
-"""verl dataset classes that put their rows in topic or difficulty order (the stock-trainer route).
+"""verl dataset classes that put their rows in topic or difficulty order (the `data.custom_cls` route).
 
-verl 0.9.1 builds the train dataset from `data.custom_cls.{path,name}` and, with `data.shuffle=False`,
-reads it through a SequentialSampler in a torchdata StatefulDataLoader with `drop_last=True`. These
-subclasses of verl's `RLHFDataset` reorder their rows once, right after verl has read (and length-filtered)
-the files, so the stock loader visits them in that order. The order is a pure function of the file and
-`data.ordering.*` (`TopicOptions` / `DifficultyOptions`), so a resumed run (verl's `data.pt`) rebuilds the
-same order and the loader continues after the last prompt it served. The epoch's last incomplete batch,
-which the loader would drop, is completed, cut (and listed) or refused as `data.ordering.remainder` says.
-Each dataset saves a fingerprint of its order and of its rows' content in `data.pt` and refuses to resume
-over a different order or changed rows.
-
-    data.shuffle=False
-    data.custom_cls.path=pkg://verl_ebpo.samplers.dataset
-    data.custom_cls.name=TopicOrderedDataset        # or DifficultyOrderedDataset
-    ++data.ordering.<option>=<value>                 # optional, see docs/ordering.md
-
-Only the train dataset is reordered (the one whose files are `data.train_files`); the validation
-dataset, built from the same class, keeps verl's behaviour.
-Across epochs the order is the same (a SequentialSampler); `data.ordering.passes=N` unrolls N passes
-into one epoch, each reshuffled inside clusters (use it with `trainer.total_epochs=1`).
+verl 0.9.1 builds the train dataset from `data.custom_cls.{path,name}` and, with `data.shuffle=False`, reads it
+through a SequentialSampler in a StatefulDataLoader with `drop_last=True`. These subclasses of verl's `RLHFDataset`
+reorder their rows once, right after verl has read (and length-filtered) the files, so the stock loader visits them
+in that order (`data.ordering.*`: docs/ordering.md). The order is a pure function of the file and the options, so a
+resumed run (verl's `data.pt`) rebuilds it and the loader continues after the last prompt it served; `data.pt`
+carries fingerprints of the order and of the rows' content, and a resume over a different one is refused.
+Only the train dataset is reordered: verl builds the validation dataset from the same class through
+`create_rl_dataset(..., is_train=False)`, and that one keeps verl's behaviour (never reordered or padded, even when
+`data.val_files` equals `data.train_files`).
 """
 
 from __future__ import annotations
 
+import hashlib
 import logging
 import os
+import sys
 from typing import Any
 
 from verl.utils.dataset.rl_dataset import RLHFDataset
 
-from verl_ebpo.samplers.fields import FieldNotFoundError, content_fingerprint, read_field
-from verl_ebpo.samplers.options import OPTIONS, OrderingOptions
-from verl_ebpo.samplers.ordering import OrderPlan, plan_epoch
+from verl_ebpo.samplers.fields import FieldNotFoundError, read_field
+from verl_ebpo.samplers.ordering import OPTIONS, OrderingOptions, OrderPlan, plan_epoch
 
 logger = logging.getLogger(__name__)
 
 STATE_KEY = "verl_ebpo_ordering"
-STATE_VERSION = 2  # 2: adds "content" (a hash of the rows' prompt, ground truth and ordering fields)
+STATE_VERSION = 2
 GROUND_TRUTH = "reward_model.ground_truth"  # where verl's reward managers read the answer
 
-# ------------------------------------------------------------------------------------------------
 # The one private verl touch of the ordering: verl 0.9.1's `RLHFDataset.__init__` calls
 # `self._read_files_and_tokenize()`, which reads the files, applies `train_max_samples` and the length filter
 # and leaves the rows in `self.dataframe` (a datasets.Dataset); `resume_dataset_state` calls it again. The
@@ -50,9 +40,7 @@ VERL_READ_HOOK = "_read_files_and_tokenize"
 
 
 def options_from_data_config(data_config: Any, default_order: str) -> OrderingOptions:
-    """`data.ordering.*` as the ordering's spec, with the defaults verl's data config gives.
-
-    seed: `data.seed`, else 0. batch_size: `data.train_batch_size`."""
+    """`data.ordering.*` as the ordering's options; seed defaults to `data.seed`, batch_size to `data.train_batch_size`."""
     defaults = {"seed": data_config.get("seed", None), "batch_size": data_config.get("train_batch_size", None)}
     return OPTIONS[default_order].from_mapping(data_config.get("ordering", None),
                                                **{k: v for k, v in defaults.items() if v is not None})
@@ -69,27 +57,24 @@ def build_plan(table: Any, opts: OrderingOptions, *, loader_batch: int | None = 
 
 
 def refuse_empty_file(path: Any) -> None:
-    """A local parquet file with 0 rows (or an empty JSON file) is one line naming it, not a DatasetGenerationError
-    from inside datasets."""
-    path = os.fspath(path)
-    if not os.path.isfile(path):
-        return  # verl reports what is wrong with it
-    if path.endswith(".parquet"):
-        import pyarrow.parquet as pq
+    """A local file with 0 rows is one line naming it, not a DatasetGenerationError from inside datasets."""
+    import pyarrow.parquet as pq
 
-        empty = pq.ParquetFile(path).metadata.num_rows == 0
-    else:
-        empty = os.path.getsize(path) == 0
-    if empty:
+    path = os.fspath(path)
+    if os.path.isfile(path) and (pq.ParquetFile(path).metadata.num_rows == 0 if path.endswith(".parquet")
+                                 else os.path.getsize(path) == 0):
         raise ValueError(f"{path}: the file holds no rows, so there is nothing to train on")
 
 
-def _norm_files(files: Any) -> list[str]:
-    if files is None:
-        return []
-    if isinstance(files, (str, os.PathLike)):
-        files = [files]
-    return [os.path.abspath(os.path.expanduser(os.fspath(f))) for f in files]
+def _verl_builds_the_train_set() -> bool | None:
+    """`is_train` of verl's `create_rl_dataset` if it is building this dataset (None outside it: ordered): verl builds
+    the train and the validation set from one class and tells only its builder which is which (canary:
+    tests/test_samplers_verl.py::test_validation_is_never_reordered_even_from_the_train_files)."""
+    frame = sys._getframe(1)
+    while frame is not None and not (frame.f_code.co_name == "create_rl_dataset"
+                                     and frame.f_globals.get("__name__", "").startswith("verl.")):
+        frame = frame.f_back
+    return None if frame is None else bool(frame.f_locals.get("is_train", True))
 
 
 class OrderedRLHFDataset(RLHFDataset):
@@ -98,6 +83,7 @@ class OrderedRLHFDataset(RLHFDataset):
     default_order = "topic"
 
     def __init__(self, *args: Any, **kwargs: Any) -> None:
+        self._verl_is_train = _verl_builds_the_train_set()  # before verl's __init__ reads (and orders) the rows
         super().__init__(*args, **kwargs)
         if not hasattr(self, "ordering_options"):
             raise RuntimeError(f"{type(self).__name__}: verl's RLHFDataset no longer calls {VERL_READ_HOOK}(), the "
@@ -111,74 +97,54 @@ class OrderedRLHFDataset(RLHFDataset):
         super()._read_files_and_tokenize()
         self._apply_ordering()
 
-    # -- ordering ---------------------------------------------------------------------------------
-    def _is_train_dataset(self) -> bool:
-        train = _norm_files(self.config.get("train_files", None))
-        mine = _norm_files(getattr(self, "original_data_files", self.data_files))
-        return bool(train) and train == mine
-
     def _apply_ordering(self) -> None:
         self.ordering_options = opts = options_from_data_config(self.config, self.default_order)
-        self.ordering_plan = None
-        self._ordering_state = None
-        if not self._is_train_dataset():
-            return  # the validation set: unchanged
+        self.ordering_plan = self._ordering_state = None
+        if self._verl_is_train is False:
+            return  # the validation set: verl's own
+        name, files = type(self).__name__, ", ".join(map(str, getattr(self, "original_data_files", self.data_files)))
         if self.config.get("shuffle", False):
-            raise ValueError(f"{type(self).__name__} orders the prompts itself; data.shuffle=True would reshuffle "
-                             "them. Set data.shuffle=False.")
-        files = ", ".join(map(str, getattr(self, "original_data_files", self.data_files)))
+            raise ValueError(f"{name} orders the prompts itself; data.shuffle=True would reshuffle them. Set "
+                             "data.shuffle=False.")
         if len(self.dataframe) == 0:
-            raise ValueError(f"{type(self).__name__}: no row of {files} is left after verl's filters "
-                             "(data.max_prompt_length with filter_overlong_prompts, train_max_samples): nothing to order")
+            raise ValueError(f"{name}: no row of {files} is left after verl's filters (data.max_prompt_length with "
+                             "filter_overlong_prompts, train_max_samples): nothing to order")
         plan = build_plan(self.dataframe, opts, loader_batch=loader_batch(self.config))  # it drops an incomplete one
         if len(plan) == 0:
-            raise ValueError(f"{type(self).__name__}: the order of {files} serves no row ({plan.summary()})")
-        content = self._content_fingerprint(opts)
-        msg = f"[verl_ebpo] {type(self).__name__}: {plan.summary()}"
-        if plan.cut:
-            msg += f" (row numbers after verl's length filter{self._row_ids(plan.cut)})"
+            raise ValueError(f"{name}: the order of {files} serves no row ({plan.summary()})")
+        content = hashlib.sha256()  # the rows' prompt, ground truth and ordering field, in file order
+        for path in (self.prompt_key, GROUND_TRUTH, opts.field):
+            try:
+                content.update(repr(read_field(self.dataframe, path)).encode())
+            except FieldNotFoundError:
+                content.update(b"absent")
         self.dataframe = self.dataframe.select(plan.indices)  # an array: datasets hashes it ~5x faster than a list
         self.ordering_plan = plan
         self._ordering_state = {"version": STATE_VERSION, "fingerprint": plan.fingerprint(), "length": len(plan),
-                                "content": content}
+                                "content": content.hexdigest()[:16]}
+        msg = f"[verl_ebpo] {name}: {plan.summary()}" + (" (row numbers after verl's length filter)" if plan.cut else "")
         print(msg)
         (logger.warning if plan.cut else logger.info)(msg)
 
-    def _row_ids(self, rows: tuple[int, ...]) -> str:
-        try:
-            return f"; their extra_info.index: {read_field(self.dataframe.select(list(rows)), 'extra_info.index')}"
-        except FieldNotFoundError:
-            return ""
-
-    def _content_fingerprint(self, opts: OrderingOptions) -> str:
-        """The rows' prompt, ground truth and ordering field, hashed in file order."""
-        return content_fingerprint(self.dataframe, (self.prompt_key, GROUND_TRUTH, opts.field))
-
-    # -- torchdata Stateful: fingerprints of the order and the rows travel in data.pt ---------------
+    # torchdata Stateful: the fingerprints travel in data.pt
     def state_dict(self) -> dict:
-        return {STATE_KEY: self._ordering_state} if getattr(self, "_ordering_state", None) else {}
+        return {STATE_KEY: self._ordering_state} if self._ordering_state else {}
 
     def load_state_dict(self, state_dict: dict) -> None:
-        saved = (state_dict or {}).get(STATE_KEY)
-        mine = getattr(self, "_ordering_state", None)
+        saved, mine, name = (state_dict or {}).get(STATE_KEY), self._ordering_state, type(self).__name__
         if not saved or not mine:
             return
-        if saved["fingerprint"] != mine["fingerprint"] or saved["length"] != mine["length"]:
-            raise ValueError(f"{type(self).__name__}: the checkpoint's data.pt was written for a different prompt "
-                             f"order (saved {saved['fingerprint']} over {saved['length']} prompts, now "
-                             f"{mine['fingerprint']} over {mine['length']}): the train file or data.ordering / "
-                             "data.seed / the batch size changed since the checkpoint, so resuming would repeat or "
-                             "skip prompts. Restore the old settings or start a fresh run.")
-        if "content" not in saved:
-            logger.warning("%s: data.pt predates content fingerprints (version %s): the order matches, the rows' "
-                           "text is not checked", type(self).__name__, saved.get("version"))
-        elif saved["content"] != mine["content"]:
-            raise ValueError(
-                f"{type(self).__name__}: the train rows changed since the checkpoint (content fingerprint "
-                f"{saved['content']}, now {mine['content']}, over the prompt, {GROUND_TRUTH} and "
-                f"{self.ordering_options.field}): resuming would continue the old position "
-                "over different prompts. Restore the checkpoint's train file or start a fresh run."
-            )
+        if (saved["fingerprint"], saved["length"]) != (mine["fingerprint"], mine["length"]):
+            raise ValueError(f"{name}: the checkpoint's data.pt was written for a different prompt order (saved "
+                             f"{saved['fingerprint']} over {saved['length']} prompts, now {mine['fingerprint']} over "
+                             f"{mine['length']}): the train file or data.ordering / data.seed / the batch size changed "
+                             "since the checkpoint, so resuming would repeat or skip prompts. Restore the old settings "
+                             "or start a fresh run.")
+        if saved.get("content") != mine["content"]:
+            raise ValueError(f"{name}: the train rows changed since the checkpoint (content fingerprint "
+                             f"{saved.get('content')}, now {mine['content']}, over the prompt, {GROUND_TRUTH} and "
+                             f"{self.ordering_options.field}): resuming would continue the old position over different "
+                             "prompts. Restore the checkpoint's train file or start a fresh run.")
 
 
 class TopicOrderedDataset(OrderedRLHFDataset):

@@ -1,35 +1,99 @@
 """`TrackedReplayBuffer`: verl's synchronous replay buffer, reporting what the data and the rollouts spend, and
 optionally keeping a run inside one pass over its data (a curriculum with DAPO's dynamic sampling).
 
-Plugged in through verl's documented hook, `trainer.v1.sampler.custom_sampler.{path,name}`
-(`verl_ebpo.samplers.replay_rules.buffer_overrides()` writes the overrides; the recipes' `-diff` runs use it with
-`one_pass`). Every training step gains `replay/prompts_consumed` and `replay/prompts_left` (the data loader's
-current pass), `replay/data_pass`, `replay/discarded_answers` and `replay/discarded_reward_sum` (answers DAPO
-generated but did not train on, and their rewards), and with `one_pass` `replay/last_step`. The rules:
-`verl_ebpo.samplers.replay_rules`.
+Plugged in through verl's hook `trainer.v1.sampler.custom_sampler.{path,name}` (`verl_ebpo.samplers.buffer_overrides()`;
+the recipes' `-diff` runs add `one_pass`). Every training step gains the `replay/*` metrics below.
+
+One pass (`one_pass=true`): verl 0.9.1 sets a run's steps to `len(data) // train_batch_size` and starts its data
+iterator again when the data runs out, while DAPO's dynamic sampling draws more than `train_batch_size` prompts a
+step; a curriculum with DAPO would reach its end early and restart from the easiest problems. Three rules
+(B = `train_batch_size`) keep the run inside one pass:
+
+1. `refill_allowance`: a step that is not the run's last keeps B prompts in reserve for the next step (verl draws
+   B prompts at the start of every step, before any refill); the last step may draw every prompt left.
+2. `last_step`: before a step starts, with L prompts left: L < B -> the previous step was the last; B <= L < 2B ->
+   the coming step is the last. A run's last step only ever moves earlier (verl's own total is kept when earlier).
+3. Once no prompt is left to replace a group DAPO filters, the group is kept (`replay/kept_filtered_groups`) and the
+   step trains on what it has, the groups DAPO accepts first, at most B (verl pads a short batch).
 
 verl hands a custom buffer only its base constructor arguments: the DAPO ones are re-derived from linked config
 nodes (`sampler_kwargs.verl`, `filter_arguments`, tested equal to what verl gives its own buffer). The trainer is
 reached through `refill_fn`, a bound method of verl's `PPOTrainer`: the data loader's position (its iterator's
 `_num_yielded`), `total_training_steps` (which ends verl's loop) and the `on_train_begin` hook (run after a resume
 restored the loader, before the first step) -- each a touch with a canary in tests/test_samplers_replay.py.
-
-`deterministic` (the CPU demo's choice, rules 4-6) is a subclass in the tools, selected by its own class path
-(`verl_ebpo.tools.cpu.deterministic.OVERRIDES`); the plugin imports nothing from the tools.
 """
 
 from __future__ import annotations
 
 import logging
 import time
+from dataclasses import dataclass
+from typing import Any, Mapping, Optional
 
 import transfer_queue as tq
 from verl.trainer.ppo.v1.replay_buffer import ReplayBuffer
 
-from verl_ebpo.samplers import replay_rules as rules
+from verl_ebpo.samplers import VERL_CONFIG_LINKS
+from verl_ebpo.samplers.ordering import from_mapping
 from verl_ebpo.spec import config_get
 
 logger = logging.getLogger(__name__)
+
+# metrics added to every training step's
+PROMPTS_CONSUMED = "replay/prompts_consumed"  # prompts drawn from the data loader's current pass
+PROMPTS_LEFT = "replay/prompts_left"  # prompts left in that pass
+DATA_PASS = "replay/data_pass"  # passes over the data begun in this attempt (1: the first)
+LAST_STEP = "replay/last_step"  # one_pass: the run's last step as planned after this step's sampling
+KEPT_GROUPS = "replay/kept_filtered_groups"  # one_pass: groups DAPO would drop, trained on at the data's end
+DISCARDED_ANSWERS = "replay/discarded_answers"  # answers generated for training but not trained on (DAPO)
+DISCARDED_REWARD_SUM = "replay/discarded_reward_sum"  # the sum of those answers' rewards
+PREFIX = "trainer.v1.sampler.sampler_kwargs"
+
+
+@dataclass(frozen=True)
+class ReplayOptions:
+    """`+trainer.v1.sampler.sampler_kwargs.KEY=VALUE` of `TrackedReplayBuffer`."""
+
+    one_pass: bool = False  # end the run when the data's first pass ends (needs trainer.total_epochs=1)
+    poll_interval_s: float = 2.0  # seconds between checks for finished rollouts, in (0, 60] (verl's own: 2)
+    verl: Any = None  # (required) `verl.KEY=${NODE}` links to VERL_CONFIG_LINKS' nodes (buffer_overrides writes them)
+
+    def __post_init__(self) -> None:
+        if not isinstance(self.one_pass, bool):
+            raise ValueError(f"{PREFIX}.one_pass must be true or false, got {self.one_pass!r}")
+        x = self.poll_interval_s
+        if isinstance(x, bool) or not isinstance(x, (int, float)) or not 0 < x <= 60:
+            raise ValueError(f"{PREFIX}.poll_interval_s must be a number in (0, 60], got {x!r}")
+
+
+def filter_arguments(linked: Optional[Mapping]) -> dict:
+    """The filtering arguments verl 0.9.1's `PPOTrainer._build_replay_buffer` (and `_resolve_filter_groups_metric`)
+    gives its own sync buffer, computed the same way from the linked config values (verl's own config)."""
+    missing = sorted(set(VERL_CONFIG_LINKS) - set(linked or {}))
+    if missing:
+        raise ValueError(f"TrackedReplayBuffer needs {PREFIX}.verl with {missing} (links to verl's config, to filter "
+                         "DAPO's groups as verl would): add the overrides of verl_ebpo.samplers.buffer_overrides()")
+    groups, refill, batch = linked["filter_groups"], bool(linked["sync_refill_failed_groups"]), linked["train_batch_size"]
+    metric = config_get(groups, "metric", None) if config_get(groups, "enable", False) else None
+    if config_get(groups, "enable", False) and not metric:
+        raise ValueError("algorithm.filter_groups.metric must be set when group filtering is enabled")
+    if metric and linked["reward_model_enable"] and not linked["reward_model_enable_resource_pool"]:
+        raise ValueError("algorithm.filter_groups requires the reward metric at sampling time: use rule-based "
+                         "reward or reward.reward_model.enable_resource_pool=True")
+    return {"filter_groups_metric": metric, "sync_refill_failed_groups": refill, "train_batch_size": batch,
+            "gen_batch_size": 1 if metric is not None or refill else (linked["gen_batch_size"] or batch),
+            "max_inflight_gen_batches": config_get(groups, "max_inflight_gen_batches", 1) if metric else 1}
+
+
+def refill_allowance(left: int, batch: int, is_last: bool, chunk: int = 1) -> int:
+    """Rule 1: the prompts this step's refills may still draw, of the `left` in the pass (whole `chunk`s)."""
+    allowed = max(0, left - (0 if is_last else batch))
+    return allowed - allowed % max(1, chunk)
+
+
+def last_step(next_step: int, left: int, batch: int, planned: int) -> int:
+    """Rule 2: the run's last step, decided before `next_step` starts with `left` prompts left in the pass."""
+    return min(planned, next_step - 1) if left < batch else min(planned, next_step) if left < 2 * batch else planned
 
 
 class DataPassEnds(Exception):
@@ -38,25 +102,26 @@ class DataPassEnds(Exception):
 
 class TrackedReplayBuffer(ReplayBuffer):
     def __init__(self, *args, sampler_kwargs=None, poll_interval=None, refill_fn=None, **kwargs):
-        opts = rules.ReplayOptions.from_mapping(sampler_kwargs)  # not a mapping: refused, naming the key
+        opts = from_mapping(ReplayOptions, sampler_kwargs, PREFIX)
         trainer_mode = kwargs.get("trainer_mode", args[0] if args else "sync")
         if trainer_mode != "sync":
-            raise ValueError(f"{rules.BUFFER_CLASS} is verl's synchronous buffer; trainer.v1.trainer_mode="
+            raise ValueError(f"TrackedReplayBuffer is verl's synchronous buffer; trainer.v1.trainer_mode="
                              f"{trainer_mode!r} needs verl's own (drop the custom_sampler overrides)")
-        # What verl passes explicitly wins (a later verl may pass the filtering arguments to custom buffers).
-        kwargs = {**rules.filter_arguments(opts.verl), **kwargs}
-        interval = opts.poll_interval_s if poll_interval is None else float(poll_interval)
-        super().__init__(*args, sampler_kwargs=sampler_kwargs, poll_interval=interval,
-                         refill_fn=None if refill_fn is None else self._refill, **kwargs)
-        self.one_pass = opts.one_pass
-        self._trainer_refill = refill_fn
+        kwargs = {**filter_arguments(opts.verl), **kwargs}  # what verl passes explicitly wins
+        super().__init__(*args, sampler_kwargs=sampler_kwargs, refill_fn=refill_fn and self._refill, **kwargs,
+                         poll_interval=opts.poll_interval_s if poll_interval is None else float(poll_interval))
+        self.one_pass, self._trainer_refill = opts.one_pass, refill_fn
         self._trainer = getattr(refill_fn, "__self__", None)  # verl's PPOTrainer (refill_fn is its bound method)
-        self._discarded = {rules.DISCARDED_ANSWERS: 0.0, rules.DISCARDED_REWARD_SUM: 0.0}
+        self._discarded = {DISCARDED_ANSWERS: 0.0, DISCARDED_REWARD_SUM: 0.0}
         self._is_last, self._kept = True, set()  # the step's last-step flag; groups kept by rule 3
         self._iterator, self._passes = None, 0
         self._settling = None  # the partition whose snapshots wait for every rollout (rule 3's end; deterministic)
         if self.one_pass:
-            self._check_one_pass()
+            if config_get(self._trainer.config.trainer, "total_epochs") != 1:
+                raise ValueError(f"{PREFIX}.one_pass ends the run at the end of the data's first pass: set "
+                                 f"trainer.total_epochs=1 (got {config_get(self._trainer.config.trainer, 'total_epochs')})")
+            if getattr(self._trainer, "parameter_sync_step", 1) != 1:
+                raise ValueError(f"{PREFIX}.one_pass needs parameter_sync_step=1 (one sample per step)")
             begin = self._trainer.on_train_begin
 
             def on_train_begin():  # after _load_checkpoint restored the loader, before fit's first step
@@ -65,16 +130,6 @@ class TrackedReplayBuffer(ReplayBuffer):
 
             self._trainer.on_train_begin = on_train_begin
 
-    def _check_one_pass(self) -> None:
-        trainer = self._trainer  # verl's V1 PPOTrainer
-        epochs = config_get(trainer.config.trainer, "total_epochs")
-        if epochs != 1:
-            raise ValueError(f"sampler_kwargs.one_pass ends the run at the end of the data's first pass: set "
-                             f"trainer.total_epochs=1 (got {epochs})")
-        if getattr(trainer, "parameter_sync_step", 1) != 1:
-            raise ValueError("sampler_kwargs.one_pass needs parameter_sync_step=1 (one sample per step)")
-
-    # ---- the data loader's position ------------------------------------------------------------------
     def _position(self) -> tuple[int, int]:
         """(prompts drawn from the loader's current pass, prompts in a pass)."""
         trainer = self._trainer
@@ -92,7 +147,7 @@ class TrackedReplayBuffer(ReplayBuffer):
     def _plan(self, next_step: int) -> None:
         drawn, size = self._position()
         planned = self._trainer.total_training_steps
-        last = rules.last_step(next_step, size - drawn, self.train_batch_size, planned)
+        last = last_step(next_step, size - drawn, self.train_batch_size, planned)
         if last != planned:
             logger.warning("one_pass: %d of %d prompts drawn; the run ends after step %d (verl planned %d)",
                            drawn, size, last, planned)
@@ -100,19 +155,15 @@ class TrackedReplayBuffer(ReplayBuffer):
 
     def _allowance(self) -> int:
         drawn, size = self._position()
-        return rules.refill_allowance(size - drawn, self.train_batch_size, self._is_last, self.gen_batch_size)
+        return refill_allowance(size - drawn, self.train_batch_size, self._is_last, self.gen_batch_size)
 
     def _refill(self, n: int) -> None:
-        if not self.one_pass:
-            self._trainer_refill(n)
-            return
-        take = min(n, self._allowance())
+        take = min(n, self._allowance()) if self.one_pass else n
         if take > 0:
             self._trainer_refill(take)
         if take < n:
             raise DataPassEnds
 
-    # ---- verl's sampling, counted -------------------------------------------------------------------
     def _clear_groups(self, partition_id: str, uids: set[str]) -> None:
         """verl's eviction and surplus disposal both end here: tally the answers (and their rewards) that were
         generated for training but leave without being trained on, then let verl clear them."""
@@ -121,8 +172,8 @@ class TrackedReplayBuffer(ReplayBuffer):
             if keys:
                 data = tq.kv_batch_get(keys=keys, partition_id=partition_id, select_fields=["rm_scores"])
                 scores = [float(v.sum().item()) for v in data["rm_scores"]]
-                self._discarded[rules.DISCARDED_ANSWERS] += len(scores)
-                self._discarded[rules.DISCARDED_REWARD_SUM] += sum(scores)
+                self._discarded[DISCARDED_ANSWERS] += len(scores)
+                self._discarded[DISCARDED_REWARD_SUM] += sum(scores)
         super()._clear_groups(partition_id, uids)
 
     def _terminal_eviction_reasons(self, global_steps: int, partition_id: str):
@@ -142,7 +193,7 @@ class TrackedReplayBuffer(ReplayBuffer):
     def sample(self, global_steps: int, partition_id: str, batch_size: int):
         if partition_id == "val":
             return super().sample(global_steps, partition_id, batch_size)
-        self._discarded = {rules.DISCARDED_ANSWERS: 0.0, rules.DISCARDED_REWARD_SUM: 0.0}
+        self._discarded = {DISCARDED_ANSWERS: 0.0, DISCARDED_REWARD_SUM: 0.0}
         self._kept = set()
         trainer = self._trainer
         self._is_last = trainer is None or global_steps >= trainer.total_training_steps
@@ -155,12 +206,11 @@ class TrackedReplayBuffer(ReplayBuffer):
         metrics = {**metrics, **self._discarded}
         if trainer is not None:
             drawn, size = self._position()
-            metrics.update({rules.PROMPTS_CONSUMED: drawn, rules.PROMPTS_LEFT: size - drawn,
-                            rules.DATA_PASS: self._passes})
+            metrics.update({PROMPTS_CONSUMED: drawn, PROMPTS_LEFT: size - drawn, DATA_PASS: self._passes})
             if self.one_pass:
                 self._plan(global_steps + 1)
-                metrics[rules.LAST_STEP] = trainer.total_training_steps
-                metrics[rules.KEPT_GROUPS] = len(self._kept & self._trained(batch))
+                metrics[LAST_STEP] = trainer.total_training_steps
+                metrics[KEPT_GROUPS] = len(self._kept & self._trained(batch))
         return batch, metrics
 
     def _sync_metadata_from_transfer_queue(self) -> None:

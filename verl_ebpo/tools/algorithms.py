@@ -47,7 +47,7 @@ def overrides(algo: str, protocol: str = "paper", *, max_response_length: int = 
     1 <= overlong_buffer_len < max_response_length, overlong_penalty >= 0). ValueError on bad input.
 
     one_pass: the run stays inside one pass over its data (the curriculum runs; needs trainer.total_epochs=1):
-    the plugin's replay buffer (`verl_ebpo.samplers.replay_rules.buffer_overrides`), for every algorithm alike,
+    the plugin's replay buffer (`verl_ebpo.samplers.buffer_overrides`), for every algorithm alike,
     so the -diff runs differ only in their algorithm's keys.
 
     log_discarded: a run that drops groups (paper DAPO's dynamic sampling) gets the same replay buffer without
@@ -58,7 +58,7 @@ def overrides(algo: str, protocol: str = "paper", *, max_response_length: int = 
     drops_groups = "algorithm.filter_groups.enable=True" in keys
     if not one_pass and not (log_discarded and drops_groups):
         return keys
-    from verl_ebpo.samplers.replay_rules import buffer_overrides  # here: the samplers package loads numpy
+    from verl_ebpo.samplers import buffer_overrides  # here: the samplers package loads numpy
 
     return keys + buffer_overrides(one_pass=one_pass)
 

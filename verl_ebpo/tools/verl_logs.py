@@ -20,17 +20,16 @@ from collections import defaultdict
 from pathlib import Path
 from typing import Callable, Optional
 
-from verl_ebpo.samplers.replay_rules import DISCARDED_ANSWERS, DISCARDED_REWARD_SUM
-
 SCORE = "critic/score/mean"  # mean reward of the answers trained on this step
 STEP_TIME = "timing_s/step"
 TIMING_PREFIX = "timing_s/"
 # DAPO (algorithm.filter_groups) in verl's sync replay buffer, summed per step, counted in prompt groups:
 DAPO_EVICTED_GROUPS = "training/filter_groups/evicted_samples"  # groups whose answers all scored the same
 DAPO_SURPLUS_GROUPS = "training/filter_groups/discarded_surplus_samples"  # finished but not needed this step
-# DISCARDED_ANSWERS, DISCARDED_REWARD_SUM (imported above): added to each training step's metrics by the plugin's
-# replay buffer (verl_ebpo.samplers.replay): the answers generated for the step but not trained on (DAPO's dropped
-# and surplus groups) and the sum of their rewards.
+# added to each training step's metrics by the plugin's replay buffer (verl_ebpo.samplers.replay, the same names;
+# tests/test_samplers_replay.py): the answers generated for the step but not trained on (DAPO's dropped and surplus
+# groups) and the sum of their rewards
+DISCARDED_ANSWERS, DISCARDED_REWARD_SUM = "replay/discarded_answers", "replay/discarded_reward_sum"
 _VAL_ACC = re.compile(r"^val-core/(.+)/acc/mean@1$")
 
 

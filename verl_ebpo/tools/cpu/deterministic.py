@@ -1,10 +1,11 @@
 """`deterministic`: the plugin's replay buffer deciding only on settled snapshots, in draw order (the CPU demo's
 choice; docs/ordering.md#deterministic).
 
-`OVERRIDES` name `DeterministicReplayBuffer`, a subclass of the plugin's buffer
-(`verl_ebpo.samplers.replay.TrackedReplayBuffer`), as verl's custom sampler: the plugin knows nothing of it. verl's sync buffer decides while rollouts are still running, so two runs
+`DETERMINISTIC_OVERRIDES` name `DeterministicReplayBuffer`, a subclass of the plugin's buffer
+(`verl_ebpo.samplers.replay.TrackedReplayBuffer`), as verl's `trainer.v1.sampler.custom_sampler`, in place of the
+plugin's class (the rest of the plugin's buffer overrides, e.g. `CPURun`'s, unchanged). verl's sync buffer decides while rollouts are still running, so two runs
 of the same code and seed differ with DAPO. Here every decision is made on a settled snapshot, in draw order
-(rules 1-3 are `one_pass`'s, in `verl_ebpo.samplers.replay_rules`):
+(rules 1-3 are `one_pass`'s, in `verl_ebpo.samplers.replay`):
 
 4. the buffer evicts, refills and selects only when no group of the partition is pending or running (verl's own
    loop, its snapshots taken once the generation in flight is done: the plugin's `_sync_metadata_from_transfer_queue`
@@ -28,9 +29,9 @@ from typing import Iterable, Mapping
 
 from verl_ebpo.samplers.replay import TrackedReplayBuffer
 
-# verl's custom-sampler class path, replacing the plugin buffer's (the demo's runs; later overrides win by key)
-OVERRIDES = ["trainer.v1.sampler.custom_sampler.path=pkg://verl_ebpo.tools.cpu.deterministic",
-             "trainer.v1.sampler.custom_sampler.name=DeterministicReplayBuffer"]
+# after the plugin's buffer overrides (a later override of a key wins: `merge_overrides`, Hydra)
+DETERMINISTIC_OVERRIDES = ("trainer.v1.sampler.custom_sampler.path=pkg://verl_ebpo.tools.cpu.deterministic",
+                           "trainer.v1.sampler.custom_sampler.name=DeterministicReplayBuffer")
 
 
 def _draw_rank(uid: str, ranks: Mapping[str, int]) -> tuple[int, int, str]:
@@ -58,7 +59,7 @@ def batch_layout(keys: Iterable[str], ranks: Mapping[str, int]) -> list[str]:
 
 
 class DeterministicReplayBuffer(TrackedReplayBuffer):
-    """`TrackedReplayBuffer` with rules 4-6 (verl builds it when `OVERRIDES` name it)."""
+    """`TrackedReplayBuffer` with rules 4-6 (verl builds it from `DETERMINISTIC_OVERRIDES`)."""
 
     def __init__(self, *args, **kwargs):
         super().__init__(*args, **kwargs)

@@ -34,7 +34,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Optional, Sequence
 
-from verl_ebpo.samplers.replay_rules import buffer_overrides
+from verl_ebpo.samplers import buffer_overrides
 from verl_ebpo.tools.cpu.vllm_rollout import ROLLOUT_ENV as VLLM_ROLLOUT_ENV, VLLM_ENV, VLLM_OVERRIDES
 from verl_ebpo.tools.cpu.vllm_rollout import check_model as check_vllm_model
 

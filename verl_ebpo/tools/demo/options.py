@@ -129,14 +129,14 @@ class DemoOptions(Spec):
         """The recipes' keys of `algo` (paper protocol), sized to this demo's response length, with DAPO's overlong
         penalty at 0 (the recipes' `OVERLONG_PENALTY=0`): at a budget of a few tokens nearly every answer is "overlong"
         by DAPO's rule (longer than half the budget), so the penalty would shift DAPO's logged reward by about -1 and
-        the report would compare shaped against unshaped rewards. Every run uses the deterministic subclass of the
-        plugin's replay buffer (`deterministic.OVERRIDES`): DAPO's refills no longer depend on timing, and every
+        the report would compare shaped against unshaped rewards. Every run sets the plugin's replay buffer (which
+        `CPURun` plugs in for its fast poll) the deterministic one (`tools.cpu.deterministic`): DAPO's refills no longer depend on timing, and every
         algorithm's batch is laid out in draw order instead of the order its answers finished, so the loss sums in
         the same order and a seed repeats a run (docs/demo.md#reproducibility)."""
-        from verl_ebpo.tools.cpu.deterministic import OVERRIDES  # here: the samplers load numpy
+        from verl_ebpo.tools.cpu.deterministic import DETERMINISTIC_OVERRIDES  # here: the samplers load numpy
 
         keys = _algorithms.overrides(algo, "paper", max_response_length=self.max_response_length, overlong_penalty=0.0)
-        return [*keys, *OVERRIDES]
+        return [*keys, *DETERMINISTIC_OVERRIDES]
 
 
 def algorithms_table() -> str:

@@ -16,7 +16,7 @@ from collections import Counter
 from typing import Any, Callable
 
 from verl_ebpo.tools.scorer import load_scorer, sized_for
-from verl_ebpo.samplers.labels import is_missing, label_kind
+from verl_ebpo.samplers.ordering import is_missing, label_kind
 from verl_ebpo.tools.cli import one_line
 from verl_ebpo.tools.labeling.io import (
     _SHOW,

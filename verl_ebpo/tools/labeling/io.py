@@ -1,7 +1,7 @@
 """The labelling tools' files and shared rules: reading inputs, writing outputs, rows without a value.
 
 Library errors (`LabelingError`) name arguments (`workers`, `index_field`); the CLI (`cli.py`) maps them to its
-flags. The missing-value rule is `verl_ebpo.samplers.labels.is_missing` (the orderings' own).
+flags. The missing-value rule is `verl_ebpo.samplers.ordering.is_missing` (the orderings' own).
 """
 
 from __future__ import annotations
@@ -10,7 +10,7 @@ import os
 import stat
 from typing import Any, Sequence
 
-from verl_ebpo.samplers.labels import is_missing
+from verl_ebpo.samplers.ordering import is_missing
 
 _SHOW = 5
 MISSING_CHOICES = ("error", "drop", "fill", "keep")

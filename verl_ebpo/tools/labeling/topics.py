@@ -12,7 +12,7 @@ import os
 from collections import Counter
 from typing import Any, Callable, Sequence
 
-from verl_ebpo.samplers.labels import is_missing
+from verl_ebpo.samplers.ordering import is_missing
 from verl_ebpo.tools.labeling.io import (
     TOPICS_EXTRA,
     LabelingError,
