@@ -437,7 +437,7 @@ def test_inspect_errors_name_the_path(workdir, capsys):
     (workdir / "bad.json").write_text("{not json")
     for target, words in [("nowhere", "does not exist"), ("bare", "holds neither"), ("bad.json", "corrupt")]:
         rc, out, err = _inspect(capsys, str(workdir / target))
-        assert rc == 1 and out == ""
+        assert rc == 2 and out == ""
         assert str(workdir / target) in err and words in err
 
 

@@ -2,8 +2,8 @@
 later computes every advantage, verl 0.9.1 V1: TaskRunnerV1.run -> PPOTrainer.__init__ -> build_checkpoint_callback,
 then init() loads the models, then fit() -> _compute_advantage in the same process).
 
-- `ebpo` missing from verl's registry: EBPOCheckpointCallback registers it and says once why verl did not
-  (VERL_USE_EXTERNAL_PLUGINS, the package not installed on that node, a plugin import error) and the fix.
+- `ebpo` missing from verl's registry: EBPOCheckpointCallback registers it and says once, in one line, the likely
+  causes (VERL_USE_EXTERNAL_PLUGINS, the package not installed on that node) and the fix.
 - `ebpo` taken by another function: the callback stops the run with one error line.
 - A running prior without the callback, inside verl's trainer: one warning that a resume restarts the prior.
 """
@@ -74,22 +74,7 @@ def test_plugins_turned_off_in_a_fresh_process_the_callback_registers_ebpo_and_s
     assert out.stdout.strip().splitlines()[-1] == "verl_ebpo.advantage.verl_glue"
     lines = [line for line in out.stderr.splitlines() if "'ebpo' was not registered" in line]
     assert len(lines) == 1, out.stderr[-2000:]
-    assert "VERL_USE_EXTERNAL_PLUGINS=none" in lines[0] and "pip install verl-ebpo" in lines[0]
-
-
-@pytest.mark.slow  # two fresh interpreters importing verl (~30 s)
-@pytest.mark.parametrize("policy", ["other_plugin", " Other_plugin , EBPO "])
-def test_our_plugin_policy_rule_is_verls(policy):
-    """verl_boundary's copied rule: for a VERL_USE_EXTERNAL_PLUGINS list, verl's own `import verl` registers
-    `ebpo` exactly when why_not_registered() does not blame the policy."""
-    code = ("import verl\nfrom verl.trainer.ppo.core_algos import ADV_ESTIMATOR_REGISTRY as R\n"
-            "from verl_ebpo.advantage.verl_glue import why_not_registered\n"
-            "print('ebpo' in R, 'VERL_USE_EXTERNAL_PLUGINS' in why_not_registered())")
-    env = {**os.environ, "VERL_USE_EXTERNAL_PLUGINS": policy, "PYTHONPATH": os.getcwd()}
-    out = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True, timeout=180)
-    assert out.returncode == 0, out.stderr[-2000:]
-    registered, blamed = out.stdout.split()
-    assert registered != blamed, (policy, registered, blamed)
+    assert "VERL_USE_EXTERNAL_PLUGINS" in lines[0] and "pip install verl-ebpo" in lines[0]
 
 
 def test_removed_from_the_registry_the_callback_registers_it_before_any_model_loads(caplog, monkeypatch):
@@ -112,36 +97,6 @@ def test_another_estimator_leaves_the_registry_alone(monkeypatch):
     monkeypatch.delitem(ADV_ESTIMATOR_REGISTRY, "ebpo")
     build_checkpoint_callback(compose("algorithm.adv_estimator=grpo", EBPO_RUN[1], EBPO_RUN[2]))
     assert "ebpo" not in ADV_ESTIMATOR_REGISTRY
-
-
-class _EntryPoint:
-    name, value = "ebpo", "verl_ebpo.plugin"
-
-    def __init__(self, error=None):
-        self.error = error
-
-    def load(self):
-        if self.error:
-            raise self.error
-
-
-@pytest.mark.parametrize(
-    "policy, entry_points, words",
-    [
-        ("none", [_EntryPoint()], "VERL_USE_EXTERNAL_PLUGINS=none turns verl's plugin loading off"),
-        ("other_plugin", [_EntryPoint()], "VERL_USE_EXTERNAL_PLUGINS=other_plugin does not name the 'ebpo' plugin"),
-        ("auto", [], "the verl-ebpo package is not installed on this node"),
-        ("other_plugin,ebpo", [], "the verl-ebpo package is not installed on this node"),
-        ("auto", [_EntryPoint(ImportError("no module named math_verify"))],
-         "loading the plugin verl_ebpo.plugin failed: ImportError: no module named math_verify"),
-    ],
-)
-def test_the_cause_is_named(monkeypatch, policy, entry_points, words):
-    import importlib.metadata
-
-    monkeypatch.setenv("VERL_USE_EXTERNAL_PLUGINS", policy)
-    monkeypatch.setattr(importlib.metadata, "entry_points", lambda group: entry_points if group == "verl.plugins" else [])
-    assert words in verl_glue.why_not_registered()
 
 
 def test_ebpo_taken_by_another_function_stops_the_run_with_one_line(monkeypatch):

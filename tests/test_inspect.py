@@ -42,7 +42,7 @@ def _inspect(capsys, *argv):
 
 
 def _refused(rc, out, err, *words):
-    assert rc == 1, (rc, out, err)
+    assert rc == 2, (rc, out, err)
     assert out == "" and "Traceback" not in err
     assert err.count("\n") == 1 and err.startswith("verl-ebpo inspect: error: "), err
     for w in words:
@@ -99,11 +99,11 @@ def test_inspect_refuses_a_fifo_tracker(tmp_path, capsys):
 
 
 def test_inspect_cli_on_a_fifo_in_a_fresh_process_exits_at_once(tmp_path):
-    """The real console entry point, in its own process: exit 1, one line, no hang."""
+    """The real console entry point, in its own process: exit 2, one line, no hang."""
     os.mkfifo(tmp_path / "ebpo_prior.json")
     res = subprocess.run([sys.executable, "-m", "verl_ebpo.tools.cli", "inspect", str(tmp_path)], capture_output=True,
                          text=True, timeout=120)
-    assert res.returncode == 1 and res.stdout == ""
+    assert res.returncode == 2 and res.stdout == ""
     assert res.stderr.count("\n") == 1 and "FIFO" in res.stderr and "Traceback" not in res.stderr
 
 
@@ -331,7 +331,7 @@ def test_inspect_refuses_a_prior_file_larger_than_its_bound_before_reading_it(tm
     assert str(path) not in opened
 
 
-# -- issue 48: ill-typed or out-of-range content of a prior file is one line, exit 1, never a traceback ------------
+# -- issue 48: ill-typed or out-of-range content of a prior file is one line, exit 2, never a traceback ------------
 
 
 @pytest.mark.parametrize("text", [

@@ -1,6 +1,6 @@
-"""EBPO advantage estimator: pure math (`core`), the prior state (`prior`), options, the call, and verl glue."""
+"""EBPO advantage estimator: the math and the call (`core`), the prior state (`prior`), options, and verl glue."""
 
-from verl_ebpo.advantage.estimator import ebpo_advantage
+from verl_ebpo.advantage.core import ebpo_advantage
 from verl_ebpo.advantage.options import EBPOOptions
 from verl_ebpo.advantage.prior import EBPOPrior, get_prior, reset_prior
 

@@ -1,4 +1,4 @@
-"""EBPO's math: pure functions over float64 tensors, no verl, no state.
+"""EBPO's math (pure functions over float64 tensors) and one advantage call (`ebpo_advantage`).
 
 Notation (paper, Algorithm 1):
     r_i          outcome score of answer i (sum of its token-level rewards over its response mask)
@@ -12,14 +12,13 @@ Notation (paper, Algorithm 1):
     raw_i        = r_i - V_q(i)
     A_i          = normalize(raw)_i: `batch` c / (std + epsilon * max|c|), c = raw - mean, `center` raw - mean, `none` raw
 
-When the prior mean matters (tests/test_estimator.py): with equal group sizes and normalize=batch or center,
-mu_glob adds the same -S mu_glob to every row and the centring removes it; with rbar the batch mean,
-    center:  A_i = (1 - S) (r_i - m_q) + S (r_i - rbar)   (group-centred and batch-centred, mixed by S)
-    batch:   the same divided by the batch std (+ epsilon)
-so the prior acts through S only. With unequal group sizes or normalize=none, mu_glob changes the advantages.
+When the prior mean matters (tests/test_estimator_prior_mean.py): with equal group sizes and normalize=batch or
+center, mu_glob adds the same -S mu_glob to every row and the centring removes it, so the prior acts through S only.
 
-Magnitude rule: a score with |r_i| > MAX_ABS_SCORE (1e100) is treated like a non-finite one (the caller refuses
-or skips it). Below that bound every quantity here is finite in float64, so the prior never holds inf/NaN.
+The tensors and uids are verl's trainer's own (float rewards, a 0/1 mask, one uid per row): trusted, with one
+assertion on their shapes. What a user controls is guarded: a reward whose row score is NaN, inf or beyond
+MAX_ABS_SCORE (1e100) is refused or skipped (`on_nonfinite`) and never reaches the prior; below that bound every
+quantity here is finite in float64.
 """
 
 from __future__ import annotations
@@ -28,6 +27,7 @@ import torch
 
 NORMALIZE_MODES = ("batch", "center", "none")
 MAX_ABS_SCORE = 1e100  # (2e100)^2 * weight stays finite for any weight below ~4e107
+ZERO_ADVANTAGE_TOL = 1e-6  # |A| below this counts as "zero advantage" in diagnostics
 F64 = torch.float64
 
 
@@ -42,9 +42,8 @@ def moments(values: torch.Tensor) -> torch.Tensor:
 def merge_moments(acc: torch.Tensor, batch: torch.Tensor, decay: float | torch.Tensor = 1.0) -> torch.Tensor:
     """Chan/Welford parallel merge of `batch` into `acc`, after scaling acc's weight and m2 by `decay`.
 
-    acc, batch: (..., 3) float64 [weight, mean, m2] (any leading shape: one accumulator or one per cell);
-    decay: a float or a tensor broadcasting against (...). Returns (..., 3). decay = 1 is plain Welford; decay < 1
-    forgets old observations geometrically. A batch of weight 0 only decays `acc`.
+    acc, batch: (..., 3) float64 [weight, mean, m2]; decay: a float or a tensor broadcasting against (...).
+    Returns (..., 3). decay = 1 is plain Welford; decay < 1 forgets old observations geometrically.
     """
     w, mean, m2 = acc.unbind(-1)
     bw, bmean, bm2 = batch.unbind(-1)
@@ -56,11 +55,8 @@ def merge_moments(acc: torch.Tensor, batch: torch.Tensor, decay: float | torch.T
 
 
 def group_stats(scores: torch.Tensor, valid: torch.Tensor, gid: torch.Tensor, n: int):
-    """Per-group statistics of the valid rows.
-
-    scores (bs,) float64 (ignored where not valid), valid (bs,) bool, gid (bs,) long in [0, n).
-    Returns count G_q (n,) float64, mean m_q (n,) float64 (0 for an empty group), all_equal (n,) bool.
-    """
+    """Per-group statistics of the valid rows: scores (bs,) float64, valid (bs,) bool, gid (bs,) long in [0, n).
+    Returns count G_q (n,) float64, mean m_q (n,) float64 (0 for an empty group), all_equal (n,) bool."""
     zero = torch.zeros(n, dtype=F64, device=scores.device)
     s = torch.where(valid, scores, 0.0)
     count = zero.index_add(0, gid, valid.to(F64))
@@ -101,3 +97,60 @@ def normalize_advantage(raw: torch.Tensor, valid: torch.Tensor, mode: str, epsil
         return centered
     unit = centered / top  # = c / (std(c) + epsilon * max|c|), computed at |c| <= 1: no under/overflow in std
     return unit / (torch.std(unit[valid], unbiased=True) + epsilon)
+
+
+def ebpo_advantage(token_level_rewards: torch.Tensor, response_mask: torch.Tensor, index, prior, options=None):
+    """EBPO advantages for one batch; updates `prior` (an EBPOPrior) in place, only when the call succeeds.
+
+    token_level_rewards, response_mask: (bs, T); a row's score is sum_t rewards * mask in float64, a row with no
+    1 in its mask is padding. index: (bs,) group labels (verl's uid). options: EBPOOptions (default: the defaults);
+    with prior_scope="batch" the prior is reset first.
+    Returns advantages (bs, T) in the rewards' dtype, = A[:, None] * mask (0 on padding/skipped rows), and a dict
+    of float diagnostics ("ebpo/..."). ValueError when `index` is missing or of another length, or, with
+    on_nonfinite="error", when a row's score is NaN/inf or beyond MAX_ABS_SCORE; the prior is then as before.
+    """
+    from verl.utils.groupwise import as_torch_index
+
+    from verl_ebpo.advantage.options import EBPOOptions
+    from verl_ebpo.advantage.prior import Moments
+
+    options = options or EBPOOptions()
+    bs = token_level_rewards.shape[0]
+    assert token_level_rewards.dim() == 2 and response_mask.shape == token_level_rewards.shape, "(bs, T) tensors"
+    if index is None or len(index) != bs:
+        raise ValueError(f"ebpo needs `index` (one prompt uid per row, verl's non_tensor_batch['uid']) for its {bs} "
+                         f"rows, got {'None' if index is None else f'{len(index)} labels'}")
+    scores = (token_level_rewards * response_mask).sum(-1, dtype=F64)  # (bs,)
+    valid = response_mask.bool().any(-1)
+    rejected = valid & ~(scores.abs() <= MAX_ABS_SCORE)  # NaN, inf, or beyond what float64 moments hold
+    n_skip = int(rejected.sum())
+    if n_skip and options.on_nonfinite == "error":
+        raise ValueError(
+            f"ebpo: {n_skip} row(s) have a non-finite score (NaN/inf reward) or |score| > {MAX_ABS_SCORE:g} "
+            f"(beyond what the prior's float64 moments hold), e.g. rows {torch.nonzero(rejected).reshape(-1)[:5].tolist()}; "
+            "the prior was not updated. Set +algorithm.ebpo.on_nonfinite=skip to drop such rows instead.")
+    valid &= ~rejected  # skipped rows get advantage 0 below, like padding
+    if options.prior_scope == "batch":
+        prior.reset()
+    n_valid = int(valid.sum())
+    diagnostics = {"ebpo/padding_rows": float(bs - n_valid - n_skip), "ebpo/skipped_rows": float(n_skip)}
+    if n_valid:
+        gid = as_torch_index(index, device=scores.device)
+        count, mean, all_equal = group_stats(scores, valid, gid, int(gid.max()) + 1)
+        present = count > 0
+        batch = torch.stack([moments(scores[valid]), moments(mean[present])]).tolist()
+        updated = prior.merged(*(Moments(*m) for m in batch), options.prior_decay, options.prior_shaping())
+        s = shrinkage(count, updated.sigma2, updated.tau2, options.epsilon)  # (n,)
+        baseline = (1.0 - s) * mean + s * updated.mu_glob  # V_q (n,)
+        adv = normalize_advantage(scores - baseline[gid], valid, options.normalize, options.epsilon)  # (bs,)
+        s = s[present]
+        values = torch.stack([s.mean(), s.min(), s.max(), all_equal[present].double().mean(),
+                              ((adv.abs() < ZERO_ADVANTAGE_TOL) & valid).double().sum() / n_valid]).tolist()
+        keys = ("shrinkage_mean", "shrinkage_min", "shrinkage_max", "equal_reward_group_frac", "zero_adv_frac")
+        diagnostics.update({f"ebpo/{k}": v for k, v in zip(keys, values)})
+        prior.assign(updated)  # commit only after everything above succeeded
+    else:  # an empty or all-padding/skipped batch: zeros, the prior untouched
+        adv = torch.zeros_like(scores)
+    diagnostics.update({"ebpo/prior_mean": prior.mu_glob, "ebpo/sigma2": prior.sigma2, "ebpo/tau2": prior.tau2,
+                        "ebpo/prior_weight": prior.reward.weight})
+    return (adv.unsqueeze(-1) * response_mask).to(token_level_rewards.dtype), diagnostics

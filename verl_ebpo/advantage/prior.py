@@ -75,6 +75,11 @@ class EBPOPrior:
     def is_finite(self) -> bool:
         return all(math.isfinite(x) for m in (self.reward, self.group_mean) for x in m.__dict__.values())
 
+    def check(self) -> None:
+        """ValueError unless every moment is finite, weights, m2 and updates >= 0."""
+        if not self.is_finite() or self.updates < 0 or any(m.weight < 0 or m.m2 < 0 for m in (self.reward, self.group_mean)):
+            raise ValueError(f"invalid moments (finite, weight and m2 >= 0, updates >= 0 expected): {self.state_dict()}")
+
     def assign(self, other: "EBPOPrior") -> None:
         """Replace this object's state in place (so references held elsewhere see the update)."""
         self.reward, self.group_mean, self.updates, self.shaping = (
@@ -96,13 +101,11 @@ class EBPOPrior:
             raise ValueError(f"not an EBPO prior state of schema {SCHEMA!r} version {SCHEMA_VERSION}")
         try:
             acc = [Moments(*(float(state[name][key]) for key in _FIELDS)) for name in ("reward", "group_mean")]
-            updates, shaping = int(state["updates"]), state["shaping"]
+            loaded = EBPOPrior(*acc, int(state["updates"]), dict(state["shaping"]) if state["shaping"] else None)
         except (KeyError, TypeError, ValueError) as e:
             raise ValueError(f"malformed or missing field {e}") from None
-        if not all(math.isfinite(x) for m in acc for x in m.__dict__.values()) or \
-                any(m.weight < 0 or m.m2 < 0 for m in acc) or updates < 0:
-            raise ValueError(f"invalid moments (finite, weight and m2 >= 0, updates >= 0 expected): {state}")
-        self.assign(EBPOPrior(*acc, updates, dict(shaping) if shaping else None))
+        loaded.check()
+        self.assign(loaded)
 
     def save(self, path: str | os.PathLike, **extra) -> None:
         """Write state_dict() (plus `extra` top-level keys, e.g. global_step) as JSON, atomically (temp file,
@@ -148,9 +151,9 @@ def read_prior_file(path: str | os.PathLike) -> tuple[EBPOPrior, int]:
     return prior, step
 
 
-def check_tracker(root: str) -> int | None:
-    """The step in `root`'s verl tracker file, parsed as verl's `find_latest_ckpt_path` does (None: no tracker);
-    EBPOCheckpointError naming the tracker when it does not hold a step number (verl would fail on it too)."""
+def read_tracker(root: str | os.PathLike) -> int | None:
+    """The step in `root`'s verl tracker file (latest_checkpointed_iteration.txt), parsed as verl's
+    `find_latest_ckpt_path` does; None without a tracker; EBPOCheckpointError naming it when it holds no step."""
     tracker = os.path.join(root, TRACKER_FILENAME)
     if not os.path.exists(tracker):
         return None
@@ -161,6 +164,13 @@ def check_tracker(root: str) -> int | None:
     except (UnicodeDecodeError, ValueError):
         raise EBPOCheckpointError(f"checkpoint tracker {tracker} holds {raw[:40]!r}, not a step number; write the "
                                   "step to resume from into it, or use trainer.resume_mode=resume_path") from None
+
+
+def latest_checkpoint(root: str) -> str | None:
+    """verl's `find_latest_ckpt_path` (tested equal): <root>/global_step_N of the tracker's N when that folder exists."""
+    step = read_tracker(root)
+    folder = os.path.join(root, f"global_step_{step}")
+    return folder if step is not None and os.path.exists(folder) else None
 
 
 _PRIOR = EBPOPrior()

@@ -2,7 +2,8 @@
 
 PATH is an `ebpo_prior.json`, a `global_step_N` folder, or the checkpoint root (`trainer.default_local_dir`: the
 latest checkpoint, found by verl's tracker rule, mirrored so that inspect never imports verl). Prints mu_glob,
-sigma2, tau2, the weights and the shrinkage S for G = 1, 4, 8, 16, 32. Errors are one line on stderr, exit 1.
+sigma2, tau2, the weights and the shrinkage S for G = 1, 4, 8, 16, 32. Exit 0 done; a refusal is one line on
+stderr, exit 2 (argparse's code for a bad argument).
 """
 
 from __future__ import annotations
@@ -13,14 +14,8 @@ import os
 import sys
 
 from verl_ebpo.advantage.options import EBPOOptions
-from verl_ebpo.advantage.prior import EBPOPrior
-from verl_ebpo.advantage.prior import (
-    PRIOR_FILENAME,
-    TRACKER_FILENAME,
-    EBPOCheckpointError,
-    check_tracker,
-    read_prior_file,
-)
+from verl_ebpo.advantage.prior import (PRIOR_FILENAME, TRACKER_FILENAME, EBPOCheckpointError, EBPOPrior, read_prior_file,
+                                       read_tracker)
 from verl_ebpo.tools.cli import one_line
 from verl_ebpo.tools.files import unreadable_reason
 
@@ -49,7 +44,7 @@ def resolve_prior_path(target: str | os.PathLike) -> str:
             raise EBPOCheckpointError(f"checkpoint tracker {tracker}: {unreadable_reason(tracker)}")
         # verl's find_latest_ckpt_path, mirrored (tested equal) so that inspect never imports verl: tracker -> N
         # -> <root>/global_step_N, which must exist
-        latest = os.path.join(target, f"global_step_{check_tracker(target)}")
+        latest = os.path.join(target, f"global_step_{read_tracker(target)}")
         why = unreadable_reason(latest, allow_dir=True, expected="a folder")
         if why is None and not os.path.isdir(latest):
             why = "it is a regular file, not a folder"
@@ -176,7 +171,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 
 def _epsilon(text) -> float:
     """--epsilon, checked by the rule of the option it stands for (`EBPOOptions.epsilon`)."""
-    key = EBPOOptions.key_name("epsilon")
+    key = "algorithm.ebpo.epsilon"
     try:
         return EBPOOptions(epsilon=text).epsilon
     except ValueError as e:
@@ -197,11 +192,11 @@ def run(args: argparse.Namespace) -> int:
         d = describe_prior(prior, step, epsilon=epsilon)
     except (EBPOCheckpointError, OSError) as e:
         print(f"verl-ebpo inspect: error: {one_line(str(e))}", file=sys.stderr)
-        return 1
+        return 2
     except (ValueError, TypeError, ArithmeticError, RecursionError) as e:  # any ill-typed content: one line
         print(f"verl-ebpo inspect: error: EBPO prior file {path} is not a valid prior: "
               f"{type(e).__name__}: {one_line(str(e))[:200]}", file=sys.stderr)
-        return 1
+        return 2
     if args.json:
         print(json.dumps({"path": os.path.abspath(path), **d}, sort_keys=True))
         return 0
