@@ -28,6 +28,11 @@ def from_mapping(cls, mapping=None, prefix: str = "", **defaults):
     return cls(**{**defaults, **{k: v for k, v in raw.items() if v is not None}})
 
 
+def help_field(default, help: str, default_doc: str | None = None):
+    """A dataclass field documented beside it (`default_doc`: how its default reads in the table)."""
+    return field(default=default, metadata={"help": help, "default_doc": default_doc})
+
+
 def markdown_table(cls, key_header: str = "key") -> str:
     """| key | default | effect | rows from the fields' `help` (and `default_doc`, how a default reads)."""
     show = lambda v: str(v).lower() if isinstance(v, bool) else str(v)  # noqa: E731
@@ -52,7 +57,7 @@ def validate(obj, prefix: str, numbers: dict = {}, choices: dict = {}, checks: d
                     x = math.nan
                 if not (math.isfinite(x) and (x > lo if lo_open else x >= lo) and x <= hi and (not integer or x == int(x))):
                     raise ValueError(f"must be {'a whole' if integer else 'a finite'} number in "
-                                     f"{'(' if lo_open else '['}{lo:g}, {hi:g}]")
+                                     f"{'(' if lo_open else '['}{lo:g}, {hi:g}{')' if math.isinf(hi) else ']'}")
                 new = int(x) if integer else x
             elif name in choices:
                 if value not in choices[name]:

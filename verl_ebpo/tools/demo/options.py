@@ -1,11 +1,12 @@
-"""The demo's options (one declaration: the CLI, the validation and the docs table come from it) and the
-algorithms it compares, each as the verl overrides that define it."""
+"""The demo's options (one dataclass, each option documented beside its field: the CLI and the docs table come from
+it) and the algorithms it compares, each as the verl overrides that define it."""
 
 from __future__ import annotations
 
+import dataclasses
 from dataclasses import dataclass
 
-from verl_ebpo.spec import Spec, option
+from verl_ebpo.advantage.options import from_mapping, help_field, markdown_table, validate
 from verl_ebpo.tools import algorithms as _algorithms
 
 # name -> what it is. The verl keys of each come from `verl_ebpo.tools.algorithms` (paper protocol), the one
@@ -35,35 +36,46 @@ def _algo_list(value) -> tuple[str, ...]:
 
 
 @dataclass(frozen=True)
-class DemoOptions(Spec):
-    PREFIX = ""
+class DemoOptions:
+    algos: tuple = help_field(DEFAULT_ALGOS,
+        "algorithms to compare, any of `grpo`, `drgrpo`, `dapo`, `ebpo` (comma-separated)",
+        "`grpo,dapo,ebpo`")
+    seeds: int = help_field(3,
+        "seeds per algorithm (0..N-1); seed s gives every algorithm the same initial model, data order and sampling "
+        "seed, so the runs are compared in pairs")
+    quick: bool = help_field(False, "one seed per algorithm, for a first look (no intervals)")
+    steps: int = help_field(60, "training steps per run")
+    batch_size: int = help_field(16, "prompts per training step")
+    group_size: int = help_field(4, "answers per prompt (G)")
+    lr: float = help_field(2.5e-3, "actor learning rate")
+    max_response_length: int = help_field(4, "answer length limit (tokens)")
+    temperature: float = help_field(1.0, "sampling temperature of the rollout")
+    parallel: int = help_field(2,
+        "verl runs at once, each on its own Ray cluster (on 2 cores two do the work about 1.4x as fast as one; each "
+        "about 4.6 GiB)")
+    timeout: float = help_field(3600.0, "seconds allowed per run before it is stopped as hung (DAPO runs take longest)")
+    rollout: str = help_field("hf",
+        "the main job's rollout: `hf` (the CPU backend's, faster here) or `vllm` (verl's own vLLM rollout; needs the "
+        "venv of `verl_ebpo/tools/cpu/vllm_env.sh`, docs/cpu_backend.md)")
+    out: str = help_field("runs/demo",
+        "output folder (new, empty or an earlier demo's: a re-run replaces its `runs/` and `assets/` only when the "
+        "demo's `.verl-ebpo-owner` marker is there)")
+    figure_format: str = help_field("png", "format of the figures (`png` at 150 dpi; `pdf` and `svg` are vector)")
+    quiet: bool = help_field(False, "print only the result")
+    force: bool = help_field(False, "run even when the time or memory estimate is past the bound (12 h, 16 GiB)")
 
-    algos: tuple = option(DEFAULT_ALGOS, check=_algo_list, default_doc="`grpo,dapo,ebpo`",
-                          doc="algorithms to compare, any of `grpo`, `drgrpo`, `dapo`, `ebpo` (comma-separated)")
-    seeds: int = option(3, number=(1, 1000), integer=True,
-                        doc="seeds per algorithm (0..N-1); seed s gives every algorithm the same initial model, "
-                        "data order and sampling seed, so the runs are compared in pairs")
-    quick: bool = option(False, doc="one seed per algorithm, for a first look (no intervals)")
-    steps: int = option(60, number=(1, 100000), integer=True, doc="training steps per run")
-    batch_size: int = option(16, number=(1, 4096), integer=True, doc="prompts per training step")
-    group_size: int = option(4, number=(2, 64), integer=True, doc="answers per prompt (G)")
-    lr: float = option(2.5e-3, number=(0.0, 1.0), lo_open=True, doc="actor learning rate")
-    max_response_length: int = option(4, number=(2, 64), integer=True, doc="answer length limit (tokens)")
-    temperature: float = option(1.0, number=(0.0, 10.0), lo_open=True, doc="sampling temperature of the rollout")
-    parallel: int = option(2, number=(1, 8), integer=True,
-                           doc="verl runs at once, each on its own Ray cluster (on 2 cores two do the work about 1.4x as "
-                           "fast as one; each about 4.6 GiB)")
-    timeout: float = option(3600.0, number=(1.0, 86400.0),
-                            doc="seconds allowed per run before it is stopped as hung (DAPO runs take longest)")
-    rollout: str = option("hf", choices=("hf", "vllm"),
-                          doc="the main job's rollout: `hf` (the CPU backend's, faster here) or `vllm` (verl's own vLLM "
-                          "rollout; needs the venv of `verl_ebpo/tools/cpu/vllm_env.sh`, docs/cpu_backend.md)")
-    out: str = option("runs/demo", doc="output folder (new, empty or an earlier demo's: a re-run replaces its `runs/` "
-                      "and `assets/` only when the demo's `.verl-ebpo-owner` marker is there)")
-    figure_format: str = option("png", choices=("png", "pdf", "svg"),
-                                doc="format of the figures (`png` at 150 dpi; `pdf` and `svg` are vector)")
-    quiet: bool = option(False, doc="print only the result")
-    force: bool = option(False, doc="run even when the time or memory estimate is past the bound (12 h, 16 GiB)")
+    def __post_init__(self):
+        whole = {"seeds": (1, 1000), "steps": (1, 100000), "batch_size": (1, 4096), "group_size": (2, 64),
+                 "max_response_length": (2, 64), "parallel": (1, 8)}
+        validate(self, "", numbers={**{k: (lo, hi, False, True) for k, (lo, hi) in whole.items()},
+                                    "lr": (0.0, 1.0, True, False), "temperature": (0.0, 10.0, True, False),
+                                    "timeout": (1.0, 86400.0, False, False)},
+                 choices={"rollout": ("hf", "vllm"), "figure_format": ("png", "pdf", "svg")},
+                 checks={"algos": _algo_list}, bools=("quick", "quiet", "force"))
+
+    from_mapping = classmethod(from_mapping)
+    markdown_table = classmethod(markdown_table)
+    to_mapping = dataclasses.asdict
 
     @property
     def seed_list(self) -> list[int]:
