@@ -495,3 +495,16 @@ def test_epsilon_zero_is_refused_and_an_all_equal_batch_is_finite():
     adv, diag = ebpo_advantage(torch.ones(4, 2), torch.ones(4, 2, dtype=torch.int64),
                                np.array(["a", "a", "b", "b"]), EBPOPrior(), EBPOOptions(epsilon=1e-12))
     assert torch.count_nonzero(adv) == 0 and diag["ebpo/shrinkage_min"] == 1.0
+
+
+def test_group_labels_of_any_kind_give_the_same_advantages():
+    """Groups are found by verl's `as_torch_index`: str uids (verl's), ints with gaps and out of order, or a tensor
+    give the same groups, so the same advantages and prior."""
+    tlr, mask, _ = batch([[1, 0, 0], [1, 1], [0, 1, 1, 0]])
+    labels = [["u7", "u7", "u7", "a", "a", "z", "z", "z", "z"], [900, 900, 900, 3, 3, 41, 41, 41, 41],
+              torch.tensor([2, 2, 2, 0, 0, 1, 1, 1, 1])]
+    runs = [ebpo_advantage(tlr, mask, index, EBPOPrior(), EBPOOptions(normalize="none")) for index in labels]
+    for adv, diag in runs[1:]:
+        torch.testing.assert_close(adv, runs[0][0], rtol=0, atol=0)
+        assert diag == runs[0][1]
+    assert runs[0][1]["ebpo/shrinkage_min"] < runs[0][1]["ebpo/shrinkage_max"]  # groups of 2, 3, 4: three groups seen

@@ -1,4 +1,4 @@
-"""The verl boundary (verl_ebpo.verl_boundary): the modules that import verl are exactly the named adapters (in
+"""The verl boundary (tests/verl_boundary_data.py): the modules that import verl are exactly the named adapters (in
 their code, and at import time in a fresh process), each touch resolves in the installed verl and has a canary
 test, private verl names appear only where listed, and dependencies point one way (the plugin -> never the tools;
 cpu -> never demo; only `tools.cpu.backend` registers the CPU backend)."""
@@ -17,14 +17,14 @@ from pathlib import Path
 
 import pytest
 
-from verl_ebpo.verl_boundary import ADAPTERS, KINDS, TOUCHES, markdown_adapters, markdown_table
+from verl_boundary_data import ADAPTERS, KINDS, TOUCHES, VLLM_TOUCHES, markdown_adapters, markdown_table, private_names
 
 # on the trainer launches' worker after them (`-n 2 --dist loadgroup`): the import probe (~40 s) runs once, not on both
 pytestmark = pytest.mark.xdist_group("trainer")
 ROOT = Path(__file__).resolve().parents[1]
 PACKAGE = ROOT / "verl_ebpo"
 # The plugin: what verl imports and runs on a GPU cluster (and what it needs). Everything else is under tools/.
-PLUGIN = ("__init__", "plugin", "advantage", "rewards", "samplers", "checkpoint", "spec", "verl_boundary")
+PLUGIN = ("__init__", "plugin", "advantage", "rewards", "samplers", "checkpoint")
 
 
 def _modules():
@@ -63,10 +63,10 @@ def _imports_verl(names) -> bool:
 def test_only_the_named_adapters_import_verl():
     imports = {m: _imports(p) for m, p in _modules()}
     direct = {m for m, names in imports.items() if _imports_verl(names)}
-    assert direct <= set(ADAPTERS), f"modules importing verl but not listed in verl_boundary.ADAPTERS: {sorted(direct - set(ADAPTERS))}"
+    assert direct <= set(ADAPTERS), f"modules importing verl but not listed in verl_boundary_data.ADAPTERS: {sorted(direct - set(ADAPTERS))}"
     # a listed module imports verl itself or through a module that does (the plug-in, the cpu package's __init__)
     stale = sorted(m for m in set(ADAPTERS) - direct if not imports.get(m, set()) & direct)
-    assert not stale, f"listed in verl_boundary.ADAPTERS but importing neither verl nor a module that does: {stale}"
+    assert not stale, f"listed in verl_boundary_data.ADAPTERS but importing neither verl nor a module that does: {stale}"
 
 
 def _under_an_adapter(module: str) -> bool:
@@ -147,14 +147,12 @@ def test_each_touch_resolves_in_the_installed_verl_and_has_its_canary(touch):
 
 
 def test_private_verl_names_appear_only_in_their_adapter():
-    from verl_ebpo.verl_boundary import private_names
-
     registered = private_names()
     assert len(registered) >= 5
     for module, names in _private_verl_touches().items():
         for name in names & set(registered):
             homes = {t.adapter.partition(":")[0] for t in registered[name]}
-            assert module in homes, f"{module} uses verl's private {name}; it belongs in {homes} (verl_boundary.TOUCHES)"
+            assert module in homes, f"{module} uses verl's private {name}; it belongs in {homes} (verl_boundary_data.TOUCHES)"
 
 
 def test_dependencies_point_one_way():
@@ -215,7 +213,6 @@ def test_docs_table_is_the_registry():
 
 # verl's vLLM rollout on CPU (issue 38): its touches resolve only where vLLM is installed (the second venv), so their
 # resolution is tested there (tests/test_cpu_vllm.py); here: the adapters, canaries and the docs table.
-from verl_ebpo.verl_boundary import VLLM_TOUCHES, markdown_vllm_table  # noqa: E402
 
 
 @pytest.mark.parametrize("touch", VLLM_TOUCHES, ids=lambda t: t.name)
@@ -230,7 +227,7 @@ def test_each_vllm_touch_has_its_adapter_and_canary(touch):
 
 
 def test_docs_vllm_table_is_the_registry():
-    assert markdown_vllm_table() in (ROOT / "docs" / "verl_boundary.md").read_text()
+    assert markdown_table(VLLM_TOUCHES) in (ROOT / "docs" / "verl_boundary.md").read_text()
 
 
 # -- the scan for private verl names (AST: no module is imported) ----------------------------------------
@@ -324,16 +321,14 @@ def _private_verl_touches() -> dict[str, set[str]]:
 
 def test_every_private_verl_name_the_package_uses_is_registered():
     """A new use of a private verl name (an attribute, an import, an override, an attribute set on a verl object)
-    anywhere in the package fails here until a touch in verl_boundary.TOUCHES registers it."""
-    from verl_ebpo.verl_boundary import private_names
-
+    anywhere in the package fails here until a touch in verl_boundary_data.TOUCHES registers it."""
     registered = private_names()
     found = _private_verl_touches()
     assert "verl_ebpo.samplers.replay" in found  # the scan sees the replay buffer's overrides
     assert {"_select_prompt_uids", "_submit_batch_to_rollout"} <= found["verl_ebpo.tools.cpu.deterministic"]  # and a
     # subclass of the plugin's buffer
     missing = {m: sorted(n - set(registered)) for m, n in found.items() if n - set(registered)}
-    assert not missing, f"private verl names used but not registered in verl_boundary.TOUCHES: {missing}"
+    assert not missing, f"private verl names used but not registered in verl_boundary_data.TOUCHES: {missing}"
 
 
 def test_the_scan_finds_a_new_private_touch():

@@ -120,7 +120,8 @@ def ebpo_advantage(token_level_rewards: torch.Tensor, response_mask: torch.Tenso
     if index is None or len(index) != bs:
         raise ValueError(f"ebpo needs `index` (one prompt uid per row, verl's non_tensor_batch['uid']) for its {bs} "
                          f"rows, got {'None' if index is None else f'{len(index)} labels'}")
-    scores = (token_level_rewards * response_mask).sum(-1, dtype=F64)  # (bs,)
+    out = token_level_rewards * response_mask  # (bs, T), reused for the output: the one (bs, T) allocation
+    scores = out.sum(-1, dtype=F64)  # (bs,)
     valid = response_mask.bool().any(-1)
     rejected = valid & ~(scores.abs() <= MAX_ABS_SCORE)  # NaN, inf, or beyond what float64 moments hold
     n_skip = int(rejected.sum())
@@ -153,4 +154,5 @@ def ebpo_advantage(token_level_rewards: torch.Tensor, response_mask: torch.Tenso
         adv = torch.zeros_like(scores)
     diagnostics.update({"ebpo/prior_mean": prior.mu_glob, "ebpo/sigma2": prior.sigma2, "ebpo/tau2": prior.tau2,
                         "ebpo/prior_weight": prior.reward.weight})
-    return (adv.unsqueeze(-1) * response_mask).to(token_level_rewards.dtype), diagnostics
+    out = torch.mul(adv.unsqueeze(-1), response_mask, out=out)  # in float64, cast into out: 0 outside the mask
+    return out.to(token_level_rewards.dtype), diagnostics

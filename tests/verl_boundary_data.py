@@ -1,4 +1,5 @@
-"""Where verl_ebpo depends on verl: every touch, the one place it lives, and the test that notices a change.
+"""Where verl_ebpo depends on verl: every touch, the one place it lives, and the test that notices a change
+(documentation data, kept with tests/test_verl_boundary.py, which checks it; not part of the package).
 
 A verl upgrade is reviewed here first. `ADAPTERS` names the only modules of this package that import verl,
 in their code or when they are imported. Every other module is verl-free when imported (a function may still
@@ -14,7 +15,7 @@ fails (with a message naming the touch) when verl changes it. Kinds, most fragil
 - `class-wide wrap`: a public method replaced on its class in one process;
 - `public`: a documented extension point (registry, base class, callback): the normal way in.
 
-`markdown_table()` and `markdown_adapters()` render both lists for docs/verl_boundary.md (tested equal).
+`markdown_table()` and `markdown_adapters()` render the lists for docs/verl_boundary.md (tested equal).
 Nothing here imports verl.
 """
 
@@ -22,8 +23,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-__all__ = ["ADAPTERS", "TOUCHES", "VLLM_TOUCHES", "Touch", "markdown_adapters", "markdown_table",
-           "markdown_vllm_table", "private_names"]
+__all__ = ["ADAPTERS", "TOUCHES", "VLLM_TOUCHES", "Touch", "markdown_adapters", "markdown_table", "private_names"]
 
 KINDS = ("private", "copied rule", "format", "class-wide wrap", "public")
 
@@ -32,6 +32,7 @@ KINDS = ("private", "copied rule", "format", "class-wide wrap", "public")
 # the simulator's engine and report) is verl-free when imported.
 ADAPTERS = {
     "verl_ebpo.plugin": "the `verl.plugins` entry point: importing it registers `ebpo` (through verl_glue)",
+    "verl_ebpo.advantage.core": "the estimator's group index (verl's `as_torch_index`, imported when it runs)",
     "verl_ebpo.advantage.verl_glue": "the estimator registration and the metrics hook",
     "verl_ebpo.checkpoint": "the checkpoint callback and verl's resume rules",
     "verl_ebpo.samplers.dataset": "the ordered datasets (RLHFDataset subclasses)",
@@ -145,14 +146,6 @@ TOUCHES: tuple[Touch, ...] = (
         "which `global_step_N` verl resumes from (disable / auto / resume_path); verl has no load hook",
     ),
     Touch(
-        "plugin loading policy",
-        "copied rule",
-        "verl:_plugins_policy",
-        "verl_ebpo.advantage.verl_glue:why_not_registered",
-        "tests/test_checkpoint_startup.py::test_our_plugin_policy_rule_is_verls",
-        "why `ebpo` is missing in a process: verl's `VERL_USE_EXTERNAL_PLUGINS` rule (auto / none / names) restated",
-    ),
-    Touch(
         "DAPO buffer arguments",
         "copied rule",
         "verl.trainer.ppo.v1.trainer_base:PPOTrainer._build_replay_buffer",
@@ -164,9 +157,18 @@ TOUCHES: tuple[Touch, ...] = (
         "checkpoint tracker",
         "format",
         "verl.utils.checkpoint.checkpoint_manager:find_latest_ckpt_path",
-        "verl_ebpo.checkpoint:check_tracker",
+        "verl_ebpo.advantage.prior:latest_checkpoint",
         "tests/test_inspect.py::test_inspects_tracker_rule_is_verls",
-        "`latest_checkpointed_iteration.txt` -> `global_step_N` (inspect reads it without importing verl)",
+        "`latest_checkpointed_iteration.txt` -> `global_step_N`, read in one place for the callback and inspect "
+        "(which never imports verl)",
+    ),
+    Touch(
+        "group labels",
+        "public",
+        "verl.utils.groupwise:as_torch_index",
+        "verl_ebpo.advantage.core:ebpo_advantage",
+        "tests/test_estimator.py::test_group_labels_of_any_kind_give_the_same_advantages",
+        "verl's own uid -> group index (imported when the estimator runs)",
     ),
     Touch(
         "metrics file",
@@ -328,22 +330,13 @@ VLLM_TOUCHES: tuple[Touch, ...] = (
 )
 
 
-def markdown_table() -> str:
-    """| kind | verl | ours | canary | what | rows for docs/verl_boundary.md."""
+def markdown_table(touches: tuple[Touch, ...] = TOUCHES) -> str:
+    """| kind | verl | ours | canary | what | rows of `touches` (TOUCHES or VLLM_TOUCHES) for docs/verl_boundary.md."""
     rows = ["| kind | verl | ours | canary test | what |", "|---|---|---|---|---|"]
-    for t in TOUCHES:
-        rows.append(f"| {t.kind} | `{t.verl}` | `{t.adapter}` | `{t.canary.split('::')[-1]}` | {t.what} |")
+    rows += [f"| {t.kind} | `{t.verl}` | `{t.adapter}` | `{t.canary.split('::')[-1]}` | {t.what} |" for t in touches]
     return "\n".join(rows)
 
 
 def markdown_adapters() -> str:
     """`- module: what it adapts` lines for docs/verl_boundary.md."""
     return "\n".join(f"- `{module}`: {what}" for module, what in ADAPTERS.items())
-
-
-def markdown_vllm_table() -> str:
-    """The `VLLM_TOUCHES` rows for docs/verl_boundary.md (the columns of `markdown_table`)."""
-    rows = ["| kind | verl | ours | canary test | what |", "|---|---|---|---|---|"]
-    for t in VLLM_TOUCHES:
-        rows.append(f"| {t.kind} | `{t.verl}` | `{t.adapter}` | `{t.canary.split('::')[-1]}` | {t.what} |")
-    return "\n".join(rows)
