@@ -102,8 +102,8 @@ def normalize_advantage(raw: torch.Tensor, valid: torch.Tensor, mode: str, epsil
 def ebpo_advantage(token_level_rewards: torch.Tensor, response_mask: torch.Tensor, index, prior, options=None):
     """EBPO advantages for one batch; updates `prior` (an EBPOPrior) in place, only when the call succeeds.
 
-    token_level_rewards, response_mask: (bs, T); a row's score is sum_t rewards * mask in float64, a row with no
-    1 in its mask is padding. index: (bs,) group labels (verl's uid). options: EBPOOptions (default: the defaults);
+    token_level_rewards, response_mask: (bs, T); a row's score is sum_t rewards * mask (summed in the rewards'
+    precision, then float64), a row with no 1 in its mask is padding. index: (bs,) group labels (verl's uid). options: EBPOOptions (default: the defaults);
     with prior_scope="batch" the prior is reset first.
     Returns advantages (bs, T) in the rewards' dtype, = A[:, None] * mask (0 on padding/skipped rows), and a dict
     of float diagnostics ("ebpo/..."). ValueError when `index` is missing or of another length, or, with
@@ -121,8 +121,8 @@ def ebpo_advantage(token_level_rewards: torch.Tensor, response_mask: torch.Tenso
         raise ValueError(f"ebpo needs `index` (one prompt uid per row, verl's non_tensor_batch['uid']) for its {bs} "
                          f"rows, got {'None' if index is None else f'{len(index)} labels'}")
     out = token_level_rewards * response_mask  # (bs, T), reused for the output: the one (bs, T) allocation
-    scores = out.sum(-1, dtype=F64)  # (bs,)
-    valid = response_mask.bool().any(-1)
+    scores = out.sum(-1).to(F64)  # (bs,), summed in the rewards' precision
+    valid = response_mask.any(-1)
     rejected = valid & ~(scores.abs() <= MAX_ABS_SCORE)  # NaN, inf, or beyond what float64 moments hold
     n_skip = int(rejected.sum())
     if n_skip and options.on_nonfinite == "error":
@@ -154,5 +154,4 @@ def ebpo_advantage(token_level_rewards: torch.Tensor, response_mask: torch.Tenso
         adv = torch.zeros_like(scores)
     diagnostics.update({"ebpo/prior_mean": prior.mu_glob, "ebpo/sigma2": prior.sigma2, "ebpo/tau2": prior.tau2,
                         "ebpo/prior_weight": prior.reward.weight})
-    out = torch.mul(adv.unsqueeze(-1), response_mask, out=out)  # in float64, cast into out: 0 outside the mask
-    return out.to(token_level_rewards.dtype), diagnostics
+    return torch.mul(adv.to(out.dtype).unsqueeze(-1), response_mask, out=out).to(token_level_rewards.dtype), diagnostics
