@@ -97,7 +97,7 @@ def test_inspect_says_what_a_file_that_is_not_a_prior_is(tmp_path, capsys):
     for target, what in ((metrics, "is verl's metrics file"), (dump, "is a verl rollout dump"),
                          (summary, "is a JSON file without an EBPO prior's \"schema\""),
                          (run, f"(the checkpoint root below it: {run / 'checkpoints'})")):
-        assert cli.main(["inspect", str(target)]) == 1
+        assert cli.main(["inspect", str(target)]) == 2
         err = capsys.readouterr().err
         assert what in err and "corrupt" not in err and len(err.strip().splitlines()) == 1, err
         if target != run:

@@ -61,7 +61,7 @@ def test_simulate_cli_is_derived_from_the_spec():
     for f in dataclasses.fields(SimOptions):
         flag = "--" + f.name.replace("_", "-")
         assert flag in text, flag
-        assert " ".join(f.metadata["doc"].split())[:40] in text, f.name
+        assert " ".join(f.metadata["help"].split())[:40] in text, f.name
     args = parser.parse_args(["--G", "2", "4", "--transfer", "0.1", "0.1", "0.1", "0.7", "--regime", "custom",
                               "--lr-grid", "0.5", "--estimators", "grpo", "ebpo:prior_decay=0.9"])
     o = sim_cli.options_from_args(args)

@@ -107,7 +107,7 @@ def test_zero_advantage_share_known_answers():
 
 
 def test_zero_advantage_is_the_estimators_own_tolerance():
-    from verl_ebpo.advantage import estimator
+    from verl_ebpo.advantage import core as estimator
     from verl_ebpo.tools.simulate import estimators as sim
 
     assert sim.ZERO_ADVANTAGE_TOL is estimator.ZERO_ADVANTAGE_TOL and not hasattr(sim, "ZERO_ADV_TOL")

@@ -35,7 +35,7 @@ from verl.trainer.ppo.v1.replay_buffer import ReplayBuffer
 
 from verl_ebpo.samplers import VERL_CONFIG_LINKS
 from verl_ebpo.samplers.ordering import from_mapping
-from verl_ebpo.spec import config_get
+from verl_ebpo.advantage.options import config_get
 
 logger = logging.getLogger(__name__)
 

@@ -22,10 +22,10 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         flag = "--" + f.name.replace("_", "-")
         default = f.metadata.get("default_doc") or f"{f.default}"
         if isinstance(f.default, bool):
-            parser.add_argument(flag, action="store_true", default=None, help=f.metadata["doc"])
+            parser.add_argument(flag, action="store_true", default=None, help=f.metadata["help"])
         else:
             parser.add_argument(flag, default=None, metavar=f.name.upper(),
-                                help=f"{f.metadata['doc']} (default {default.strip('`')})")
+                                help=f"{f.metadata['help']} (default {default.strip('`')})")
 
 
 def options_from_args(args: argparse.Namespace) -> DemoOptions:

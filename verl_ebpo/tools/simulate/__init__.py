@@ -50,7 +50,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         default = (f.metadata.get("default_doc") or f"{f.default}").strip("`")
         kwargs = {"nargs": "+"} if isinstance(f.default, tuple) or f.name == "lr_grid" else {}
         parser.add_argument("--" + f.name.replace("_", "-"), dest=f.name, default=None, metavar=f.name.upper(),
-                            help=f"{f.metadata['doc']} (default {default})", **kwargs)
+                            help=f"{f.metadata['help']} (default {default})", **kwargs)
     parser.add_argument("--study", choices=("topics", "lr"), default=None,
                         help="run a study instead of the sweep: `topics` (topic order vs shuffled, EBPO's prior scopes; "
                         "docs/simulator.md, \"Topics\"); `lr` (each method's learning-rate envelope; \"Learning rate\")")

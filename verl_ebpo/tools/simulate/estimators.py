@@ -36,7 +36,7 @@ from dataclasses import dataclass, field
 import numpy as np
 import torch
 
-from verl_ebpo.advantage.estimator import ZERO_ADVANTAGE_TOL  # |A| below it: a zero advantage (`ebpo/zero_adv_frac`)
+from verl_ebpo.advantage.core import ZERO_ADVANTAGE_TOL  # |A| below it: a zero advantage (`ebpo/zero_adv_frac`)
 
 # name -> (verl registry name, per-seed calls?, GRPO-style call?, dynamic sampling?, default options)
 _TABLE = {
