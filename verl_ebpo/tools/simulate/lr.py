@@ -28,7 +28,7 @@ EBPO = "ebpo"
 # the regimes: `hard` (initial success about 0.09); `very_hard` about 0.05 (most G = 2 groups fail)
 REGIMES = {"hard": {"beta": (0.3, 3.0), "transfer": (0.3, 0.3, 0.2, 0.2), "score_noise": 10.0},
            "very_hard": {"beta": (0.2, 3.8), "transfer": (0.3, 0.3, 0.2, 0.2), "score_noise": 10.0}}
-FIXED = ("regime", "beta", "transfer", "score_noise", "topics", "concentration", "order")  # set by REGIMES
+FIXED = ("regime", "beta", "transfer", "score_noise", "topics", "concentration", "order", "heldout")  # not options
 DEFAULTS = {"regime": "custom", "seeds": "30", "tune_seeds": "10", "G": "2 4 8", "estimators": " ".join(ESTIMATORS),
             "lr_grid": " ".join(f"{x:g}" for x in GRID)}
 METRICS = ("auc", "final")
