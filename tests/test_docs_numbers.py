@@ -4,9 +4,9 @@ made it, and the small simulator configurations are re-run and must reproduce th
 
 - Every block equals its rendering: editing a number in a block fails the test.
 - The results sections hold no other decimal number (outside code), so a number cannot be typed in beside them.
-- docs/results/simulate_small and simulate_topics_small are re-made by their own `command` and must be equal (all
-  but the timings): a change to the simulator that moves a published cell fails it (the default run takes minutes,
-  too long for the suite; the small one runs every code path of the default).
+- docs/results/simulate_lr_small is re-made by its own `command` and must be equal (all but the timings): a change to
+  the simulator that moves a published number fails it (the committed study takes half an hour, too long for the
+  suite; the small one runs every code path of it).
 - The demo takes tens of minutes, so it is not re-run here; its command is rebuilt from its settings.
 """
 
@@ -25,7 +25,7 @@ from numeric import differences  # tests/numeric.py: floats within a stated tole
 
 from verl_ebpo.tools import results_docs
 from verl_ebpo.tools.demo import report as demo_report
-from verl_ebpo.tools.simulate import report, topics
+from verl_ebpo.tools.simulate import lr
 
 ROOT = os.path.join(os.path.dirname(__file__), "..")
 RESULTS = os.path.join(ROOT, "docs", "results")
@@ -69,13 +69,13 @@ def test_every_block_in_the_docs_is_the_rendering_of_its_results_file():
     texts = {rel: _read(rel) for rel in DOCS}
     assert _mismatches(texts) == []
     found = {(rel, name, key) for rel, text in texts.items() for name, key in re.findall(results_docs.START, text)}
-    assert {("README.md", "simulate_lr", "readme"), ("docs/simulator.md", "simulate_default", "readme_against"),
-            ("README.md", "demo_default", "readme"), ("README.md", "simulate_topics", "readme"),
-            ("docs/demo.md", "demo_default", "doc"), ("docs/simulator.md", "simulate_default", "headline"),
-            ("docs/simulator.md", "simulate_no_erosion", "headline")} <= found
+    assert {("README.md", "simulate_lr", "readme"), ("README.md", "demo_lr", "readme"),
+            ("README.md", "demo_default", "readme"), ("docs/demo.md", "demo_default", "doc"),
+            ("docs/simulator.md", "simulate_lr", "comparisons"), ("docs/simulator.md", "simulate_lr", "gradient")} <= found
 
 
-@pytest.mark.parametrize("where, name, key", [("docs/simulator.md", "simulate_default", "headline"),
+@pytest.mark.parametrize("where, name, key", [("docs/simulator.md", "simulate_lr", "comparisons"),
+                                              ("docs/simulator.md", "simulate_lr", "gradient"),
                                               ("README.md", "demo_default", "readme"),
                                               ("docs/demo.md", "demo_default", "doc")])
 def test_an_edited_number_is_caught(where, name, key):
@@ -87,58 +87,14 @@ def test_an_edited_number_is_caught(where, name, key):
     assert edited != text and _mismatches({where: edited}) == [f"{where}: {name}:{key}"]
 
 
-def test_simulator_doc_shows_the_erosion_knob_both_ways():
-    """The default model (erosion 0.1) and the same sweep with `--erosion 0`: the latter's blocks quote its own
-    committed file, which differs from the default by that option only."""
-    off, on = _summary("simulate_no_erosion"), _summary("simulate_default")
-    assert set(_blocks_in(_read("docs", "simulator.md"), "simulate_no_erosion")) == {"run", "headline"}
-    assert off["command"] == "verl-ebpo simulate --erosion 0" and off["options"]["erosion"] == 0.0
-    assert on["options"]["erosion"] > 0
-    assert {k: v for k, v in off["options"].items() if k != "erosion"} == {
-        k: v for k, v in on["options"].items() if k != "erosion"}
-
-
 def test_results_sections_hold_no_number_outside_the_generated_blocks():
     text = _read("docs", "simulator.md")
-    section = text[text.index("## The default sweep: results"):text.index("## Limits of the model")]
+    section = text[text.index('<a id="learning-rate">'):text.index("## What was removed")]
     section = re.sub(r"<!-- results:[\w:-]+ -->\n(?:(?!<!-- results:).)*?<!-- /results -->", "", section, flags=re.S)
     section = re.sub(r"```.*?```", "", section, flags=re.S)
     section = re.sub(r"`[^`]*`", "", section)
     stray = re.findall(r"[-+]?\d+\.\d+", section)
     assert not stray, f"numbers typed into docs/simulator.md's results sections: {stray[:10]}"
-
-
-def test_lr_edges_known_answer():
-    s = {"lr_grid": [0.1, 1.0, 10.0], "regimes": {"r": {"a": {"2": {"lr": 0.1}, "4": {"lr": 1.0}},
-                                                        "b": {"2": {"lr": 10.0}}}}}
-    assert report.lr_edges(s) == ["r/a/2", "r/b/2"]
-    assert report.lr_edges({**s, "lr_grid": [1.0]}) == []
-    # a cell's own (extended) grid decides: 10 is inside [0.1 .. 30], 0.1 is still the bottom of its grid
-    grids = {"r": {"a|2": [0.1, 1.0, 10.0], "a|4": [0.1, 1.0, 10.0], "b|2": [0.1, 1.0, 10.0, 30.0]}}
-    assert report.lr_edges({**s, "lr_grids": grids}) == ["r/a/2"]
-    assert report.lr_extended({**s, "lr_grids": grids}) == ["r/b/2: 0.1-30"]
-    assert report.lr_warnings({**s, "lr_grids": grids}) == [
-        "chosen lr at an edge of its grid (the best may lie beyond it): r/a/2",
-        "lr grid too narrow, extended past an edge (`regimes.run_cell`): r/b/2: 0.1-30"]
-
-
-def test_default_results_keep_their_promises():
-    """The committed default run: >= 3 tuning seeds, the default estimator set, the headline comparisons with
-    their gradient noise ratios, every chosen lr strictly inside its grid, success rising over steps."""
-    s = _summary("simulate_default")
-    assert report.lr_edges(s) == [] and "strictly inside" in results_docs.blocks(s)["run"]
-    for name, per in s["regimes"].items():
-        cells = [c for per_g in per.values() for c in per_g.values()]
-        assert all(c["first_step_gain_frac"] < 0.5 for c in cells), name
-        assert np.median([c["steps_to_half_gain"] for c in cells]) >= 10, name
-        for key, grid in s["lr_grids"][name].items():
-            assert len(grid) >= 3 and grid == sorted(grid) and len(s["tune_auc"][name][key]) == len(grid)
-    assert len(s["tune_seeds"]) >= 3
-    assert set(next(iter(s["regimes"].values()))) == {"grpo", "drgrpo", "rfpp_baseline", "rloo", "dapo", "js",
-                                                      "ebpo"}
-    for comps in s["regime_comparisons"].values():
-        for pair in report.PAIRS:
-            assert all("noise_ratio" in c for c in comps[pair].values())
 
 
 def _numeric_perturbation() -> dict:
@@ -158,7 +114,7 @@ def _numeric_perturbation() -> dict:
 
 
 @pytest.mark.parametrize("perturbed", [False, True], ids=["native", "perturbed"])
-@pytest.mark.parametrize("name", ["simulate_small", "simulate_topics_small"])
+@pytest.mark.parametrize("name", ["simulate_lr_small"])
 def test_small_configuration_reproduces_its_committed_file(tmp_path, name, perturbed):
     """The committed file's command, re-run: every float within tests/numeric.py's tolerance (REL 1e-9 / ABS
     1e-12; machines differ by ~1e-16), every label, count and key exactly. `perturbed`: the same under other
@@ -180,66 +136,24 @@ def test_small_configuration_reproduces_its_committed_file(tmp_path, name, pertu
 
 def test_the_reproduction_check_fails_on_an_edited_number_or_label():
     """The tolerance keeps the check's point: a number edited in its 7th digit, or a verdict label, is caught."""
-    committed = _summary("simulate_small")
+    committed = _summary("simulate_lr_small")
     assert differences(committed, json.loads(json.dumps(committed))) == []
     edited = json.loads(json.dumps(committed))
-    cell = next(iter(edited["comparisons"].values()))
-    key = next(iter(cell))
-    ratio = cell[key]["noise_ratio"]
-    cell[key]["noise_ratio"] = ratio * (1 + 1e-7)
-    assert differences(edited, committed) == [f"/comparisons/{next(iter(edited['comparisons']))}/{key}/noise_ratio: "
-                                              f"{ratio * (1 + 1e-7)!r} against {ratio!r}"]
-    cell[key]["noise_ratio"] = ratio * (1 + 1e-13)  # machine noise is ~1e-16
+    row = edited["at_best_lr"][0]
+    diff = row["diff"]
+    row["diff"] = diff * (1 + 1e-7)
+    assert differences(edited, committed) == [f"/at_best_lr[0]/diff: {diff * (1 + 1e-7)!r} against {diff!r}"]
+    row["diff"] = diff * (1 + 1e-13)  # machine noise is ~1e-16
     assert differences(edited, committed) == []
-    labels = [k for k, v in cell[key].items() if isinstance(v, str)]
-    assert labels, cell[key]
-    cell[key][labels[0]] += "x"
+    row["verdict"] += "x"
     assert len(differences(edited, committed)) == 1
 
 
-@pytest.mark.parametrize("name", ["simulate_default", "simulate_no_erosion", "simulate_small", "simulate_topics",
-                                  "simulate_topics_small"])
+@pytest.mark.parametrize("name", ["simulate_lr", "simulate_lr_small"])
 def test_results_files_name_their_command(name):
     s = _summary(name)
     assert s["command"].startswith("verl-ebpo simulate")
-    assert os.path.exists(os.path.join(RESULTS, name, "results.md"))
-
-
-def test_simulator_doc_quotes_the_committed_topic_study():
-    found = _blocks_in(_read("docs", "simulator.md"), "simulate_topics")
-    expected = {k: v for k, v in topics.doc_blocks(_summary("simulate_topics")).items() if k != "readme"}
-    assert set(found) == set(expected), (set(found), set(expected))
-    for key, body in found.items():
-        assert body == expected[key], f"docs/simulator.md block {key} differs from docs/results/simulate_topics"
-    assert _summary("simulate_topics")["command"].startswith("verl-ebpo simulate --study topics")
-
-
-def test_topic_section_holds_no_number_outside_the_generated_blocks():
-    text = _read("docs", "simulator.md")
-    section = text[text.index("## Topics: batch order"):text.index("## Limits of the model")]
-    section = re.sub(r"<!-- results:[\w:-]+ -->\n(?:(?!<!-- results:).)*?<!-- /results -->", "", section, flags=re.S)
-    section = re.sub(r"`[^`]*`", "", section)
-    stray = re.findall(r"[-+]?\d+\.\d+", section)
-    assert not stray, f"numbers typed into docs/simulator.md's topic section: {stray[:10]}"
-
-
-def test_topic_study_prose_matches_its_results():
-    """docs/simulator.md's reading of the study, claim by claim, against the committed file."""
-    s = _summary("simulate_topics")
-    order = s["comparisons"]["order"]
-    Gs = [str(g) for g in s["G"]]
-    # topic order lowers the prior error of the priors that track the topic, not of the running prior
-    assert all(order[lab][g]["prior_err"]["class"] == "lower" for lab in ("ebpo_decayed", "ebpo_batch") for g in Gs)
-    assert all(order["ebpo"][g]["prior_err"]["class"] in ("equivalent", "negligible") for g in Gs)
-    # every EBPO prior is noisier under topic order; Dr.GRPO is unchanged
-    for lab in ("ebpo", "ebpo_decayed", "ebpo_batch"):
-        assert all(order[lab][g]["noise"]["ratio"] > 1 for g in Gs), lab
-    assert all(order["drgrpo"][g]["noise"]["class"] == "equivalent" for g in Gs)
-    # all-fail batches under a non-zero prior mean: verl's ebpo never blows up
-    assert all(s["cells"][o][lab][g]["blowups"] == 0 for o in topics.ORDERS for lab in ("ebpo", "ebpo_decayed",
-                                                                                         "ebpo_batch") for g in Gs)
-    assert "above Dr.GRPO, GRPO or RLOO in 0 of 27" in results_docs.blocks(_summary("simulate_default"))[
-        "readme_against"]
+    assert _read("docs", "results", name, "results.md") == lr.results_markdown(s)
 
 
 def test_demo_sections_hold_no_number_outside_the_generated_blocks():

@@ -1,5 +1,7 @@
-"""`verl-ebpo simulate`: verl's own advantages, DAPO's counting, the gradient, determinism, the summary, the CLI."""
+"""`verl-ebpo simulate`: verl's own advantages, DAPO's counting, the model's math, determinism, the batched lr rows,
+the CLI."""
 
+import argparse
 import dataclasses
 import json
 import os
@@ -8,10 +10,10 @@ import numpy as np
 import pytest
 import torch
 
-from verl_ebpo.tools import cli
+from verl_ebpo.tools import cli, simulate
 from verl_ebpo.advantage.prior import get_prior, reset_prior
-from verl_ebpo.tools.simulate import engine, report, task as simtask
-from verl_ebpo.tools.simulate.estimators import AdvantageCaller, parse_estimator, zero_advantage
+from verl_ebpo.tools.simulate import engine, lr, task as simtask
+from verl_ebpo.tools.simulate.estimators import AdvantageCaller, parse_estimator
 from verl_ebpo.tools.simulate.options import SimOptions
 
 TINY = dict(G=(2, 4), seeds=3, prompts=24, heldout=8, steps=4, answers_per_step=16, features=4, regime="custom")
@@ -58,12 +60,11 @@ def test_batch_local_advantages_equal_verls_reference_function_seed_by_seed(labe
     torch.testing.assert_close(got, want.to(torch.float64), rtol=0, atol=1e-6)
 
 
-@pytest.mark.parametrize("label", ["rfpp_baseline", "rfpp_baseline_loop"])
-def test_rfpp_baseline_is_verls_function_per_seed(label):
-    """`rfpp_baseline` (all seeds in one vectorised pass) and `rfpp_baseline_loop` (verl's function per seed)
-    equal verl's registered function called on each seed's rows."""
+def test_rfpp_baseline_is_verls_function_per_seed():
+    """`rfpp_baseline` (all seeds in one vectorised pass) equals verl's registered function called on each seed's
+    rows."""
     scores, group_seed = batch()
-    got = AdvantageCaller(parse_estimator(label), 3)(scores, group_seed, 4)
+    got = AdvantageCaller(parse_estimator("rfpp_baseline"), 3)(scores, group_seed, 4)
     want = torch.cat([direct("reinforce_plus_plus_baseline", scores[group_seed == s], 4) for s in range(3)])
     torch.testing.assert_close(got, want.to(torch.float64), rtol=0, atol=1e-12)
     # batch-wide whitening: one call over all seeds would differ
@@ -84,38 +85,6 @@ def test_ebpo_advantages_equal_verls_registered_ebpo_with_one_prior_per_seed(lab
     reset_prior()
 
 
-def test_zero_advantage_share_known_answers():
-    all_fail = torch.zeros(6, 4, dtype=torch.float64)
-    seeds = torch.zeros(6, dtype=torch.long)
-    grpo = AdvantageCaller(parse_estimator("grpo"), 1)(all_fail, seeds, 4)
-    assert zero_advantage(grpo).double().mean() == 1.0
-    # EBPO after a step that saw successes (mu_glob > 0): half all-fail, half mixed groups -> no zero advantage
-    mixed = torch.tensor([[0, 0, 0, 0]] * 3 + [[1, 0, 1, 0]] * 3, dtype=torch.float64)
-    for label in ("ebpo", "ebpo:normalize=none"):
-        caller = AdvantageCaller(parse_estimator(label), 1)
-        caller(mixed, seeds, 4)
-        assert caller.priors[0].mu_glob > 0
-        assert zero_advantage(caller(mixed, seeds, 4)).double().mean() == 0.0
-        # a batch of all-fail groups only: raw advantages -S*mu_glob are all equal, so batch normalisation
-        # centres them to 0; without normalisation each answer keeps -S*mu_glob < 0
-        adv = caller(all_fail, seeds, 4)
-        if label == "ebpo":
-            assert zero_advantage(adv).all()
-        else:
-            assert (adv < -1e-3).all()
-    assert zero_advantage(AdvantageCaller(parse_estimator("grpo"), 1)(mixed, seeds, 4)).double().mean() == 0.5
-
-
-def test_zero_advantage_is_the_estimators_own_tolerance():
-    from verl_ebpo.advantage import core as estimator
-    from verl_ebpo.tools.simulate import estimators as sim
-
-    assert sim.ZERO_ADVANTAGE_TOL is estimator.ZERO_ADVANTAGE_TOL and not hasattr(sim, "ZERO_ADV_TOL")
-    tol = estimator.ZERO_ADVANTAGE_TOL
-    adv = torch.tensor([0.0, 0.5 * tol, -0.99 * tol, tol, -2 * tol, 1.0], dtype=torch.float64)
-    assert zero_advantage(adv).tolist() == [True, True, True, False, False, False]
-
-
 def test_dapo_select_keeps_the_first_b_informative_groups_and_counts_batches():
     # seed 0: batches of B=2 groups, G=2: [00, 01] [11, 00] [10, 01] -> informative at 1, 4, 5
     # seed 1: may generate one batch only: [01, 11] -> one informative group, short
@@ -129,21 +98,24 @@ def test_dapo_select_keeps_the_first_b_informative_groups_and_counts_batches():
     y[1, 2:] = torch.tensor([0.0, 1.0])  # informative-looking, but never drawn
     rounds = np.array([3, 1])
     drawn = torch.arange(6)[None, :] < torch.from_numpy(rounds * 2)[:, None]
-    keep, used, full, degenerate, surplus = engine.dapo_select(y, drawn, rounds, 2)
+    keep, used, full = engine.dapo_select(y, drawn, rounds, 2)
     assert keep.tolist() == [[False, True, False, False, True, False], [True, False, False, False, False, False]]
     assert used.tolist() == [3, 1] and full.tolist() == [True, False]
-    # seed 0: groups 0, 2, 3 all-equal; group 5 informative but the batch was already full; seed 1: group 1
-    assert degenerate.tolist() == [3, 1] and surplus.tolist() == [1, 0]
     # generation batches of 3 groups: the first batch holds 1 informative group, the second completes B = 2
-    keep, used, full, degenerate, surplus = engine.dapo_select(y[:1], drawn[:1], np.array([2]), 2, gen=3)
-    assert used.tolist() == [2] and degenerate.tolist() == [3] and surplus.tolist() == [1]
-    keep, used, full, *_ = engine.dapo_select(y[:1], drawn[:1], np.array([3]), 1)
+    keep, used, full = engine.dapo_select(y[:1], drawn[:1], np.array([2]), 2, gen=3)
+    assert used.tolist() == [2] and keep[0].nonzero().flatten().tolist() == [1, 4]
+    keep, used, full = engine.dapo_select(y[:1], drawn[:1], np.array([3]), 1)
     assert used.tolist() == [2] and keep[0].nonzero().flatten().tolist() == [1]  # B=1: group 1 is batch 2
 
 
+def build_task(o, seeds=None):
+    return simtask.make_task(o.seed_list if seeds is None else seeds, o.prompts, o.heldout, o.beta, o.topics,
+                             o.concentration, o.features, o.transfer, o.erosion)
+
+
 def impossible_task(options):
-    t = engine.build_task(options)
-    return dataclasses.replace(t, z0=torch.full_like(t.z0, -50.0), z0_heldout=torch.full_like(t.z0_heldout, -50.0))
+    t = build_task(options)
+    return dataclasses.replace(t, z0=torch.full_like(t.z0, -50.0))
 
 
 def test_dapo_counts_every_answer_generated_within_the_budget():
@@ -153,30 +125,28 @@ def test_dapo_counts_every_answer_generated_within_the_budget():
     assert run.generated.tolist() == [o.budget] * 3
     assert run.trained.tolist() == [0] * 3 and run.updates.tolist() == [0] * 3
     assert run.short_batches.tolist() == [3] * 3
-    assert np.all(run.discarded_frac == 1.0) and np.all(run.no_signal_frac == 1.0)
     # on a normal task: the budget is spent exactly, and trained answers are whole batches (or short ones)
     o = SimOptions(**{**TINY, "steps": 6, "prompts": 64})
-    task = engine.build_task(o)
+    task = build_task(o)
     dapo = engine.run_one(task, parse_estimator("dapo"), 4, o)
     grpo = engine.run_one(task, parse_estimator("grpo"), 4, o)
     assert dapo.generated.tolist() == grpo.generated.tolist() == [o.budget] * 3
-    assert np.all(dapo.trained <= dapo.generated) and np.all(dapo.zero_adv == 0)
+    assert np.all(dapo.trained <= dapo.generated)
     assert np.all(dapo.updates <= grpo.updates) and np.all(grpo.updates == o.steps)
     assert np.all(dapo.trained[dapo.short_batches == 0] == dapo.updates[dapo.short_batches == 0] * o.answers_per_step)
 
 
-def test_grpo_on_an_all_fail_task_has_only_zero_advantages_and_does_not_move():
+def test_grpo_on_an_all_fail_task_does_not_move():
     o = SimOptions(**TINY)
     t = impossible_task(o)
     run = engine.run_one(t, parse_estimator("grpo"), 2, o)
-    assert np.all(run.zero_adv_frac == 1.0)
     np.testing.assert_array_equal(run.final, simtask.expected_success(t, torch.zeros(3, t.n_params, dtype=torch.float64)).numpy())
 
 
 @pytest.mark.parametrize("erosion", [0.0, 0.1, 2.0])
 def test_param_grad_is_the_chain_rule_of_the_logits(erosion):
     o = SimOptions(**{**TINY, "topics": 3, "erosion": erosion})
-    t = engine.build_task(o)
+    t = build_task(o)
     theta = torch.randn(3, t.n_params, dtype=torch.float64, requires_grad=True)
     g_z = torch.randn(3, o.prompts, dtype=torch.float64)
     (simtask.logits(t, theta) * g_z).sum().backward()
@@ -188,16 +158,14 @@ def test_param_grad_is_the_chain_rule_of_the_logits(erosion):
 
 
 def test_erosion_known_answer_and_what_a_random_walk_does():
-    """Every logit (held-out too) loses kappa x mean_j theta_j^2; a large random walk of the parameters lowers a
+    """Every logit loses kappa x mean_j theta_j^2; a large random walk of the parameters lowers a
     hard task's success with erosion and raises it toward 1/2 without (the coin flip erosion removes)."""
     o = SimOptions(**{**TINY, "erosion": 0.5})
-    t = engine.build_task(o)
+    t = build_task(o)
     theta = torch.zeros(3, t.n_params, dtype=torch.float64)
     theta[:, 0] = 2.0  # w_glob only: mean square 4 / n_params
     plain = dataclasses.replace(t, erosion=0.0)
-    for heldout in (False, True):
-        torch.testing.assert_close(simtask.logits(t, theta, heldout),
-                                   simtask.logits(plain, theta, heldout) - 0.5 * 4.0 / t.n_params)
+    torch.testing.assert_close(simtask.logits(t, theta), simtask.logits(plain, theta) - 0.5 * 4.0 / t.n_params)
     hard = dataclasses.replace(t, z0=torch.full_like(t.z0, -3.0))
     gen = torch.Generator().manual_seed(0)
     walks = [torch.randn(3, t.n_params, dtype=torch.float64, generator=gen) * 5 for _ in range(200)]
@@ -224,28 +192,24 @@ def test_adam_matches_torch_adam_and_masked_seeds_do_not_move():
     torch.testing.assert_close(theta[1], theta0[1], rtol=0, atol=0)
 
 
-def test_streams_random_epochs_are_permutations_and_topic_order_is_blocks():
-    o = SimOptions(**{**TINY, "topics": 3, "prompts": 12})
-    t = engine.build_task(o)
-    rnd = simtask.stream(t, "random", 36, o.seed_list)
+def test_stream_epochs_are_permutations():
+    o = SimOptions(**{**TINY, "prompts": 12})
+    rnd = simtask.stream(build_task(o), 36, o.seed_list)
     for s in range(3):
         for e in range(3):
             assert sorted(rnd[s, 12 * e : 12 * (e + 1)].tolist()) == list(range(12))
-    top = simtask.stream(t, "topic", 24, o.seed_list)
-    for s in range(3):
-        topics = t.topic[s][top[s, :12]].tolist()
-        assert topics == sorted(topics, key=lambda k: t.topic_order[s].tolist().index(k))
-        assert top[s, :12].tolist() == top[s, 12:].tolist()  # the same order every epoch
+    assert rnd[0, :12].tolist() != rnd[0, 12:24].tolist()  # a fresh permutation every epoch
 
 
 def test_runs_are_deterministic_and_a_seed_does_not_depend_on_the_others():
-    o = SimOptions(**{**TINY, "estimators": ("dapo", "ebpo")})
-    a, b = engine.run_sweep(o), engine.run_sweep(o)
-    one = engine.run_sweep(SimOptions(**{**TINY, "estimators": ("dapo", "ebpo"), "seed": 2, "seeds": 1}))
-    for key, run in a.runs.items():
-        np.testing.assert_array_equal(run.curve, b.runs[key].curve)
-        np.testing.assert_array_equal(run.curve[2], one.runs[key].curve[0])
-        np.testing.assert_array_equal(run.generated[2], one.runs[key].generated[0])
+    o = SimOptions(**TINY)
+    one = SimOptions(**{**TINY, "seed": 2, "seeds": 1})
+    for label in ("dapo", "ebpo"):
+        a, b = (engine.run_one(build_task(o), parse_estimator(label), 2, o) for _ in range(2))
+        alone = engine.run_one(build_task(one), parse_estimator(label), 2, one)
+        np.testing.assert_array_equal(a.curve, b.curve)
+        np.testing.assert_array_equal(a.curve[2], alone.curve[0])
+        np.testing.assert_array_equal(a.generated[2], alone.generated[0])
 
 
 def test_simulation_leaves_the_process_wide_prior_alone():
@@ -253,43 +217,63 @@ def test_simulation_leaves_the_process_wide_prior_alone():
     get_prior().load_state_dict({**get_prior().state_dict(), "reward": {"weight": 3.0, "mean": 0.5, "m2": 0.75},
                                   "group_mean": {"weight": 1.0, "mean": 0.5, "m2": 0.0}, "updates": 1})
     before = get_prior().state_dict()
-    engine.run_sweep(SimOptions(**{**TINY, "estimators": ("ebpo",), "G": (2,)}))
+    o = SimOptions(**TINY)
+    engine.run_one(build_task(o), parse_estimator("ebpo"), 2, o)
     assert get_prior().state_dict() == before
     reset_prior()
 
 
-def test_learning_happens_and_transfers_to_held_out_prompts():
-    o = SimOptions(**{**TINY, "steps": 30, "prompts": 64, "estimators": ("grpo",), "G": (4,), "score_noise": 0.0})
-    run = engine.run_sweep(o).runs[("grpo", 4)]
-    t = engine.build_task(o)
-    start = simtask.expected_success(t, torch.zeros(3, t.n_params, dtype=torch.float64), heldout=True).numpy()
+def test_learning_happens():
+    o = SimOptions(**{**TINY, "steps": 30, "prompts": 64, "score_noise": 0.0})
+    run = engine.run_one(build_task(o), parse_estimator("grpo"), 4, o)
     assert np.all(run.final > run.curve[:, 0] + 0.05)
-    assert np.all(run.heldout > start + 0.05)  # never trained on: moved by the shared parameters only
 
 
-def test_curves_csv_band_is_mean_ci_per_point_over_seeds():
-    from verl_ebpo.tools.stats import mean_ci
+def test_a_cell_row_is_its_own_run_and_the_best_lr_is_chosen_on_tuning_seeds_only():
+    """run_cell's batched rows (every lr x tuning + reporting seeds) equal separate runs of each seed at each lr;
+    best_index reads the tuning rows only."""
+    o = lr.study_options({**{k: str(v) for k, v in TINY.items() if k not in ("G", "regime")}, "seeds": "2",
+                          "tune_seeds": "1", "lr_grid": "0.3 3", "G": "2"})
+    rows = [s for _ in o.lr_grid for s in (*o.tune_seed_list, *o.seed_list)]
+    cell = lr.run_cell(build_task(o, rows), "ebpo", 2, o)
+    assert cell["auc"].shape == cell["final"].shape == (2, 3)
+    for i, x in enumerate(o.lr_grid):
+        for j, seed in enumerate((*o.tune_seed_list, *o.seed_list)):
+            alone = engine.run_one(build_task(o, [seed]), parse_estimator("ebpo"), 2, o, seeds=[seed], lrs=[x])
+            assert cell["final"][i, j] == pytest.approx(alone.final[0], abs=1e-12)
+            assert cell["auc"][i, j] == pytest.approx(lr.auc(alone.curve)[0], abs=1e-12)
+    assert lr.best_index(cell["auc"][:, :1]) == int(np.argmax(cell["auc"][:, 0]))
 
-    sweep = engine.run_sweep(SimOptions(**{**TINY, "estimators": ("grpo",), "G": (2,)}))
-    curve = sweep.runs[("grpo", 2)].curve  # (seeds, points)
-    rows = report.curves_csv(sweep).splitlines()[1:]
-    assert len(rows) == curve.shape[1]
-    for k, row in enumerate(rows):
-        ci = mean_ci(curve[:, k])
-        label, G, answers, mean, lo, hi = row.split(",")
-        assert (label, int(G), int(answers)) == ("grpo", 2, k * TINY["answers_per_step"])
-        assert [float(mean), float(lo), float(hi)] == pytest.approx([ci.mean, ci.lo, ci.hi], abs=1e-6)
+
+def test_auc_known_answers():
+    curve = np.array([[0.2, 0.4, 0.7, 0.8], [0.5, 0.5, 0.5, 0.5]])
+    assert lr.auc(curve).tolist() == pytest.approx([1.6 / 3, 0.5])
 
 
 def test_cli_smoke(tmp_path, capsys):
     out = tmp_path / "sim"
-    rc = cli.main(["simulate", "--out", str(out), "--G", "2", "4", "--seeds", "2", "--steps", "3", "--prompts", "16",
-                   "--answers-per-step", "8", "--estimators", "grpo", "dapo", "ebpo", "--quiet"])
+    rc = cli.main(["simulate", "--out", str(out), "--G", "2", "4", "--seeds", "2", "--tune-seeds", "1", "--steps", "3",
+                   "--prompts", "16", "--answers-per-step", "8", "--estimators", "grpo", "dapo", "ebpo",
+                   "--lr-grid", "0.3", "3", "--grad-draws", "2", "--grad-warmup", "1"])
     assert rc == 0
-    assert sorted(os.listdir(out)) == sorted(report.FILES)
+    assert sorted(os.listdir(out)) == sorted(lr.FILES)
     summary = json.loads((out / "summary.json").read_text())
-    assert summary["seeds"] == 2 and set(summary["results"]["dapo"]) == {"2", "4"}
-    assert "ebpo" in capsys.readouterr().out
+    assert summary["seeds"] == 2 and set(summary["envelope"]["hard"]) == {"2", "4"}
+    assert set(summary["gradient"]) == {"hard", "very_hard"} and set(summary["gradient"]["hard"]["4"]) == {
+        "grpo", "dapo", "ebpo"}
+    # the command it records makes the same options again (and names only what differs from the study's defaults)
+    argv = summary["command"].split()
+    assert argv[:2] == ["verl-ebpo", "simulate"] and "--lr-grid 0.3 3" in summary["command"] and "--G 2 4" in summary[
+        "command"] and "--regime" not in argv
+    parser = argparse.ArgumentParser()
+    simulate.add_arguments(parser)
+    args = parser.parse_args(argv[2:])
+    given = {k: " ".join(v) if isinstance(v, list) else v for k, v in vars(args).items()
+             if v is not None and k not in ("out", "no_figure", "quiet")}
+    assert lr.command_of(lr.study_options(given)) == summary["command"]
+    assert lr.command_of(lr.study_options({})) == "verl-ebpo simulate"
+    captured = capsys.readouterr()
+    assert "## Best lr" in captured.out and "simulate:" in captured.err  # the tables; the progress bar on stderr
 
 
 @pytest.mark.parametrize(
@@ -300,7 +284,7 @@ def test_cli_smoke(tmp_path, capsys):
         (["--estimators", "ebpo:prior_scope=forever"], "prior_scope"),
         (["--estimators", "grpo:prior_decay=0.5"], "unknown option"),
         (["--seeds", "0"], "simulate.seeds"),
-        (["--beta", "0", "1"], "simulate.beta"),
+        (["--estimators", "grpo", "rloo"], "must include ebpo"),
     ],
 )
 def test_cli_bad_input_is_one_line_on_stderr(tmp_path, capsys, argv, message):
@@ -322,116 +306,44 @@ def test_cli_refuses_a_bad_output_before_any_work(tmp_path, capsys, monkeypatch,
     def no_work(*args, **kwargs):
         raise AssertionError("the sweep ran before the output files were checked")
 
-    monkeypatch.setattr(engine, "run_sweep", no_work)
+    monkeypatch.setattr(lr, "run_study", no_work)
     out = tmp_path / "sim"
     out.mkdir()
     if make == "folder":
         (out / "summary.json").mkdir()
         expected = "summary.json: it is a directory, not a regular file"
     elif make == "fifo":
-        os.mkfifo(out / "curves.csv")
-        expected = "curves.csv: it is a FIFO"
+        os.mkfifo(out / "results.md")
+        expected = "results.md: it is a FIFO"
     else:
         (tmp_path / "file").write_text("keep me")
         out = tmp_path / "file" / "sim"
-        expected = "is not a folder"
+        expected = "Not a directory"
     rc = cli.main(["simulate", "--out", str(out), "--steps", "1", "--quiet"])
     err = capsys.readouterr().err
     assert rc == 2 and expected in err and err.count("\n") == 1 and "Traceback" not in err, err
 
 
-def test_docs_options_table_is_the_spec():
-    text = open(os.path.join(os.path.dirname(__file__), "..", "docs", "simulator.md"), encoding="utf-8").read()
-    assert SimOptions.markdown_table(key_header="option") in text
+def test_weight_decay_pulls_the_parameters_toward_the_initial_policy():
+    """Every active step multiplies theta by (1 - w) before the update; inactive rows do not move; the option's
+    range is [0, 0.5]."""
+    theta = torch.tensor([[1.0, -2.0], [3.0, 4.0]], dtype=torch.float64)
+    opt = simtask.Optimizer(0.1, theta.shape, weight_decay=0.2)
+    grad = torch.tensor([[1.0, 1.0], [1.0, 1.0]], dtype=torch.float64)
+    new = opt.step(theta, grad, torch.tensor([True, False]))
+    # Adam's first step moves each parameter by lr x g / (|g| + eps) = 0.1, after the decay
+    assert torch.allclose(new[0], theta[0] * 0.8 + 0.1) and torch.equal(new[1], theta[1])
+    with pytest.raises(ValueError, match="weight_decay"):
+        simtask.Optimizer(0.1, theta.shape, weight_decay=1.0)
+    with pytest.raises(ValueError, match="weight_decay"):
+        SimOptions(weight_decay=0.6)
+    assert SimOptions().weight_decay == 0.0
 
 
-FAMILY = dict(TINY, regime="all", seeds=2, tune_seeds=1, lr_grid=(0.1, 1.0), estimators=("grpo", "dapo", "ebpo"))
-
-
-def test_family_summary_has_every_regime_cell_with_its_lr_and_the_shared_results(tmp_path):
-    from verl_ebpo.tools.simulate import regimes
-
-    family = regimes.run_family(SimOptions(**FAMILY))
-    summary = report.write_family_outputs(family, str(tmp_path), figure=False)
-    on_disk = json.loads((tmp_path / "summary.json").read_text())
-    assert on_disk == json.loads(json.dumps(summary))
-    from verl_ebpo.tools.simulate.options import ALL_REGIMES
-
-    assert list(on_disk["regimes"]) == list(ALL_REGIMES) == ["shared", "per_prompt", "hard"]  # noisy ones only
-    for name, per_est in on_disk["regimes"].items():
-        assert set(per_est) == {"grpo", "dapo", "ebpo"}
-        for label, per_g in per_est.items():
-            assert set(per_g) == {"2", "4"}
-            for G, cell in per_g.items():
-                lo, hi = cell["ci95"]
-                assert lo <= cell["final_mean"] <= hi and 0 < cell["auc_mean"] <= 1
-                grid = on_disk["lr_grids"][name][f"{label}|{G}"]
-                assert cell["lr"] in grid and {0.1, 1.0} <= set(grid)
-                scores = on_disk["tune_auc"][name][f"{label}|{G}"]
-                assert cell["lr"] == grid[int(np.argmax(scores))]  # the tuning seeds' best AUC
-                if label == "dapo":
-                    assert cell["degenerate_discard_frac"] + cell["surplus_discard_frac"] == pytest.approx(
-                        cell["discarded_frac"], abs=1e-9)
-    assert on_disk["results"] == on_disk["regimes"]["shared"]  # the old key: the shared regime
-    # 3 regimes x 2 pairs x 2 G x (final, AUC, gradient noise)
-    assert sum(len(per_g) for comps in on_disk["regime_comparisons"].values() for per_g in comps.values()) == 3 * 2 * 2
-    for comps in on_disk["regime_comparisons"].values():
-        for c in comps["ebpo-grpo"].values():
-            assert c["noise_ratio"] > 0 and c["noise_class"] in ("higher", "lower", "higher (possibly negligible)",
-                                                                 "lower (possibly negligible)", "negligible",
-                                                                 "equivalent", "not resolved")
-    assert on_disk["regime_settings"]["hard"]["beta"] == [0.3, 3.0]
-    assert "## Cells" in (tmp_path / "results.md").read_text()
-
-
-def test_the_lr_is_chosen_on_tuning_seeds_only():
-    """The chosen lr and the reported rows equal separate runs: tuning seeds per lr, then reporting seeds."""
-    from verl_ebpo.tools.simulate import regimes
-
-    o = regimes.regime_options(SimOptions(**FAMILY), "per_prompt")
-    run, lr, scores, grid = regimes.run_cell(regimes.build_task_rows(o), parse_estimator("ebpo"), 2, o)
-    assert set(o.lrs) <= set(grid) and grid == sorted(grid)
-    tune = regimes.regime_options(SimOptions(**{**FAMILY, "seed": o.seeds, "seeds": 1}), "per_prompt")
-    alone = [regimes.auc(engine.run_one(engine.build_task(tune), parse_estimator("ebpo"), 2, tune, lrs=[x]).curve
-                         ).mean() for x in grid]
-    assert scores == pytest.approx(alone, abs=1e-12)
-    assert lr == grid[int(np.argmax(alone))]
-    ref = engine.run_one(engine.build_task(o), parse_estimator("ebpo"), 2, o, lrs=[lr] * o.seeds)
-    assert np.allclose(run.final, ref.final, atol=1e-12, rtol=0)
-
-
-def test_beyond_walks_the_1_3_sequence_and_stops_at_the_limits():
-    from verl_ebpo.tools.simulate import regimes
-
-    grid = [0.1, 0.3, 1.0, 3.0, 10.0, 30.0]
-    assert regimes.beyond(grid, True) == 100.0 and regimes.beyond(grid, False) == 0.03
-    assert regimes.beyond([1.0, 3.0], True) == 10.0 and regimes.beyond([0.3, 1.0], False) == 0.1
-    assert regimes.beyond([0.5, 2.0], True) == 8.0 and regimes.beyond([0.5, 2.0], False) == 0.125  # off the sequence
-    assert regimes.beyond([300.0, 1000.0], True) is None and regimes.beyond([1e-4, 3e-4], False) is None
-
-
-@pytest.mark.parametrize("grid0, erosion", [((0.01, 0.03), 0.1), ((0.3, 1.0), 1.0)])
-def test_a_grid_whose_best_is_at_an_edge_is_extended_until_it_is_inside(grid0, erosion):
-    """Without score noise a larger step learns faster until erosion stops it: a grid below the optimum is
-    extended upward on the 1-3 sequence, one value at a time, until the best lies inside it (strong erosion) or
-    MAX_EXTEND values were added (weak erosion); the chosen lr's rows equal a separate run."""
-    from verl_ebpo.tools.simulate import regimes
-
-    o = SimOptions(**{**FAMILY, "regime": "custom", "score_noise": 0.0, "erosion": erosion, "lr_grid": grid0})
-    run, lr, scores, grid = regimes.run_cell(regimes.build_task_rows(o), parse_estimator("grpo"), 2, o)
-    assert grid[:2] == list(grid0) and grid[2] == regimes.beyond(list(grid0), True)
-    best = int(np.argmax(scores))
-    assert lr == grid[best]
-    if erosion > 0.5:
-        assert 0 < best < len(grid) - 1 and len(grid) - 2 < regimes.MAX_EXTEND
-    else:
-        assert best == len(grid) - 1 and len(grid) - 2 == regimes.MAX_EXTEND
-    ref = engine.run_one(engine.build_task(o), parse_estimator("grpo"), 2, o, lrs=[lr] * o.seeds)
-    assert np.allclose(run.final, ref.final, atol=1e-12, rtol=0)
-
-
-def test_auc_known_answers():
-    from verl_ebpo.tools.simulate import regimes
-
-    curve = np.array([[0.2, 0.4, 0.7, 0.8], [0.5, 0.5, 0.5, 0.5]])
-    assert regimes.auc(curve).tolist() == pytest.approx([1.6 / 3, 0.5])
+def test_weight_decay_changes_learning_not_the_initial_gradient():
+    base = dict(G=(2,), seeds=2, prompts=16, heldout=4, steps=4, answers_per_step=8, features=4, regime="custom",
+                erosion=0.0, lr_grid=(3.0,))
+    off, on = (engine.run_one(build_task(o), parse_estimator("grpo"), 2, o)
+               for o in (SimOptions(**base), SimOptions(**base, weight_decay=0.3)))
+    assert np.array_equal(off.curve[:, :2], on.curve[:, :2])  # the first step starts from theta = 0 either way
+    assert not np.allclose(off.curve[:, -1], on.curve[:, -1])

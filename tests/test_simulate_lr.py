@@ -1,4 +1,4 @@
-"""The learning-rate study (`verl-ebpo simulate --study lr`): best lr from the tuning seeds only, EBPO against each
+"""The learning-rate study (`verl-ebpo simulate`): best lr from the tuning seeds only, EBPO against each
 baseline at each one's own best lr, the committed results and the docs blocks rendered from them."""
 
 import json
@@ -31,12 +31,13 @@ def _results(ebpo_shift: float, seeds: int = 6, tune: int = 3):
         base[4, :tune] = 0.5
         base[6, tune:] = 0.9
         base[4, tune:] = 0.4 + rng.normal(0, 0.01, seeds) + (ebpo_shift if label == lr.EBPO else 0.0)
-        out[label] = {"auc": base, "final": base.copy()}
+        noise = np.full(seeds, 100.0) * (0.6 if label == lr.EBPO else 1.0) + rng.normal(0, 1, seeds)
+        out[label] = {"auc": base, "final": base.copy(), "noise": noise}
     return {"hard": {2: out}}
 
 
 def _options(seeds=6, tune=3):
-    return lr.study_options({"seeds": str(seeds), "tune_seeds": str(tune), "G": "2"})
+    return lr.study_options({"seeds": str(seeds), "tune_seeds": str(tune), "G": "2", "grad_draws": "8"})
 
 
 def test_summary_compares_each_at_its_tuned_lr_with_verdicts_from_the_interval():
@@ -52,6 +53,16 @@ def test_summary_compares_each_at_its_tuned_lr_with_verdicts_from_the_interval()
     same = lr.summarize(_results(0.0), _options(), 1.0, "cmd")
     assert not any(r["holm"] and r["diff"] > 0 for r in same["at_best_lr"])
     assert "no resolved gain" in lr.readme_block(same) and "resolved gains (Holm) at G = 2" in lr.readme_block(s)
+    # the gradient noise: geometric mean over seeds, EBPO's over each baseline's paired by seed
+    g = s["gradient"]["hard"]["2"]
+    assert g["grpo"]["ebpo_ratio"]["ratio"] == pytest.approx(0.6, abs=0.02) and g["grpo"]["ebpo_ratio"]["verdict"] == "lower"
+    assert "ebpo_ratio" not in g["ebpo"] and "over GRPO's at the initial policy: 0.60 at G = 2" in lr.readme_block(s)
+    # a seed whose draws all gave a zero gradient (too few draws): infinite noise, the cell says n/a
+    results = _results(0.05)
+    results["hard"][2]["grpo"]["noise"][0] = np.inf
+    s = lr.summarize(results, _options(), 1.0, "cmd")
+    assert s["gradient"]["hard"]["2"]["grpo"] == {"noise": None} and "| n/a |" in lr.gradient_table(s)
+    assert "gradient noise" not in lr.readme_block(s) and "ebpo_ratio" in s["gradient"]["hard"]["2"]["rloo"]
 
 
 def test_running_prior_never_shrinks_past_one_half():
@@ -72,11 +83,12 @@ def test_running_prior_never_shrinks_past_one_half():
         assert 0.1 < max(shrink) < 0.5, (a, b, G, max(shrink))
 
 
-def test_the_study_refuses_the_options_it_sets(capsys):
+def test_the_regimes_knobs_are_not_options(capsys):
     from verl_ebpo.tools.cli import main
 
-    assert main(["simulate", "--study", "lr", "--estimators", "grpo", "--out", "/nonexistent/x"]) == 2
-    assert "set by --study lr" in capsys.readouterr().err
+    with pytest.raises(SystemExit):
+        main(["simulate", "--score-noise", "0", "--out", "/nonexistent/x"])
+    assert "unrecognized arguments: --score-noise" in capsys.readouterr().err
 
 
 @pytest.mark.skipif(not SUMMARY.exists(), reason="no committed lr study")
@@ -88,7 +100,8 @@ def test_committed_results_and_docs_blocks_are_rendered_from_the_summary():
             for cells in per.values():
                 assert {"auc_mean", "auc_ci95", "final_mean"} <= set(next(iter(cells.values())))
     assert all(r["verdict"] and len(r["ci95"]) == 2 for r in s["at_best_lr"])
-    assert len(lr.readme_block(s).splitlines()) <= 6
+    assert len(lr.readme_block(s).splitlines()) + 1 <= 6  # with the demo's line
+    assert s["command"] == "verl-ebpo simulate" and s["gradient"]
     assert (ROOT / "docs/results/simulate_lr/results.md").read_text() == lr.results_markdown(s)
     blocks = lr.doc_blocks(s)
     found = 0

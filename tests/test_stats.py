@@ -177,13 +177,13 @@ def test_holm_against_hand_computed_p_values():
     assert holm([]) == []
 
 
-def test_family_counts_corrected_against_hand_computed_p_values():
+def test_holm_over_a_family_of_intervals_against_hand_computed_p_values():
     """Three intervals over 5 seeds whose t statistics are chosen so that their p-values are (by scipy) 0.0009,
     0.03 and 0.04: uncorrected all three are resolved; Holm over 18 comparisons keeps only
     the first (0.0009 <= 0.05/18 = 0.00278; 0.03 > 0.05/17)."""
     from scipy.stats import t as student
 
-    from verl_ebpo.tools.stats import family_counts
+    from verl_ebpo.tools.stats import holm
 
     n, half_t = 5, student.ppf(0.975, 4)
 
@@ -193,11 +193,9 @@ def test_family_counts_corrected_against_hand_computed_p_values():
 
     family = [with_p(0.0009), with_p(0.03), with_p(0.04)] + [Interval(0.0, -0.05, 0.05, n)] * 15
     assert [d.p_value() for d in family[:3]] == pytest.approx([0.0009, 0.03, 0.04], rel=1e-9)
-    c = family_counts(family, negligible=0.005)
-    assert c["n"] == 18 and c["holm_resolved"] == 1 and c["holm_higher"] == 1 and c["holm_lower"] == 0
-    resolved = sum(v for k, v in c["classes"].items() if k.startswith(("higher", "lower")))
-    assert resolved == 3
-    assert family_counts(family[:1] + family[3:5])["holm_resolved"] == 1
+    assert all(classify(d, 0.005).startswith("higher") for d in family[:3])
+    assert holm([d.p_value() for d in family]) == [True] + [False] * 17
+    assert holm([d.p_value() for d in family[:1] + family[3:5]]) == [True, False, False]
 
 
 def test_equivalent_when_the_interval_covers_0_inside_the_threshold():
@@ -240,35 +238,6 @@ def test_detectable_difference_is_the_80_percent_power_formula(n):
     power = 1 - nct.cdf(tc, n - 1, delta) + nct.cdf(-tc, n - 1, delta)
     assert 0.76 < power < 0.81
     assert math.isnan(Interval(0.1, math.nan, math.nan, 1).detectable())
-
-
-def test_simulator_verdicts_use_the_practical_threshold():
-    """The simulator's verdict words (report.summarize with negligible=0.005) on differences built by hand."""
-    from verl_ebpo.tools.simulate.engine import RunResult, Sweep
-    from verl_ebpo.tools.simulate.options import SimOptions
-    from verl_ebpo.tools.simulate.report import summarize
-
-    def run(label, final):
-        n = len(final)
-        z = np.zeros(n, dtype=np.int64)
-        curve = np.tile(np.asarray(final)[:, None], (1, 3))
-        return RunResult(label, 2, np.asarray(final), np.asarray(final), curve, z + 10, z + 10, z, z + 2, z)
-
-    o = SimOptions(G=(2,), seeds=4, regime="custom", steps=2)
-    base = np.array([0.50, 0.60, 0.70, 0.80])
-    cases = {
-        "grpo": base - np.array([0.001, 0.002, 0.001, 0.002]),  # resolved, |diff| 0.0015 < 0.005: negligible
-        "dapo": base - np.array([0.10, 0.11, 0.09, 0.10]),  # resolved and large: higher
-        "drgrpo": base + np.array([0.05, -0.05, 0.04, -0.04]),  # covers 0: not resolved
-    }
-    sweep = Sweep(o, {("ebpo", 2): run("ebpo", base), **{(k, 2): run(k, v) for k, v in cases.items()}})
-    s = summarize(sweep, negligible=0.005)
-    got = {k: (s["comparisons"][f"ebpo-{k}"]["2"]["class"], s["comparisons"][f"ebpo-{k}"]["2"]["auc_class"])
-           for k in cases}
-    assert got == {"grpo": ("negligible",) * 2, "dapo": ("higher",) * 2, "drgrpo": ("not resolved",) * 2}
-    assert s["negligible"] == 0.005
-    # the same differences without a threshold: the tiny one is "higher", never "no difference"
-    assert summarize(sweep)["comparisons"]["ebpo-grpo"]["2"]["class"] == "higher"
 
 
 def test_differences_equal_to_within_rounding_are_a_zero_width_interval():

@@ -5,9 +5,9 @@
 For each `<!-- results:NAME:KEY -->` ... `<!-- /results -->` block in README.md and docs/*.md, the body becomes
 block KEY of `blocks(docs/results/NAME/summary.json)`:
 
-- a `verl-ebpo simulate` sweep: `run`, `headline`, `gradient`, `cells`, `readme`, `readme_against`;
-- `verl-ebpo simulate --study topics` (`"study": "topics"`): `simulate.topics.doc_blocks`;
-- `verl-ebpo demo` (a summary with `tail_steps`): `readme` and `doc`.
+- `verl-ebpo simulate` (`"study": "lr"`): `simulate.lr.doc_blocks`;
+- the demo over learning rates (`"study": "demo_lr"`): `readme` (`simulate.lr.demo_line`);
+- `verl-ebpo demo`: `readme` and `doc`.
 
 tests/test_docs_numbers.py checks that the blocks equal their rendering. A results file that is not JSON, or lacks
 a field its renderer reads, is one line on stderr naming the file, and exit status 2.
@@ -18,114 +18,13 @@ from __future__ import annotations
 import argparse
 import glob
 import json
-import math
 import os
 import re
 import sys
 
-import numpy as np
-
 from verl_ebpo.tools.files import atomic_write_text
 
 START = r"<!-- results:([\w-]+):([\w-]+) -->"
-
-
-# ---- `verl-ebpo simulate` ----
-
-NEAREST = ("drgrpo", "grpo", "rloo")  # the group-mean baselines EBPO shrinks
-
-
-def _sim_run(summary: dict) -> str:
-    from verl_ebpo.tools.simulate.report import lr_edges, lr_extended, share
-
-    cells = [c for per in summary["regimes"].values() for per_g in per.values() for c in per_g.values()]
-    firsts = [c["first_step_gain_frac"] for c in cells if c.get("first_step_gain_frac") is not None]
-    halves = [c["steps_to_half_gain"] for c in cells]
-    edges, extended = lr_edges(summary), lr_extended(summary)
-    return (f"`{summary.get('command', 'verl-ebpo simulate')}`: {len(summary['regimes'])} regimes x "
-            f"{len(next(iter(summary['regimes'].values())))} estimators x G in {summary['G']}, lr grid "
-            f"{summary['lr_grid']}, {summary['seeds']} reporting + {len(summary['tune_seeds'])} tuning seeds, "
-            f"{summary['budget_answers']:,} answers per run, {summary['seconds']:.0f} s. At each cell's chosen lr "
-            f"the first step makes {share(min(firsts))} to {share(max(firsts))} of the run's final gain and half the "
-            f"gain takes {min(halves):g} to {max(halves):g} steps; "
-            + (f"chosen lr at an edge of its grid: {', '.join(edges)}." if edges else
-               "every chosen lr lies strictly inside its grid.")
-            + (f" Grids extended past an edge (`regimes.run_cell`): {'; '.join(extended)}." if extended else
-               " No grid needed extending."))
-
-
-def _directions(classes: dict) -> str:
-    """'2 lower (1 possibly negligible), 0 higher': resolved verdicts by direction."""
-    out = []
-    for word in ("lower", "higher"):
-        strict, maybe = classes.get(word, 0), classes.get(f"{word} (possibly negligible)", 0)
-        out.append(f"{strict + maybe} {word}" + (f" ({maybe} possibly negligible)" if maybe else ""))
-    return ", ".join(out)
-
-
-def _family(summary: dict, kind: str, pairs) -> str:
-    from verl_ebpo.tools.simulate.report import family_of
-    from verl_ebpo.tools.stats import family_counts
-
-    c = family_counts(family_of(summary, kind, set(pairs)), summary["negligible"])
-    return f"{_directions(c['classes'])} of {c['n']} ({c['holm_resolved']} after Holm)"
-
-
-def _sim_readme(summary: dict) -> str:
-    """EBPO's gradient noise over Dr.GRPO's and James-Stein's (range over regimes) at the smallest G and the
-    others, and the AUC verdicts of those pairs."""
-    from verl_ebpo.tools.simulate.report import PAIRS
-
-    Gs = [str(g) for g in summary["G"]]
-    names = {"ebpo-drgrpo": "Dr.GRPO's", "ebpo-js": "James-Stein's"}
-    parts = []
-    for p in PAIRS:
-        per = [(G, c["noise_ratio"]) for comps in summary["regime_comparisons"].values()
-               for G, c in comps.get(p, {}).items() if c.get("noise_ratio") is not None]
-        small, rest = [r for G, r in per if G == Gs[0]], [r for G, r in per if G != Gs[0]]
-        if small:
-            parts.append(f"over {names.get(p, p)} {min(small):.2f}-{max(small):.2f} at G={Gs[0]}"
-                         + (f", {min(rest):.2f}-{max(rest):.2f} at G={'/'.join(Gs[1:])}" if rest else ""))
-    return f"EBPO's gradient noise {'; '.join(parts)}. AUC vs these two: {_family(summary, 'AUC', PAIRS)}."
-
-
-def _sim_against(summary: dict) -> str:
-    """The counts that go against EBPO, the design's power, and EBPO against DAPO at an equal answer budget."""
-    from verl_ebpo.tools.simulate.report import PAIRS, comparison_intervals
-    from verl_ebpo.tools.stats import classify
-
-    present = next(iter(summary["regime_comparisons"].values()))
-    pairs = [p for p in PAIRS if p in present]
-    parts = [f"final success vs Dr.GRPO/JS {_family(summary, 'final success', pairs)}"]
-    if "ebpo-rfpp_baseline" in present:
-        parts.append(f"AUC vs verl's REINFORCE++-baseline {_family(summary, 'AUC', ['ebpo-rfpp_baseline'])}")
-    near = sorted({f"ebpo-{b}" for b in NEAREST} & set(present))
-    cells = [c for comps in summary["regime_comparisons"].values() for key in near for c in comps.get(key, {}).values()]
-    better = sum(any(classify(iv, summary["negligible"]).startswith("higher")
-                     for kind, iv in comparison_intervals(c, summary["seeds"]).items() if kind != "gradient noise")
-                 for c in cells)
-    parts.append(f"above Dr.GRPO, GRPO or RLOO in {better} of {len(cells)}")
-    det = {}
-    for name, comps in summary["regime_comparisons"].items():
-        d = [comparison_intervals(c, summary["seeds"])["AUC"].detectable() for key in pairs + near
-             for c in comps.get(key, {}).values()]
-        det[name] = float(np.median([x for x in d if math.isfinite(x)]))
-    text = ("Against EBPO: " + "; ".join(parts) + ". Median 80%-power AUC resolution: "
-            + ", ".join(f"±{v:.2g} {k}" for k, v in det.items()) + ".")
-    r = [per["ebpo"][str(G)]["grad_noise_budget"] / per["dapo"][str(G)]["grad_noise_budget"]
-         for per in summary["regimes"].values() if "dapo" in per for G in summary["G"]
-         if per["ebpo"][str(G)].get("grad_noise_budget") and per["dapo"][str(G)].get("grad_noise_budget")]
-    if r:
-        text += (f" At an equal answer budget EBPO's noise is {min(r):.2f}-{max(r):.2f}x DAPO's "
-                 f"({sum(x < 1 for x in r)} of {len(r)} cells below 1).")
-    return text
-
-
-def simulate_blocks(summary: dict) -> dict:
-    from verl_ebpo.tools.simulate.report import cells_table, family_table, gradient_table
-
-    return {"run": _sim_run(summary), "headline": family_table(summary), "gradient": gradient_table(summary),
-            "cells": cells_table(summary), "readme": _sim_readme(summary), "readme_against": _sim_against(summary)}
 
 
 # ---- `verl-ebpo demo` ----
@@ -200,31 +99,15 @@ def _demo_block(summary: dict, full: bool) -> str:
 
 # ---- the renderer ----
 
-def kind(summary: dict) -> str:
-    """Which tool wrote `summary`: "topics", "lr", "demo_lr", "demo" or "simulate"."""
-    if summary.get("study") in ("topics", "lr", "demo_lr"):
-        return summary["study"]
-    return "demo" if "tail_steps" in summary and "algos" in summary else "simulate"
-
-
 def blocks(summary: dict) -> dict:
     """KEY -> body of every block a results file renders."""
-    k = kind(summary)
-    if k == "demo_lr":
-        from verl_ebpo.tools.simulate.lr import demo_markdown
+    from verl_ebpo.tools.simulate import lr
 
-        return {"results": demo_markdown(summary)}
-    if k == "lr":
-        from verl_ebpo.tools.simulate.lr import doc_blocks as lr_blocks
-
-        return lr_blocks(summary)
-    if k == "topics":
-        from verl_ebpo.tools.simulate.topics import doc_blocks
-
-        return doc_blocks(summary)
-    if k == "demo":
-        return {"readme": _demo_block(summary, False), "doc": _demo_block(summary, True)}
-    return simulate_blocks(summary)
+    if summary.get("study") == "lr":
+        return lr.doc_blocks(summary)
+    if summary.get("study") == "demo_lr":
+        return {"readme": lr.demo_line(summary)}
+    return {"readme": _demo_block(summary, False), "doc": _demo_block(summary, True)}
 
 
 def replace_blocks(text: str, rendered: dict, name: str) -> str:

@@ -1,6 +1,6 @@
 """Comparing algorithms over seeds: means with 95% intervals, paired differences, verdicts from intervals.
 
-Shared by `verl-ebpo demo` and `verl-ebpo simulate`, so both state results the same way:
+Shared by `verl-ebpo demo`, `compare` and `simulate`, so all state results the same way:
 
 - `mean_ci(x)`: the mean of per-seed values and its Student-t interval (the seeds are the replicates).
 - `mean_ci_rows(x)`: the same for every row of a (points, seeds) array at once (a curve and its band).
@@ -19,16 +19,14 @@ Shared by `verl-ebpo demo` and `verl-ebpo simulate`, so both state results the s
   test against, so no interval), "one seed" (no interval).
 - `Interval.p_value()`: the two-sided paired t test's p-value for "the difference is 0", recovered from the interval
   (se = half-width / t_{(1+level)/2,n-1}); `holm(p_values, alpha)`: Holm's step-down correction over a family
-  (which hypotheses it rejects at family-wise error `alpha`); `family_counts(intervals, negligible)` the verdict
-  counts of a family and how many stay resolved after Holm.
+  (which hypotheses it rejects at family-wise error `alpha`).
 - `verdict(...)`: the same as a sentence. "Not resolved" carries the difference these seeds would resolve with
   80% power (`Interval.detectable`): (t_{0.975,n-1} + t_{0.80,n-1}) sd / sqrt(n) -- a true difference that
   large excludes 0 from the 95% interval in 80% of repetitions; the half-width t_{0.975,n-1} sd / sqrt(n) is only
   the observed difference that would have been just significant (about 50% power).
 
 With one seed there is no interval: the bounds are NaN and the verdict says so. Each interval is a 95% interval
-of its own comparison (not corrected for multiplicity); a table that counts verdicts over a family states how many
-comparisons it holds and how many stay resolved after Holm's correction (`family_counts`).
+of its own comparison (not corrected for multiplicity); a family of comparisons is corrected with `holm`.
 """
 
 from __future__ import annotations
@@ -218,27 +216,6 @@ def holm(p_values: Sequence[float], alpha: float = 0.05) -> list[bool]:
             break
         out[i] = True
     return out
-
-
-def interval_of(mean, ci, n: int) -> Interval:
-    """An `Interval` from a results file's `mean` and `[lo, hi]` (None bounds: one seed) over n seeds."""
-    lo, hi = (math.nan if x is None else float(x) for x in ci)
-    return Interval(float(mean), lo, hi, int(n))
-
-
-def family_counts(intervals: Sequence[Interval], negligible: float = 0.0, alpha: float = 0.05) -> dict:
-    """The verdict counts of a family of comparisons, and its multiplicity-corrected count.
-
-    Returns {"n": m, "classes": {verdict: count}, "holm_resolved": k, "holm_higher": h, "holm_lower": l}: k of the m
-    differences stay resolved (non-zero) after Holm's correction at family-wise error `alpha` (`holm` on each
-    interval's `p_value`), h of them positive and l negative."""
-    from collections import Counter
-
-    classes = Counter(classify(d, negligible) for d in intervals)
-    keep = holm([d.p_value() for d in intervals], alpha)
-    kept = [d for d, k in zip(intervals, keep) if k]
-    return {"n": len(intervals), "classes": dict(classes), "holm_resolved": len(kept),
-            "holm_higher": sum(d.mean > 0 for d in kept), "holm_lower": sum(d.mean < 0 for d in kept), "alpha": alpha}
 
 
 def signed(x: float) -> str:

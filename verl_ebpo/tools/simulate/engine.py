@@ -1,6 +1,6 @@
-"""One run (an estimator at one G, all seeds at once) and the sweep over estimators x G.
+"""One run: an estimator at one G, all rows (seeds x learning rates) at once.
 
-A step, for S seeds in parallel (loops only over steps, seeds inside EBPO's per-seed calls, and sweep cells):
+A step, for S seeds in parallel (loops only over steps and, inside EBPO's per-seed calls, seeds):
 1. Draw the next prompts of each seed's stream: B = answers_per_step / G of them (DAPO: up to
    `max_gen_batches` batches of B, all drawn at once -- the policy does not change within a step).
 2. Sample G answers per prompt: y ~ Bernoulli(sigmoid(z_q)).
@@ -13,16 +13,14 @@ A run ends when its answer budget (steps * answers_per_step, the same for everyo
 from __future__ import annotations
 
 import contextlib
-import time
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 
 import numpy as np
 import torch
 
-from verl_ebpo.tools.simulate.estimators import AdvantageCaller, EstimatorSpec, parse_estimator, process_prior_preserved
-from verl_ebpo.tools.simulate.estimators import zero_advantage
+from verl_ebpo.tools.simulate.estimators import AdvantageCaller, EstimatorSpec
 from verl_ebpo.tools.simulate.options import SimOptions
-from verl_ebpo.tools.simulate.task import F64, Optimizer, Task, expected_success, logits, make_task, param_grad, stream
+from verl_ebpo.tools.simulate.task import F64, Optimizer, Task, expected_success, logits, param_grad, stream
 
 
 @dataclass
@@ -32,32 +30,11 @@ class RunResult:
     estimator: str
     G: int
     final: np.ndarray  # (S,) expected success on the training prompts when the budget is spent
-    heldout: np.ndarray  # (S,) the same on the held-out prompts
     curve: np.ndarray  # (S, steps + 1) success after k * answers_per_step answers generated
     generated: np.ndarray  # (S,) answers generated
     trained: np.ndarray  # (S,) answers trained on
-    zero_adv: np.ndarray  # (S,) answers trained on with |A| < 1e-6
     updates: np.ndarray  # (S,) optimizer steps taken
     short_batches: np.ndarray  # (S,) DAPO steps that hit max_gen_batches with fewer than B groups
-    degenerate: np.ndarray = None  # (S,) DAPO: answers generated in all-equal groups (discarded: no signal)
-    surplus: np.ndarray = None  # (S,) DAPO: answers in informative groups discarded because B were already kept
-    shrinkage_mean: float = float("nan")  # EBPO: mean S over its calls
-    seconds: float = 0.0
-
-    @property
-    def zero_adv_frac(self) -> np.ndarray:
-        """(S,) share of the answers trained on that carry a zero advantage."""
-        return self.zero_adv / np.maximum(self.trained, 1)
-
-    @property
-    def discarded_frac(self) -> np.ndarray:
-        """(S,) share of the answers generated that were never trained on (DAPO's filter)."""
-        return 1.0 - self.trained / np.maximum(self.generated, 1)
-
-    @property
-    def no_signal_frac(self) -> np.ndarray:
-        """(S,) share of the answers generated that moved nothing: discarded or zero advantage."""
-        return (self.generated - self.trained + self.zero_adv) / np.maximum(self.generated, 1)
 
 
 def _uniforms(rngs, rounds: np.ndarray, B: int, G: int, width: int) -> torch.Tensor:
@@ -98,38 +75,29 @@ def dapo_select(y: torch.Tensor, drawn: torch.Tensor, rounds: np.ndarray, B: int
     Returns:
         keep (S, W) bool: the first B groups whose rewards are not all equal (fewer if there are not B);
         used (S,) int: batches generated -- up to the one that completed B groups, else rounds[s];
-        full (S,) bool: whether B groups were found;
-        degenerate (S,) int, surplus (S,) int: groups of the used batches discarded because their rewards are
-        all equal, and informative groups discarded because B were already kept (whole batches are generated).
+        full (S,) bool: whether B groups were found.
     """
     gen = B if gen is None else gen
     informative = drawn & (y.amax(-1) != y.amin(-1))
     rank = informative.cumsum(1)
     keep = informative & (rank <= B)
-    full = rank[:, -1] >= B if rank.shape[1] else torch.zeros(rank.shape[0], dtype=torch.bool)
-    first_full = torch.argmax((rank >= B).to(torch.int8), dim=1) if rank.shape[1] else torch.zeros_like(full, dtype=torch.long)
-    used = torch.where(full, first_full // gen + 1, torch.from_numpy(np.asarray(rounds, dtype=np.int64)))
-    in_used = torch.arange(y.shape[1])[None, :] < (used * gen)[:, None]  # (S, W)
-    degenerate = (drawn & in_used & ~informative).sum(1)
-    surplus = (informative & in_used & ~keep).sum(1)
-    return keep, used.numpy(), full.numpy(), degenerate.numpy(), surplus.numpy()
+    full = rank[:, -1] >= B
+    used = torch.where(full, torch.argmax((rank >= B).to(torch.int8), dim=1) // gen + 1,
+                       torch.from_numpy(np.asarray(rounds, dtype=np.int64)))
+    return keep, used.numpy(), full.numpy()
 
 
 def run_one(task: Task, spec: EstimatorSpec, G: int, options: SimOptions, seeds=None, lrs=None) -> RunResult:
     """Train S policies (one per row: a seed, at learning rate lrs[row]) with `spec` at group size G until the
     answer budget is spent. seeds: (S,) seed values (default `options.seed_list`; a seed may repeat with another
     lr: same task, same samples until the policies differ); lrs: (S,) learning rates (default `options.lrs[0]`)."""
-    t0 = time.perf_counter()
     seeds = list(options.seed_list if seeds is None else seeds)
     S, P = task.shape
-    if len(seeds) != S:
-        raise ValueError(f"task has {S} seeds but {len(seeds)} seed values were given")
     N = options.answers_per_step
     B = N // G
     budget = options.budget
     rounds_cap = options.max_gen_batches if spec.dynamic_sampling else 1
-    order = options.resolved_order
-    prompts = stream(task, order, budget // G + rounds_cap * B, seeds)
+    prompts = stream(task, budget // G + rounds_cap * B, seeds)
     rngs = [np.random.default_rng(np.random.SeedSequence([int(seed), G, 0x5A])) for seed in seeds]
     noise_rngs = [np.random.default_rng(np.random.SeedSequence([int(seed), G, 0x401])) for seed in seeds]
     n_shared = task.n_params - P
@@ -139,19 +107,12 @@ def run_one(task: Task, spec: EstimatorSpec, G: int, options: SimOptions, seeds=
     opt = Optimizer(lr.to(F64).reshape(S, 1), theta.shape, weight_decay=options.weight_decay)
     warm = options.lr_warmup * budget  # answers over which the lr rises linearly (verl's lr_warmup_steps_ratio)
     caller = AdvantageCaller(spec, S)
-    cursor = np.zeros(S, dtype=np.int64)
-    generated = np.zeros(S, dtype=np.int64)
-    trained = np.zeros(S, dtype=np.int64)
-    zero = np.zeros(S, dtype=np.int64)
-    updates = np.zeros(S, dtype=np.int64)
-    short = np.zeros(S, dtype=np.int64)
-    degenerate = np.zeros(S, dtype=np.int64)
-    surplus = np.zeros(S, dtype=np.int64)
+    cursor, generated, trained, updates, short = (np.zeros(S, dtype=np.int64) for _ in range(5))
     curve = np.full((S, options.steps + 1), np.nan)
     curve[:, 0] = expected_success(task, theta).numpy()
     seed_ids = torch.arange(S)
 
-    with torch.no_grad(), process_prior_preserved():
+    with torch.no_grad():
         for _ in range(options.steps):
             remaining = budget - generated
             rounds = np.minimum(rounds_cap, remaining // (B * G))  # batches each seed may still generate
@@ -164,13 +125,10 @@ def run_one(task: Task, spec: EstimatorSpec, G: int, options: SimOptions, seeds=
             y = (_uniforms(rngs, rounds, B, G, width) < p.unsqueeze(-1)).to(F64)  # (S, width, G)
             drawn = torch.arange(width)[None, :] < torch.from_numpy(rounds * B)[:, None]  # (S, width)
             if spec.dynamic_sampling:
-                keep, used, full, deg, sur = dapo_select(y, drawn, rounds, B)
+                keep, used, full = dapo_select(y, drawn, rounds, B)
                 short += ((~full) & (rounds > 0)).astype(np.int64)
-                degenerate += deg * G
-                surplus += sur * G
             else:
-                keep = drawn
-                used = rounds
+                keep, used = drawn, rounds
             generated += used * B * G
             cursor += used * B
 
@@ -180,8 +138,6 @@ def run_one(task: Task, spec: EstimatorSpec, G: int, options: SimOptions, seeds=
                 scores = y[keep]  # (n_groups, G)
                 adv = caller(scores, group_seed, G).reshape(n_groups, G)
                 per_seed = torch.bincount(group_seed, minlength=S).numpy() * G
-                zero += torch.bincount(group_seed, weights=zero_advantage(adv).to(F64).sum(1), minlength=S).numpy(
-                ).astype(np.int64)
                 trained += per_seed
                 # J = (1/N_s) sum_i A_i log pi(y_i); dJ/dz_q = (1/N_s) sum_{i in q} A_i (y_i - p_q)
                 p_g = p[keep]  # (n_groups,)
@@ -203,34 +159,7 @@ def run_one(task: Task, spec: EstimatorSpec, G: int, options: SimOptions, seeds=
     for k in range(1, curve.shape[1]):
         gap = np.isnan(curve[:, k])
         curve[gap, k] = curve[gap, k - 1]
-    return RunResult(
-        estimator=spec.label,
-        G=G,
-        final=expected_success(task, theta).numpy(),
-        heldout=expected_success(task, theta, heldout=True).numpy(),
-        curve=curve,
-        generated=generated,
-        trained=trained,
-        zero_adv=zero,
-        updates=updates,
-        short_batches=short,
-        degenerate=degenerate,
-        surplus=surplus,
-        shrinkage_mean=float(np.mean(caller.shrinkage)) if caller.shrinkage else float("nan"),
-        seconds=time.perf_counter() - t0,
-    )
-
-
-@dataclass
-class Sweep:
-    options: SimOptions
-    runs: dict = field(default_factory=dict)  # (estimator label, G) -> RunResult
-    seconds: float = 0.0
-
-
-def build_task(options: SimOptions) -> Task:
-    return make_task(options.seed_list, options.prompts, options.heldout, options.beta, options.topics,
-                     options.concentration, options.features, options.transfer, options.erosion)
+    return RunResult(spec.label, G, expected_success(task, theta).numpy(), curve, generated, trained, updates, short)
 
 
 @contextlib.contextmanager
@@ -242,20 +171,3 @@ def one_torch_thread():
         yield
     finally:
         torch.set_num_threads(before)
-
-
-def run_sweep(options: SimOptions, progress=None) -> Sweep:
-    """Every estimator at every G over the same seeds (the same task per seed: comparisons are paired)."""
-    t0 = time.perf_counter()
-    specs = [parse_estimator(e) for e in options.estimators]
-    sweep = Sweep(options)
-    with one_torch_thread():
-        task = build_task(options)
-        for spec in specs:
-            for G in options.G:
-                result = run_one(task, spec, G, options)
-                sweep.runs[(spec.label, G)] = result
-                if progress is not None:
-                    progress(result)
-    sweep.seconds = time.perf_counter() - t0
-    return sweep

@@ -13,11 +13,9 @@ verl's trainer passes to its GRPO function explicitly.
 | `dapo` | `grpo_vectorized` | `norm_adv_by_std_in_grpo=True` | + dynamic sampling (degenerate groups resampled) |
 | `rloo` | `rloo_vectorized` | `config` | verl's vectorised RLOO (the same numbers as `rloo`, tested) |
 | `rfpp_baseline` | `reinforce_plus_plus_baseline` | (computed by `rfpp_vectorized`) | verl's formula for all seeds in one pass: equal to verl's function called per seed (tested) |
-| `rfpp_baseline_loop` | `reinforce_plus_plus_baseline` | `config` | verl's row loop itself, one call per seed (slow; for checks) |
 | `ebpo` | `ebpo` | `config.ebpo` = options | running prior, one prior per seed |
 | `ebpo_batch` | `ebpo` | `config.ebpo.prior_scope=batch` | the prior is the current batch (the authors' code) |
 | `js` | (none: `james_stein_advantage` here) | `config` | James-Stein baseline, arXiv 2511.03710 (not in verl 0.9.1) |
-| `grpo_loop`, `rloo_loop` | `grpo`, `rloo` | as above | verl's reference row-loop versions (slow; for checks) |
 
 `NAME:key=value,...` sets options: for the `ebpo` family any key of `EBPOOptions` (prior_scope, prior_decay,
 normalize, epsilon) and `norm_adv_by_std_in_grpo`; for the GRPO family `norm_adv_by_std_in_grpo`.
@@ -36,18 +34,14 @@ from dataclasses import dataclass, field
 import numpy as np
 import torch
 
-from verl_ebpo.advantage.core import ZERO_ADVANTAGE_TOL  # |A| below it: a zero advantage (`ebpo/zero_adv_frac`)
 
 # name -> (verl registry name, per-seed calls?, GRPO-style call?, dynamic sampling?, default options)
 _TABLE = {
     "grpo": ("grpo_vectorized", False, True, False, {"norm_adv_by_std_in_grpo": True}),
     "drgrpo": ("grpo_vectorized", False, True, False, {"norm_adv_by_std_in_grpo": False}),
     "dapo": ("grpo_vectorized", False, True, True, {"norm_adv_by_std_in_grpo": True}),
-    "grpo_loop": ("grpo", False, True, False, {"norm_adv_by_std_in_grpo": True}),
     "rloo": ("rloo_vectorized", False, False, False, {}),
-    "rloo_loop": ("rloo", False, False, False, {}),
     "rfpp_baseline": ("reinforce_plus_plus_baseline", False, False, False, {}),  # all seeds at once: rfpp_vectorized
-    "rfpp_baseline_loop": ("reinforce_plus_plus_baseline", True, False, False, {}),
     "ebpo": ("ebpo", True, False, False, {}),
     "ebpo_batch": ("ebpo", True, False, False, {"prior_scope": "batch"}),
     "js": (None, True, False, False, {}),
@@ -152,7 +146,6 @@ class AdvantageCaller:
             {"norm_adv_by_std_in_grpo": bool(spec.options["norm_adv_by_std_in_grpo"])} if spec.grpo_call else {}
         )
         self.priors = None
-        self.shrinkage: list[float] = []  # EBPO's mean S per call (diagnostic)
         if spec.is_ebpo:
             from verl_ebpo.advantage.prior import EBPOPrior
 
@@ -197,10 +190,7 @@ class AdvantageCaller:
         from verl_ebpo.advantage import EBPOOptions, ebpo_advantage
 
         options = EBPOOptions.from_algorithm_config(self.config)
-        adv, diagnostics = ebpo_advantage(rewards, torch.ones_like(rewards), index, self.priors[slot], options)
-        s = diagnostics.get("ebpo/shrinkage_mean")
-        if s is not None:
-            self.shrinkage.append(s)
+        adv, _ = ebpo_advantage(rewards, torch.ones_like(rewards), index, self.priors[slot], options)
         return adv[:, 0].to(torch.float64)
 
 
@@ -272,13 +262,7 @@ def james_stein_advantage(token_level_rewards: torch.Tensor, response_mask: torc
 
 @contextlib.contextmanager
 def process_prior_preserved():
-    """Kept for the callers: the simulator passes every seed's prior explicitly, so the process-wide EBPO prior
-    and its pending metrics are never touched."""
+    """Does nothing: the simulator passes every seed's prior explicitly. Kept only for
+    tests/test_estimator_identity.py, which should save and restore the process-wide prior itself."""
     yield
-
-
-def zero_advantage(adv: torch.Tensor) -> torch.Tensor:
-    """(n,) bool: the answers that carry no gradient."""
-    return adv.abs() < ZERO_ADVANTAGE_TOL
-
 

@@ -20,11 +20,6 @@ G (common random numbers), so differences between estimators are paired. Per see
 
 E[g] and tr Cov(g) are the sample mean and variance over the draws (relative Monte Carlo error about
 sqrt(2 / draws) on `noise`).
-
-The topic study (`topics.py`) also draws batches in topic order (`order="topic"`: consecutive batches of the
-topic-sorted stream, `task.stream`, the warm-up batches first; not for DAPO), gives its own caller (counting
-EBPO's blow-ups), and asks for `prior_err`: per seed the mean over measured groups of (mu_prior - p_q)^2, mu_prior the prior
-mean the group's baseline was shrunk toward (`prior_mean_of`; None for an estimator without a prior).
 """
 
 from __future__ import annotations
@@ -35,7 +30,7 @@ import numpy as np
 import torch
 
 from verl_ebpo.tools.simulate.engine import dapo_select
-from verl_ebpo.tools.simulate.estimators import AdvantageCaller, EstimatorSpec, process_prior_preserved
+from verl_ebpo.tools.simulate.estimators import AdvantageCaller, EstimatorSpec
 from verl_ebpo.tools.simulate.options import SimOptions
 from verl_ebpo.tools.simulate.task import F64, Task, logits, param_grad
 
@@ -51,12 +46,6 @@ class GradientResult:
     cos_draw: np.ndarray
     answers: np.ndarray
     draws: int
-    prior_err: np.ndarray | None = None  # (S,) with prior_error=True and an estimator with a prior
-
-    @property
-    def noise_budget(self) -> np.ndarray:
-        """(S,) the noise at an equal answer budget."""
-        return self.noise * self.answers
 
 
 def exact_gradient(task: Task, theta: torch.Tensor) -> torch.Tensor:
@@ -70,18 +59,9 @@ def _batches(rngs, P: int, width: int) -> torch.Tensor:
     return torch.from_numpy(np.stack([rng.permutation(P)[:width] for rng in rngs]).astype(np.int64))
 
 
-def measure(task: Task, spec: EstimatorSpec, G: int, options: SimOptions, seeds, draws: int, warmup: int,
-            order: str = "random", caller=None, prior_error: bool = False) -> GradientResult:
-    """`draws` one-step gradient estimates of `spec` at group size G at theta = 0, per seed (rows of `task`).
-    order: "random" (uniform batches) or "topic" (the topic-sorted stream); caller: the advantage function
-    (default `AdvantageCaller(spec, S)`);
-    prior_error: also measure the prior's error (module docstring)."""
-    from verl_ebpo.tools.simulate.task import stream
-
-    if order not in ("random", "topic"):
-        raise ValueError(f"order must be 'random' or 'topic', got {order!r}")
-    if order == "topic" and spec.dynamic_sampling:
-        raise ValueError("gradient.measure: order='topic' is not implemented for dynamic sampling (DAPO)")
+def measure(task: Task, spec: EstimatorSpec, G: int, options: SimOptions, seeds, draws: int,
+            warmup: int) -> GradientResult:
+    """`draws` one-step gradient estimates of `spec` at group size G at theta = 0, per seed (rows of `task`)."""
     S, P = task.shape
     B = options.answers_per_step // G
     rounds_cap = options.max_gen_batches if spec.dynamic_sampling else 1
@@ -90,9 +70,7 @@ def measure(task: Task, spec: EstimatorSpec, G: int, options: SimOptions, seeds,
     exact = exact_gradient(task, theta)  # (S, n)
     p_all = torch.sigmoid(logits(task, theta))  # (S, P)
     n_shared = task.n_params - P
-    caller = AdvantageCaller(spec, S) if caller is None else caller
-    topic_stream = stream(task, "topic", (warmup + draws) * B, seeds) if order == "topic" else None
-    err_sum, err_n, has_prior = torch.zeros(S, dtype=F64), torch.zeros(S, dtype=F64), False
+    caller = AdvantageCaller(spec, S)
     # the same prompts and rewards for every estimator of a seed and G: generator keyed by (seed, G) only
     prompt_rngs = [np.random.default_rng(np.random.SeedSequence([int(s), G, 0x6AD])) for s in seeds]
     reward_rngs = [np.random.default_rng(np.random.SeedSequence([int(s), G, 0x6AE])) for s in seeds]
@@ -102,14 +80,10 @@ def measure(task: Task, spec: EstimatorSpec, G: int, options: SimOptions, seeds,
     noise_sq = torch.zeros(S, dtype=F64)
     cos_sum = torch.zeros(S, dtype=F64)
     generated = np.zeros(S)
-    with torch.no_grad(), process_prior_preserved():
+    with torch.no_grad():
         for d in range(warmup + draws):
             # every estimator draws max_gen_batches batches (DAPO may use them), so all see the same first batch
-            if topic_stream is None:
-                pid = torch.cat([_batches(prompt_rngs, P, width) for _ in range(options.max_gen_batches)], dim=1)
-            else:  # the next B prompts of the topic-sorted stream (consecutive batches)
-                pid = topic_stream[:, d * B:(d + 1) * B]
-                width = B
+            pid = torch.cat([_batches(prompt_rngs, P, width) for _ in range(options.max_gen_batches)], dim=1)
             u = torch.from_numpy(np.stack([rng.random((pid.shape[1], G)) for rng in reward_rngs]))
             p = torch.gather(p_all, 1, pid)  # (S, W)
             y = (u < p.unsqueeze(-1)).to(F64)  # (S, W, G)
@@ -128,12 +102,6 @@ def measure(task: Task, spec: EstimatorSpec, G: int, options: SimOptions, seeds,
                 adv = caller(y[keep], group_seed, G).reshape(n_groups, G)
             if d < warmup:
                 continue
-            if prior_error and n_groups:
-                mu = prior_mean_of(caller, group_seed)
-                if mu is not None:
-                    has_prior = True
-                    err_sum.index_add_(0, group_seed, (mu - p[keep]) ** 2)
-                    err_n.index_add_(0, group_seed, torch.ones_like(mu))
             generated += used * width * G
             per_seed = torch.bincount(group_seed, minlength=S).to(F64) * G  # (S,)
             n_i = per_seed.clamp_min(1.0)[group_seed]
@@ -151,14 +119,6 @@ def measure(task: Task, spec: EstimatorSpec, G: int, options: SimOptions, seeds,
     mean_sq = (mean * mean).sum(1)
     cos_mean = (mean * exact).sum(1) / (mean.norm(dim=1) * exact.norm(dim=1)).clamp_min(1e-300)
     noise = torch.where(mean_sq > 0, var / mean_sq.clamp_min(1e-300), torch.full_like(var, float("inf")))
-    prior_err = (err_sum / err_n.clamp_min(1.0)).numpy() if has_prior else None
     return GradientResult(spec.label, G, cos_mean.numpy(), noise.numpy(), (cos_sum / draws).numpy(),
-                          generated / (draws * options.answers_per_step), draws, prior_err)
+                          generated / (draws * options.answers_per_step), draws)
 
-
-def prior_mean_of(caller, group_seed: torch.Tensor):
-    """(n,) the prior mean each group's baseline was shrunk toward in the caller's last call (EBPO's prior, one per
-    seed, holds after the call the statistics it used); None without a prior (not EBPO)."""
-    if getattr(caller, "priors", None) is None:
-        return None
-    return torch.tensor([p.mu_glob for p in caller.priors], dtype=torch.float64)[group_seed]

@@ -1,22 +1,21 @@
-"""The learning-rate study: each estimator at every lr of a wide grid, and EBPO against each baseline at each one's
-own best lr (issue 49).
+"""The simulator's study: each estimator's learning-rate envelope, and EBPO against each baseline at each one's own
+best lr (issue 49).
 
-    verl-ebpo simulate --study lr [--seeds 30 --tune-seeds 10 --G 2 4 8 ...]
-
-For every regime of `REGIMES` x G x estimator, every lr of `GRID` runs over the tuning seeds and the reporting seeds
-at once (rows of one batched `engine.run_one`). The envelope is the reporting seeds' AUC (mean success over the run)
-and final success per lr. Each estimator's best lr is the grid value with the highest mean AUC on the *tuning*
-seeds (ties: the smaller lr), chosen before the reporting seeds are read; EBPO (running prior) is then compared with
-each baseline, each at its own best lr, paired by reporting seed (same task, same prompt stream), with a 95%
-interval per comparison and Holm's correction over the family (per metric). The grid is fixed in advance, the
+For every regime of `REGIMES` x G x estimator, every lr of the grid runs over the tuning seeds and the reporting
+seeds at once (rows of one batched `engine.run_one`). The envelope is the reporting seeds' AUC (mean success over
+the run) and final success per lr. Each estimator's best lr is the grid value with the highest mean AUC on the
+*tuning* seeds (ties: the smaller lr), chosen before the reporting seeds are read; EBPO (running prior) is then
+compared with each baseline, each at its own best lr, paired by reporting seed (same task, same prompt stream), with
+a 95% interval per comparison and Holm's correction over the family (per metric). The grid is fixed in advance, the
 same for every estimator (the 1-3 sequence over four decades); a best lr at a grid edge is flagged (`edge`).
+With `grad_draws` > 0 it also measures each estimator's gradient noise at the initial policy (`gradient.measure`,
+reporting seeds): the mechanism through which a lower-noise advantage can learn faster.
 """
 
 from __future__ import annotations
 
 import dataclasses
 import json
-
 import os
 import sys
 import time
@@ -26,61 +25,76 @@ import numpy as np
 GRID = (0.01, 0.03, 0.1, 0.3, 1.0, 3.0, 10.0, 30.0)
 ESTIMATORS = ("grpo", "drgrpo", "rloo", "rfpp_baseline", "ebpo", "ebpo_batch")
 EBPO = "ebpo"
-# the regimes: `hard` as the default report's; `very_hard` with initial success about 0.05 (most G = 2 groups fail)
+# the regimes: `hard` (initial success about 0.09); `very_hard` about 0.05 (most G = 2 groups fail)
 REGIMES = {"hard": {"beta": (0.3, 3.0), "transfer": (0.3, 0.3, 0.2, 0.2), "score_noise": 10.0},
            "very_hard": {"beta": (0.2, 3.8), "transfer": (0.3, 0.3, 0.2, 0.2), "score_noise": 10.0}}
-DEFAULTS = {"regime": "custom", "seeds": "30", "tune_seeds": "10", "G": "2 4 8", "grad_draws": "0"}
-REFUSED = ("estimators", "lr_grid", "regime", "beta", "transfer", "score_noise")
+FIXED = ("regime", "beta", "transfer", "score_noise", "topics", "concentration", "order", "heldout")  # not options
+DEFAULTS = {"regime": "custom", "seeds": "30", "tune_seeds": "10", "G": "2 4 8", "estimators": " ".join(ESTIMATORS),
+            "lr_grid": " ".join(f"{x:g}" for x in GRID)}
 METRICS = ("auc", "final")
+GRAD_DELTA = 0.05  # |log noise ratio| below it: practically equal (5%)
 FILES = ("summary.json", "results.md", "simulate_lr.png")
 
 
 def study_options(given: dict):
-    """SimOptions of the study: DEFAULTS under the options given; ValueError for an option the study sets."""
+    """SimOptions of the study: DEFAULTS under the options given (text, as from the command line)."""
     from verl_ebpo.tools.simulate.options import SimOptions
 
-    for name in REFUSED:
-        if name in given:
-            raise ValueError(f"--{name.replace('_', '-')} is set by --study lr (estimators {' '.join(ESTIMATORS)}, lr "
-                             f"grid {' '.join(f'{x:g}' for x in GRID)}, regimes {' '.join(REGIMES)}); drop it")
-    return SimOptions.from_mapping(given, **DEFAULTS)
+    options = SimOptions.from_mapping(given, **DEFAULTS)
+    if EBPO not in options.estimators:
+        raise ValueError(f"--estimators must include {EBPO} (every comparison is {EBPO} minus a baseline)")
+    return options
 
 
 def command_of(options) -> str:
-    from verl_ebpo.tools.simulate import command_line
+    """The command that makes `options`: `verl-ebpo simulate` and every option that differs from the study's."""
+    words, default = ["verl-ebpo", "simulate"], study_options({})
+    for f in dataclasses.fields(options):
+        value = getattr(options, f.name)
+        if value != getattr(default, f.name):
+            values = list(value) if isinstance(value, tuple) else [value]
+            words += ["--" + f.name.replace("_", "-"), *(f"{v:g}" if isinstance(v, float) else str(v) for v in values)]
+    return " ".join(words)
 
-    words = command_line(options).replace("verl-ebpo simulate", "verl-ebpo simulate --study lr", 1)
-    return words.replace(" --regime custom", "").replace(" --grad-draws 0", "")
+
+def auc(curve: np.ndarray) -> np.ndarray:
+    """(S,) area under success vs answers generated, divided by the budget (trapezoids over the step grid):
+    the mean success over the run. curve: (S, steps + 1)."""
+    return ((curve[:, 1:] + curve[:, :-1]) / 2).mean(axis=1)
 
 
 def run_cell(task, label: str, G: int, options) -> dict:
     """One (regime, estimator, G): every lr x (tuning + reporting seeds) in one batched run. Returns
-    {"auc": (L, S_tune + S_report), "final": (L, S_tune + S_report)}, rows in GRID order, tuning seeds first."""
+    {"auc": (L, S_tune + S_report), "final": (L, S_tune + S_report)}, rows in grid order, tuning seeds first."""
     from verl_ebpo.tools.simulate.engine import run_one
     from verl_ebpo.tools.simulate.estimators import parse_estimator
-    from verl_ebpo.tools.simulate.regimes import auc
 
-    per = options.tune_seeds + options.seeds
-    seeds = [s for _ in GRID for s in (*options.tune_seed_list, *options.seed_list)]
-    run = run_one(task, parse_estimator(label), G, options, seeds=seeds, lrs=np.repeat(GRID, per))
-    return {"auc": auc(run.curve).reshape(len(GRID), per), "final": run.final.reshape(len(GRID), per)}
+    grid, per = options.lr_grid, options.tune_seeds + options.seeds
+    seeds = [s for _ in grid for s in (*options.tune_seed_list, *options.seed_list)]
+    run = run_one(task, parse_estimator(label), G, options, seeds=seeds, lrs=np.repeat(grid, per))
+    return {"auc": auc(run.curve).reshape(len(grid), per), "final": run.final.reshape(len(grid), per)}
 
 
 def run_study(options, progress=None) -> dict:
-    """{regime: {G: {label: run_cell(...)}}} over REGIMES x options.G x ESTIMATORS."""
+    """{regime: {G: {label: run_cell(...) + {"noise": (S_report,)} with grad_draws}}} over REGIMES x G x estimators."""
     from verl_ebpo.tools.simulate.engine import one_torch_thread
+    from verl_ebpo.tools.simulate.estimators import parse_estimator
+    from verl_ebpo.tools.simulate.gradient import measure
     from verl_ebpo.tools.simulate.task import make_task
 
     out: dict = {}
     with one_torch_thread():
         for name, knobs in REGIMES.items():
             o = dataclasses.replace(options, **knobs)
-            rows = [s for _ in GRID for s in (*o.tune_seed_list, *o.seed_list)]
-            task = make_task(rows, o.prompts, o.heldout, o.beta, o.topics, o.concentration, o.features, o.transfer,
-                             o.erosion)
+            args = (o.prompts, o.heldout, o.beta, o.topics, o.concentration, o.features, o.transfer, o.erosion)
+            task = make_task([s for _ in o.lr_grid for s in (*o.tune_seed_list, *o.seed_list)], *args)
+            report = make_task(o.seed_list, *args)
             for G in o.G:
-                for label in ESTIMATORS:
-                    out.setdefault(name, {}).setdefault(G, {})[label] = run_cell(task, label, G, o)
+                for label in o.estimators:
+                    cell = out.setdefault(name, {}).setdefault(G, {})[label] = run_cell(task, label, G, o)
+                    if o.grad_draws:
+                        cell["noise"] = measure(report, parse_estimator(label), G, o, o.seed_list, o.grad_draws,
+                                                o.grad_warmup).noise
                     if progress is not None:
                         progress(name, G, label)
     return out
@@ -92,31 +106,28 @@ def best_index(tune_auc: np.ndarray) -> int:
     return int(np.flatnonzero(means == means.max())[0])
 
 
+def _exp(xs: list) -> list:
+    return [None if x is None else float(np.exp(x)) for x in xs]
+
+
 def summarize(results: dict, options, seconds: float, command: str) -> dict:
-    """summary.json: the envelope (reporting seeds), each estimator's best lr (tuning seeds), and EBPO minus each
-    baseline at each one's best lr (reporting seeds, paired) with Holm's correction per metric."""
+    """summary.json: the envelope (reporting seeds), each estimator's best lr (tuning seeds), EBPO minus each
+    baseline at each one's best lr (reporting seeds, paired) with Holm's correction per metric, and the gradient
+    noise (geometric mean over seeds; EBPO's over each baseline's, paired by seed on the log scale)."""
+    from verl_ebpo.tools.simulate.task import make_task
     from verl_ebpo.tools.stats import classify, holm, mean_ci, paired_diff_ci
 
-    nt = options.tune_seeds
-    envelope: dict = {}
-    best: dict = {}
-    init: dict = {}
+    nt, grid = options.tune_seeds, options.lr_grid
+    envelope, best, rows, init = {}, {}, [], {}
     for name, per_g in results.items():
         for G, per in per_g.items():
             for label, r in per.items():
-                cell = {}
-                for i, lr in enumerate(GRID):
-                    ci = mean_ci(r["auc"][i, nt:])
-                    cell[f"{lr:g}"] = {"auc_mean": float(ci.mean), "auc_ci95": ci.as_list(),
-                                       "final_mean": float(r["final"][i, nt:].mean()),
-                                       "tune_auc_mean": float(r["auc"][i, :nt].mean())}
-                envelope.setdefault(name, {}).setdefault(str(G), {})[label] = cell
+                envelope.setdefault(name, {}).setdefault(str(G), {})[label] = {f"{lr:g}": {
+                    "auc_mean": float(ci.mean), "auc_ci95": ci.as_list(), "final_mean": float(r["final"][i, nt:].mean()),
+                    "tune_auc_mean": float(r["auc"][i, :nt].mean())} for i, lr in enumerate(grid)
+                    for ci in [mean_ci(r["auc"][i, nt:])]}
                 b = best_index(r["auc"][:, :nt])
-                best.setdefault(name, {}).setdefault(str(G), {})[label] = {
-                    "lr": GRID[b], "edge": b in (0, len(GRID) - 1)}
-    rows = []
-    for name, per_g in results.items():
-        for G, per in per_g.items():
+                best.setdefault(name, {}).setdefault(str(G), {})[label] = {"lr": grid[b], "edge": b in (0, len(grid) - 1)}
             e = per[EBPO]
             be = best_index(e["auc"][:, :nt])
             for label, r in per.items():
@@ -126,26 +137,48 @@ def summarize(results: dict, options, seconds: float, command: str) -> dict:
                 for metric in METRICS:
                     d = paired_diff_ci(e[metric][be, nt:], r[metric][bb, nt:])
                     rows.append({"regime": name, "G": G, "estimator": EBPO, "baseline": label, "metric": metric,
-                                 "lr": GRID[be], "baseline_lr": GRID[bb], "diff": float(d.mean), "ci95": d.as_list(),
+                                 "lr": grid[be], "baseline_lr": grid[bb], "diff": float(d.mean), "ci95": d.as_list(),
                                  "p": d.p_value(), "verdict": classify(d, options.negligible)})
     for metric in METRICS:
         fam = [r for r in rows if r["metric"] == metric]
         for r, rejected in zip(fam, holm([r["p"] for r in fam])):
             r["holm"] = bool(rejected)
     for name, knobs in REGIMES.items():
-        from verl_ebpo.tools.simulate.task import make_task
-
         t = make_task(options.seed_list, options.prompts, 0, knobs["beta"], 1, options.concentration,
                       options.features, knobs["transfer"])
         p = 1.0 / (1.0 + np.exp(-t.z0.numpy()))
         init[name] = {"success": float(p.mean()),
                       "all_fail_share": {str(G): float(((1 - p) ** G).mean()) for G in options.G}}
-    return {"study": "lr", "command": command, "seconds": round(seconds, 1), "grid": list(GRID),
-            "estimators": list(ESTIMATORS), "G": list(options.G), "seeds": options.seeds,
+    return {"study": "lr", "command": command, "seconds": round(seconds, 1), "grid": list(grid),
+            "estimators": list(options.estimators), "G": list(options.G), "seeds": options.seeds,
             "tune_seeds": options.tune_seeds, "negligible": options.negligible,
             "regimes": {k: {kk: list(vv) if isinstance(vv, tuple) else vv for kk, vv in v.items()} | {"initial": init[k]}
                         for k, v in REGIMES.items()},
-            "best_lr": best, "envelope": envelope, "at_best_lr": rows}
+            "best_lr": best, "envelope": envelope, "at_best_lr": rows,
+            **({"gradient": gradient_summary(results), "grad_draws": options.grad_draws} if options.grad_draws else {})}
+
+
+def gradient_summary(results: dict) -> dict:
+    """{regime: {G: {label: {"noise", "noise_ci95", "ebpo_ratio" (baselines)}}}} from the per-seed noise of
+    `run_study`'s cells: geometric means over seeds; EBPO's over a baseline's paired by seed on the log scale.
+    A seed whose draws all gave a zero gradient has an infinite noise: its cell's noise is None (too few draws)."""
+    from verl_ebpo.tools.stats import classify, mean_ci, paired_diff_ci
+
+    out: dict = {}
+    for name, per_g in results.items():
+        for G, per in per_g.items():
+            for label, r in per.items():
+                if not np.isfinite(r["noise"]).all():
+                    out.setdefault(name, {}).setdefault(str(G), {})[label] = {"noise": None}
+                    continue
+                n = mean_ci(np.log(r["noise"]))
+                g = {"noise": float(np.exp(n.mean)), "noise_ci95": _exp(n.as_list())}
+                if label != EBPO and np.isfinite(per[EBPO]["noise"]).all():
+                    d = paired_diff_ci(np.log(per[EBPO]["noise"]), np.log(r["noise"]))
+                    g["ebpo_ratio"] = {"ratio": float(np.exp(d.mean)), "ci95": _exp(d.as_list()),
+                                       "verdict": classify(d, GRAD_DELTA)}
+                out.setdefault(name, {}).setdefault(str(G), {})[label] = g
+    return out
 
 
 def _ci(d, ci) -> str:
@@ -178,15 +211,33 @@ def comparison_table(summary: dict) -> str:
     return "\n".join(rows)
 
 
+def gradient_table(summary: dict) -> str:
+    """Per regime and G, each estimator's gradient noise tr Cov(g) / |E g|^2 at the initial policy (geometric mean
+    over seeds) and, for a baseline, EBPO's noise over its own (paired by seed, 95% CI)."""
+    labels = summary["estimators"]
+    rows = ["| regime | G | " + " | ".join(labels) + " |", "|---|---:|" + "---|" * len(labels)]
+    for name, per_g in summary.get("gradient", {}).items():
+        for G, per in per_g.items():
+            cells = []
+            for label in labels:
+                c = per[label]
+                r = c.get("ebpo_ratio")
+                cells.append("n/a" if c["noise"] is None else f"{c['noise']:.3g}" + ("" if r is None else f" (EBPO x{r['ratio']:.3f}"
+                                                     + ("" if r["ci95"][0] is None else
+                                                        f" [{r['ci95'][0]:.3f}, {r['ci95'][1]:.3f}]") + ")"))
+            rows.append(f"| {name} | {G} | " + " | ".join(cells) + " |")
+    return "\n".join(rows)
+
+
 def findings(summary: dict) -> list[str]:
     """Sentences computed from the summary: where EBPO's AUC at its best lr is resolved above / below each baseline's
     after Holm, and where the best lrs lie."""
     out = []
-    auc = [r for r in summary["at_best_lr"] if r["metric"] == "auc"]
+    auc_rows = [r for r in summary["at_best_lr"] if r["metric"] == "auc"]
     for sign, word in ((1, "higher"), (-1, "lower")):
-        hits = [r for r in auc if r["holm"] and sign * r["diff"] > 0]
+        hits = [r for r in auc_rows if r["holm"] and sign * r["diff"] > 0]
         out.append(f"EBPO's AUC at its own best lr, resolved {word} than a baseline's at the baseline's best lr after "
-                   f"Holm ({len(auc)} comparisons): " + (", ".join(
+                   f"Holm ({len(auc_rows)} comparisons): " + (", ".join(
                        f"{r['baseline']} ({r['regime']}, G={r['G']}, {r['diff']:+.3f})" for r in hits) or "none") + ".")
     edges = [f"{n}/G={G}/{e}" for n, per_g in summary["best_lr"].items() for G, per in per_g.items()
              for e, c in per.items() if c["edge"]]
@@ -194,18 +245,29 @@ def findings(summary: dict) -> list[str]:
     return out
 
 
+def noise_words(summary: dict, baseline: str = "grpo") -> str:
+    """'0.65-0.68 at G = 2, ...': EBPO's gradient noise over `baseline`'s per G, the range over regimes."""
+    parts = []
+    for G in map(str, summary["G"]):
+        r = [per[G][baseline]["ebpo_ratio"]["ratio"] for per in summary.get("gradient", {}).values()
+             if "ebpo_ratio" in per.get(G, {}).get(baseline, {})]
+        if r:
+            parts.append((f"{min(r):.2f}" if max(r) - min(r) < 0.005 else f"{min(r):.2f}-{max(r):.2f}") + f" at G = {G}")
+    return ", ".join(parts)
+
+
 def readme_block(summary: dict) -> str:
     """The README's "What to expect" block (at most 6 lines), from this study's summary."""
-    auc = [r for r in summary["at_best_lr"] if r["metric"] == "auc"]
-    Gs = sorted({r["G"] for r in auc})
-    up = sorted({r["G"] for r in auc if r["holm"] and r["diff"] > 0})
-    down = sorted({r["G"] for r in auc if r["holm"] and r["diff"] < 0})
-    lo, hi = min(r["diff"] for r in auc), max(r["diff"] for r in auc)
-    same = sum(r["lr"] == r["baseline_lr"] for r in auc if r["baseline"] == "grpo")
-    n_grpo = sum(r["baseline"] == "grpo" for r in auc)
-    lower = sum(r["lr"] < r["baseline_lr"] for r in auc if r["baseline"] == "grpo")
+    auc_rows = [r for r in summary["at_best_lr"] if r["metric"] == "auc"]
+    Gs = sorted({r["G"] for r in auc_rows})
+    up = sorted({r["G"] for r in auc_rows if r["holm"] and r["diff"] > 0})
+    down = sorted({r["G"] for r in auc_rows if r["holm"] and r["diff"] < 0})
+    lo, hi = min(r["diff"] for r in auc_rows), max(r["diff"] for r in auc_rows)
+    vs_grpo = [r for r in auc_rows if r["baseline"] == "grpo"]
+    same = sum(r["lr"] == r["baseline_lr"] for r in vs_grpo)
+    lower = sum(r["lr"] < r["baseline_lr"] for r in vs_grpo)
     gain = (f"resolved gains (Holm) at G = {', '.join(map(str, up))}" if up else "no resolved gain (Holm) at any G")
-    losers = sorted({r["baseline"] for r in auc if r["holm"] and r["diff"] < 0})
+    losers = sorted({r["baseline"] for r in auc_rows if r["holm"] and r["diff"] < 0})
     loss = (f", resolved losses against {', '.join(losers)} (at G = {', '.join(map(str, down))})" if down else "")
     if up and not down:
         rule = "try EBPO at small G, and re-tune the lr when switching from GRPO"
@@ -213,6 +275,7 @@ def readme_block(summary: dict) -> str:
         rule = "expect no learning-speed gain over a tuned baseline; tune the lr of whichever you use"
     else:
         rule = "the sign depends on the setting: tune the lr and compare on your own task"
+    noise = noise_words(summary)
     return "\n".join([
         "- **Paper** (Qwen3-8B, G = 4, Table 1): average Pass@1 EBPO-topic 64.39, EBPO-naive 60.00, GRPO 58.72, with "
         "every method at one lr (1e-6), which cannot tell a better method from a better-suited lr; EBPO's checkpoint "
@@ -221,48 +284,38 @@ def readme_block(summary: dict) -> str:
         f"- **Simulator, each method at its own best lr** ({summary['seeds']} seeds, lr tuned on "
         f"{summary['tune_seeds']} other seeds, regimes {', '.join(summary['regimes'])}, G = "
         f"{', '.join(map(str, Gs))}): EBPO minus each baseline's AUC {lo:+.3f} to {hi:+.3f}; {gain}{loss} of "
-        f"{len(auc)} comparisons.",
-        f"- EBPO's best lr equals GRPO's in {same} of {n_grpo} cells and is lower in {lower} "
-        "([envelope](docs/simulator.md#learning-rate)); its gradient noise is lowest relative to the baselines at "
-        "G = 2 and near theirs by G = 8 ([gradient](docs/simulator.md#gradient)).",
-        *([demo_line(summary["demo"])] if summary.get("demo") else []),
+        f"{len(auc_rows)} comparisons.",
+        f"- EBPO's best lr equals GRPO's in {same} of {len(vs_grpo)} cells and is lower in {lower} "
+        "([envelope](docs/simulator.md#learning-rate))"
+        + (f"; its gradient noise over GRPO's at the initial policy: {noise} ([gradient](docs/simulator.md#gradient))"
+           if noise else "") + ".",
         f"- **Rule**: {rule}.",
     ])
-
-
-def demo_line(demo: dict) -> str:
-    """One README line from `demo_summary`: EBPO minus GRPO in reward and final entropy per lr, verl's trainer."""
-    parts = []
-    for lr_, c in demo["lrs"].items():
-        d = c.get("ebpo_minus_grpo", {})
-        if "reward_mean" in d and "entropy_final" in d:
-            parts.append(f"lr {lr_} ({c['seeds']} seed{'s' if c['seeds'] > 1 else ''}): reward {d['reward_mean']['diff']:+.3f} ({d['reward_mean']['verdict']}), "
-                         f"entropy {d['entropy_final']['diff']:+.3f} ({d['entropy_final']['verdict']})")
-    return ("- **verl's trainer** (`verl-ebpo demo`, tiny model, G = 2), EBPO minus GRPO, reward over the run and "
-            "final `actor/entropy`: "
-            + ("; ".join(parts) or "no paired runs") + " ([demo_lr](docs/results/demo_lr/results.md)).")
 
 
 def run_sentence(summary: dict) -> str:
     init = "; ".join(f"`{n}` initial success {r['initial']['success']:.3f}, all-fail share at G=2 "
                      f"{r['initial']['all_fail_share']['2']:.2f}" for n, r in summary["regimes"].items()
                      if "2" in r["initial"]["all_fail_share"])
+    grad = (f" Gradient noise from {summary['grad_draws']} batches per reporting seed." if "gradient" in summary else "")
     return (f"`{summary['command']}` ({summary['seconds']:.0f} s on the 2-core development machine, shared). Grid "
             f"{', '.join(f'{x:g}' for x in summary['grid'])} (Adam), the same for every estimator; best lr: highest "
             f"mean AUC on {summary['tune_seeds']} tuning seeds (ties: the smaller lr); comparisons on "
-            f"{summary['seeds']} other seeds, paired. {init}.")
+            f"{summary['seeds']} other seeds, paired. {init}.{grad}")
 
 
 def doc_blocks(summary: dict) -> dict:
     """The generated blocks (`<!-- results:simulate_lr:NAME -->` in docs/simulator.md and the README)."""
     return {"run": run_sentence(summary), "best": best_table(summary), "comparisons": comparison_table(summary),
-            "findings": "\n".join(f"- {s}" for s in findings(summary)), "readme": readme_block(summary)}
+            "gradient": gradient_table(summary), "findings": "\n".join(f"- {s}" for s in findings(summary)),
+            "readme": readme_block(summary)}
 
 
 def results_markdown(summary: dict) -> str:
     b = doc_blocks(summary)
     return (f"# Learning-rate study\n\n{b['run']}\n\n## Best lr\n\n{b['best']}\n\n## EBPO minus each baseline, "
-            f"each at its own best lr\n\n{b['comparisons']}\n\n## Findings\n\n{b['findings']}\n")
+            f"each at its own best lr\n\n{b['comparisons']}\n\n## Gradient noise at the initial policy\n\n"
+            f"{b['gradient']}\n\n## Findings\n\n{b['findings']}\n")
 
 
 def figure(summary: dict, path: str) -> None:
@@ -272,7 +325,7 @@ def figure(summary: dict, path: str) -> None:
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
 
-    from verl_ebpo.tools.files import atomic_write_bytes
+    from verl_ebpo.tools.files import atomic_output
 
     names, Gs = list(summary["envelope"]), [str(g) for g in summary["G"]]
     fig, axes = plt.subplots(len(names), len(Gs), figsize=(4 * len(Gs), 3.2 * len(names)), squeeze=False)
@@ -297,33 +350,29 @@ def figure(summary: dict, path: str) -> None:
     axes[0][0].legend(fontsize=8)
     fig.suptitle("AUC against lr (reporting seeds, 95% bands; circles: best lr on the tuning seeds)")
     fig.tight_layout()
-    import io
-
-    buf = io.BytesIO()
-    fig.savefig(buf, format="png", dpi=90)
+    with atomic_output(path) as tmp:
+        fig.savefig(tmp, format="png", dpi=90)
     plt.close(fig)
-    atomic_write_bytes(path, buf.getvalue())
 
 
-def main(args) -> int:
-    """`verl-ebpo simulate --study lr`: exit 0, or 2 with one line for bad options or an unusable --out."""
+def main(given: dict, out: str, figure_too: bool = True, quiet: bool = False) -> int:
+    """`verl-ebpo simulate`: exit 0, or 2 with one line for bad options or an unusable --out, 1 when writing fails."""
     from tqdm import tqdm
 
     from verl_ebpo.tools.files import OutputPathError, atomic_write_text, check_output_path
     from verl_ebpo.tools.provenance import environment
-    from verl_ebpo.tools.simulate import options_from_args_raw
 
     try:
-        options = study_options(options_from_args_raw(args))
-        if os.path.exists(args.out) and not os.path.isdir(args.out):
-            raise ValueError(f"--out {args.out} exists and is not a folder; give a folder path")
+        options = study_options(given)
+        if os.path.exists(out) and not os.path.isdir(out):
+            raise ValueError(f"--out {out} exists and is not a folder; give a folder path")
         for name in FILES:
-            check_output_path(os.path.join(args.out, name))
-    except ValueError as e:
+            check_output_path(os.path.join(out, name))
+    except ValueError as e:  # OutputPathError included
         print(f"verl-ebpo simulate: error: {e}", file=sys.stderr)
         return 2
-    total = len(REGIMES) * len(options.G) * len(ESTIMATORS)
-    bar = tqdm(total=total, desc="lr study", unit="cell", file=sys.stderr, disable=args.quiet, mininterval=0.5)
+    total = len(REGIMES) * len(options.G) * len(options.estimators)
+    bar = tqdm(total=total, desc="simulate", unit="cell", file=sys.stderr, disable=quiet, mininterval=0.5)
     t0 = time.perf_counter()
     try:
         results = run_study(options, progress=lambda *_: bar.update(1))
@@ -332,20 +381,18 @@ def main(args) -> int:
     summary = summarize(results, options, time.perf_counter() - t0, command_of(options))
     summary["environment"] = environment()
     try:
-        os.makedirs(args.out, exist_ok=True)
-        atomic_write_text(os.path.join(args.out, "summary.json"), json.dumps(summary, indent=1) + "\n")
-        atomic_write_text(os.path.join(args.out, "results.md"), results_markdown(summary))
-        if not args.no_figure:
-            figure(summary, os.path.join(args.out, "simulate_lr.png"))
+        os.makedirs(out, exist_ok=True)
+        atomic_write_text(os.path.join(out, "summary.json"), json.dumps(summary, indent=1) + "\n")
+        atomic_write_text(os.path.join(out, "results.md"), results_markdown(summary))
+        if figure_too:
+            figure(summary, os.path.join(out, "simulate_lr.png"))
     except (OutputPathError, OSError) as e:
-        print(f"verl-ebpo simulate: error: cannot write to {args.out}: {e}", file=sys.stderr)
+        print(f"verl-ebpo simulate: error: cannot write to {out}: {e}", file=sys.stderr)
         return 1
-    print(results_markdown(summary))
-    print(f"{summary['seconds']:.1f} s; wrote {args.out}")
+    if not quiet:
+        print(results_markdown(summary))
+    print(f"{summary['seconds']:.1f} s; wrote {out}")
     return 0
-
-
-
 
 
 # ---- the same question on verl's real trainer: `verl-ebpo demo` runs, one folder per lr ----
@@ -398,6 +445,20 @@ def demo_summary(root: str, command: str = "") -> dict:
     return out
 
 
+def demo_line(demo: dict) -> str:
+    """One README line from `demo_summary`: EBPO minus GRPO in reward and final entropy per lr, verl's trainer."""
+    parts = []
+    for lr_, c in demo["lrs"].items():
+        d = c.get("ebpo_minus_grpo", {})
+        if "reward_mean" in d and "entropy_final" in d:
+            parts.append(f"lr {lr_} ({c['seeds']} seed{'s' if c['seeds'] > 1 else ''}): reward "
+                         f"{d['reward_mean']['diff']:+.3f} ({d['reward_mean']['verdict']}), "
+                         f"entropy {d['entropy_final']['diff']:+.3f} ({d['entropy_final']['verdict']})")
+    return ("- **verl's trainer** (`verl-ebpo demo`, tiny model, G = 2), EBPO minus GRPO, reward over the run and "
+            "final `actor/entropy`: "
+            + ("; ".join(parts) or "no paired runs") + " ([demo_lr](docs/results/demo_lr/results.md)).")
+
+
 def demo_markdown(summary: dict) -> str:
     rows = ["| lr | seeds | algo | reward, mean over run | reward, last steps | entropy, last steps |",
             "|---|---:|---|---:|---:|---:|"]
@@ -425,11 +486,6 @@ if __name__ == "__main__":  # python -m verl_ebpo.tools.simulate.lr demo ROOT OU
 
     _, _what, _root, _out, *_cmd = sys.argv
     _s = demo_summary(_root, " ".join(_cmd))
-    if os.path.exists(os.path.join(_out, "..", "simulate_lr", "summary.json")):  # the README block reads it there
-        _p = os.path.join(_out, "..", "simulate_lr", "summary.json")
-        _lr = json.loads(open(_p, encoding="utf-8").read())
-        _lr["demo"] = _s
-        atomic_write_text(_p, json.dumps(_lr, indent=1) + "\n")
     os.makedirs(_out, exist_ok=True)
     atomic_write_text(os.path.join(_out, "summary.json"), json.dumps(_s, indent=1) + "\n")
     atomic_write_text(os.path.join(_out, "results.md"), demo_markdown(_s))

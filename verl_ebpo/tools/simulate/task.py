@@ -10,14 +10,13 @@ Prompts (per seed s; S seeds, P prompts, K topics, d features):
 Policy (parameters theta = [w_glob (1), w_topic (K), w_feat (d), b (P)], all 0 at the start):
     z_q(theta) = z0_q + sqrt(c_glob) w_glob + sqrt(c_topic) w_topic[t_q] + sqrt(c_feat) w_feat . e_q
                  + sqrt(c_own) b_q
-               - kappa mean_j theta_j^2                                (erosion; held-out prompts too)
+               - kappa mean_j theta_j^2                                (erosion)
     pi(success | q) = sigmoid(z_q)
 
 So the logit is linear in theta with feature map phi_q, and one gradient step on prompt q moves prompt q'
 through the kernel  k(q, q') = phi_q . phi_q' = c_glob + c_topic [t_q = t_q'] + c_feat e_q . e_q'
 + c_own [q = q']: a global skill every prompt shares, a topic skill, a random-feature part whose transfer
-can be negative, and a prompt's own part (memorisation). Held-out prompts (same law, never trained on,
-b = 0) move only through the shared part. Erosion (kappa = `SimOptions.erosion`): drifting parameters cost every
+can be negative, and a prompt's own part (memorisation). Erosion (kappa = `SimOptions.erosion`): drifting parameters cost every
 prompt success, so a random walk of the parameters (Adam at a large lr, driven by the score noise) lowers success
 instead of pushing it toward 1/2; its derivative is 0 at theta = 0.
 
@@ -43,11 +42,6 @@ class Task:
     z0: torch.Tensor  # (S, P) float64 base logits
     topic: torch.Tensor  # (S, P) long
     feats: torch.Tensor  # (S, P, d) float64
-    z0_heldout: torch.Tensor  # (S, H)
-    topic_heldout: torch.Tensor  # (S, H) long
-    feats_heldout: torch.Tensor  # (S, H, d)
-    topic_order: torch.Tensor  # (S, K) long: the order topics are presented in under order=topic
-    within_topic: torch.Tensor  # (S, P) long: a fixed random rank of each prompt inside its topic
     n_topics: int
     transfer: tuple  # (c_glob, c_topic, c_feat, c_own)
     erosion: float = 0.0  # kappa: every logit loses kappa * mean_j theta_j^2 (see the module docstring)
@@ -74,23 +68,19 @@ def _prompts(rng: np.random.Generator, n: int, topic_means: np.ndarray, beta, co
 
 def make_task(seeds, prompts: int, heldout: int, beta, topics: int, concentration: float, features: int,
               transfer, erosion: float = 0.0) -> Task:
-    """Draw the task of each seed from its own generator (a seed's task does not depend on the others)."""
-    z0, tp, ft, z0h, tph, fth, order, within = ([] for _ in range(8))
+    """Draw the task of each seed from its own generator (a seed's task does not depend on the others). The
+    `heldout` prompts are drawn (so that a seed's training prompts stay what they were with them) and not kept."""
+    z0, tp, ft = [], [], []
     for seed in seeds:
         rng = np.random.default_rng(np.random.SeedSequence([int(seed), 0x7A5C]))
         topic_means = rng.beta(beta[0], beta[1], size=topics)
         z, t = _prompts(rng, prompts, topic_means, beta, concentration, topics)
-        # the held-out set: same topics in the same proportions
-        zh, th = _prompts(rng, heldout, topic_means, beta, concentration, topics)
-        z0.append(z), tp.append(t), z0h.append(zh), tph.append(th)
+        _prompts(rng, heldout, topic_means, beta, concentration, topics)
+        z0.append(z), tp.append(t)
         ft.append(rng.standard_normal((prompts, features)) / np.sqrt(max(features, 1)))
-        fth.append(rng.standard_normal((heldout, features)) / np.sqrt(max(features, 1)))
-        order.append(rng.permutation(topics))
-        within.append(rng.permutation(prompts))
-    f64 = lambda xs: torch.from_numpy(np.stack(xs).astype(np.float64))  # noqa: E731
-    long = lambda xs: torch.from_numpy(np.stack(xs).astype(np.int64))  # noqa: E731
-    return Task(f64(z0), long(tp), f64(ft), f64(z0h), long(tph), f64(fth), long(order), long(within), topics,
-                tuple(float(c) for c in transfer), float(erosion))
+    return Task(torch.from_numpy(np.stack(z0)), torch.from_numpy(np.stack(tp).astype(np.int64)),
+                torch.from_numpy(np.stack(ft).astype(np.float64)), topics, tuple(float(c) for c in transfer),
+                float(erosion))
 
 
 def _split(task: Task, theta: torch.Tensor):
@@ -98,16 +88,15 @@ def _split(task: Task, theta: torch.Tensor):
     return theta[:, :1], theta[:, 1 : 1 + k], theta[:, 1 + k : 1 + k + d], theta[:, 1 + k + d :]
 
 
-def logits(task: Task, theta: torch.Tensor, heldout: bool = False) -> torch.Tensor:
-    """z (S, P) -- or (S, H) for the held-out prompts, whose own part b is 0 -- from theta (S, n_params)."""
+def logits(task: Task, theta: torch.Tensor) -> torch.Tensor:
+    """z (S, P) from theta (S, n_params)."""
     cg, ct, cf, co = (x**0.5 for x in task.transfer)
     w_glob, w_topic, w_feat, b = _split(task, theta)
-    z0, topic, feats = (task.z0_heldout, task.topic_heldout, task.feats_heldout) if heldout else (
-        task.z0, task.topic, task.feats)
-    z = z0 + cg * w_glob + ct * torch.gather(w_topic, 1, topic) + cf * torch.einsum("spd,sd->sp", feats, w_feat)
+    z = task.z0 + cg * w_glob + ct * torch.gather(w_topic, 1, task.topic) + cf * torch.einsum("spd,sd->sp", task.feats,
+                                                                                             w_feat)
     if task.erosion:
         z = z - task.erosion * (theta * theta).mean(1, keepdim=True)
-    return z if heldout else z + co * b
+    return z + co * b
 
 
 def param_grad(task: Task, g_z: torch.Tensor, theta: torch.Tensor | None = None) -> torch.Tensor:
@@ -122,30 +111,16 @@ def param_grad(task: Task, g_z: torch.Tensor, theta: torch.Tensor | None = None)
     return grad
 
 
-def expected_success(task: Task, theta: torch.Tensor, heldout: bool = False) -> torch.Tensor:
-    """Mean over prompts of pi(success | q) (S,), exact (not sampled). NaN when there are no prompts."""
-    z = logits(task, theta, heldout)
-    if z.shape[1] == 0:
-        return torch.full((z.shape[0],), float("nan"), dtype=F64)
-    return torch.sigmoid(z).mean(1)
+def expected_success(task: Task, theta: torch.Tensor) -> torch.Tensor:
+    """Mean over prompts of pi(success | q) (S,), exact (not sampled)."""
+    return torch.sigmoid(logits(task, theta)).mean(1)
 
 
-def stream(task: Task, order: str, length: int, seeds) -> torch.Tensor:
-    """The prompt ids each seed presents, in order, (S, length) long.
-
-    random: epochs of fresh permutations (from the seed's own generator, the same for every estimator/G).
-    topic:  topic by topic in the seed's topic order, prompts of a topic in a fixed random order, every
-            epoch the same (a topic-sorted file read without shuffling).
-    """
-    S, P = task.shape
+def stream(task: Task, length: int, seeds) -> torch.Tensor:
+    """The prompt ids each seed presents, in order, (S, length) long: epochs of fresh permutations (verl's
+    `data.shuffle=True`), from the seed's own generator (the same for every estimator and G)."""
+    P = task.shape[1]
     epochs = -(-length // P)
-    if order == "topic":
-        rank_of_topic = torch.argsort(task.topic_order, dim=1)  # (S, K): position of each topic
-        key = torch.gather(rank_of_topic, 1, task.topic) * P + task.within_topic
-        one = torch.argsort(key, dim=1)
-        return one.repeat(1, epochs)[:, :length]
-    if order != "random":
-        raise ValueError(f"order must be 'random' or 'topic', got {order!r}")
     out = []
     for seed in seeds:
         rng = np.random.default_rng(np.random.SeedSequence([int(seed), 0x5E0]))
