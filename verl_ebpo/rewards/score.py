@@ -23,9 +23,12 @@ from verl_ebpo.rewards.pool import current_pool, get_pool
 logger = logging.getLogger(__name__)
 
 VERDICTS = ("correct", "wrong", "no_answer", "too_long", "timeout", "error")
-PRED_LOG_CHARS = 200
 # Keyword arguments verl's reward managers pass that this scorer has no use for.
 _VERL_EXTRA_KWARGS = frozenset({"reward_router_address", "reward_model_tokenizer"})
+
+
+_RANGES = {"timeout": (0.0, 3600.0), "kill_grace": (0.0, 600.0), "processes": (1, 256), "max_answer_chars": (1, 10**7),
+           "memory_limit_mb": (0, 1 << 30)}
 
 
 @dataclass(frozen=True)
@@ -39,35 +42,26 @@ class RewardOptions:
     max_answer_chars: int = 1000  # in [1, 1e7]: a longer extracted answer is `too_long` (wrong) without parsing
     memory_limit_mb: int = 4096  # in [0, 2^30]: how much a verifier may grow (address space, Linux); 0: no limit
 
-    _RANGES = {"timeout": (0.0, 3600.0), "kill_grace": (0.0, 600.0), "processes": (1, 256),
-               "max_answer_chars": (1, 10**7), "memory_limit_mb": (0, 1 << 30)}
-
     def __post_init__(self):
         for f in fields(self):
-            value, lo_hi = getattr(self, f.name), self._RANGES.get(f.name, (-math.inf, math.inf))
+            value, (lo, hi) = getattr(self, f.name), _RANGES.get(f.name, (-math.inf, math.inf))
             if value is None and f.name == "no_answer_score":
                 continue
             try:
                 x = math.nan if isinstance(value, bool) else float(value)
             except (TypeError, ValueError):
                 x = math.nan
-            integer = f.type == "int"
-            if integer and math.isfinite(x) and x == int(x):
-                x = int(x)
-            open_low = f.name in ("timeout", "kill_grace")
-            ok = math.isfinite(x) and (x > lo_hi[0] if open_low else x >= lo_hi[0]) and x <= lo_hi[1]
-            if not ok or (integer and not isinstance(x, int)):
-                kind = "an integer" if integer else "a finite number"
-                span = "" if lo_hi[0] == -math.inf else f" in {'(' if open_low else '['}{lo_hi[0]:g}, {lo_hi[1]:g}]"
-                raise ValueError(f"reward_kwargs.{f.name} must be {kind}{span}, got {value!r}")
-            object.__setattr__(self, f.name, x)
+            integer, open_low = f.type == "int", f.name in ("timeout", "kill_grace")
+            if not (math.isfinite(x) and (x > lo if open_low else x >= lo) and x <= hi and (x.is_integer() or not integer)):
+                span = "" if lo == -math.inf else f" in {'(' if open_low else '['}{lo:g}, {hi:g}]"
+                raise ValueError(f"reward_kwargs.{f.name} must be {'an integer' if integer else 'a finite number'}{span}, "
+                                 f"got {value!r}")
+            object.__setattr__(self, f.name, int(x) if integer else x)
 
     def score_of(self, verdict: str) -> float:
-        if verdict == "correct":
-            return self.correct_score
         if verdict == "no_answer" and self.no_answer_score is not None:
             return self.no_answer_score
-        return self.wrong_score
+        return self.correct_score if verdict == "correct" else self.wrong_score
 
 
 _OPTION_KEYS = frozenset(f.name for f in fields(RewardOptions))
@@ -109,7 +103,7 @@ def _options(kwargs: dict) -> RewardOptions:
 
 
 def _for_log(text: str) -> str:
-    return text if len(text) <= PRED_LOG_CHARS else text[: PRED_LOG_CHARS - 3] + "..."
+    return text if len(text) <= 200 else text[:197] + "..."
 
 
 def gold_inputs(ground_truth: Any) -> list[str]:
