@@ -107,7 +107,7 @@ class VerifierPool:
             self._release(w, None)
             if not isinstance(e, (EOFError, OSError)):
                 raise
-            why = e or "it exited during start-up; its error is on stderr above"
+            why = str(e) or "it exited during start-up; its error is on stderr above"
             raise VerifierUnavailable(f"no verifier process could be started ({why}). Is math-verify installed "
                                       "(`pip install math-verify`)?") from None
         with self._cv:
