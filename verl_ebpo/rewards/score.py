@@ -110,12 +110,9 @@ def gold_inputs(ground_truth: Any) -> list[str]:
     """The verifier inputs of a data row's ground truth(s). ValueError (naming the row's value) for a ground
     truth that is unusable, or empty once normalised (`$$`, `\\,`, `.`, `Answer:`, `\\boxed{}`): graded, any
     answer with nothing in it would match it (a reward hack)."""
-    out = []
-    for gold in ground_truth_texts(ground_truth):  # a dataset error raises ValueError
-        text = verifier_input(gold)
-        if text == EMPTY_INPUT:
-            raise ValueError(f"ground_truth is empty after normalisation: {_for_log(repr(ground_truth))}")
-        out.append(text)
+    out = [verifier_input(gold) for gold in ground_truth_texts(ground_truth)]  # a dataset error raises ValueError
+    if EMPTY_INPUT in out:
+        raise ValueError(f"ground_truth is empty after normalisation: {_for_log(repr(ground_truth))}")
     return out
 
 
@@ -125,22 +122,15 @@ def verdict_of(solution_str: Any, ground_truth: Any, options: Optional[RewardOpt
     Everything that reads the model output (extraction, normalisation, math-verify) runs in a verifier process
     under the job's time bound (`timeout + kill_grace`): here only the ground truth is read and the output is
     coerced to text (`to_text`: C-speed str operations)."""
-    opts = options or RewardOptions()
-    golds = gold_inputs(ground_truth)
-    text = to_text(solution_str)
+    opts, golds, text = options or RewardOptions(), gold_inputs(ground_truth), to_text(solution_str)
     if not text:
         return "no_answer", ""
-    pool = get_pool(opts.processes, opts.memory_limit_mb)
-    return pool.score_output(golds, text, opts.max_answer_chars, opts.timeout, opts.kill_grace)
+    return get_pool(opts.processes, opts.memory_limit_mb).score_output(golds, text, opts.max_answer_chars, opts.timeout,
+                                                                       opts.kill_grace)
 
 
-def compute_score(
-    data_source: Any = None,
-    solution_str: Any = None,
-    ground_truth: Any = None,
-    extra_info: Any = None,
-    **kwargs: Any,
-) -> dict:
+def compute_score(data_source: Any = None, solution_str: Any = None, ground_truth: Any = None, extra_info: Any = None,
+                  **kwargs: Any) -> dict:
     """verl's custom reward function: `{"score": float, "acc": bool, "pred": str, "verdict": str}`.
 
     Never raises on model output (`solution_str`); a timeout or a verifier crash counts as wrong.
@@ -151,12 +141,7 @@ def compute_score(
     verdict, pred = verdict_of(solution_str, ground_truth, opts)
     with _stats_lock:
         _stats[verdict] += 1
-    return {
-        "score": float(opts.score_of(verdict)),
-        "acc": verdict == "correct",
-        "pred": _for_log(pred),
-        "verdict": verdict,
-    }
+    return {"score": float(opts.score_of(verdict)), "acc": verdict == "correct", "pred": _for_log(pred), "verdict": verdict}
 
 
 def stats() -> dict:
