@@ -37,7 +37,8 @@ def _problem(rng: random.Random) -> tuple[str, list[str], list[str]]:
         (str(n), [str(n), f"{n}.0", f"{n:,}"], [str(n + 1), str(-n - 1), str(n + 10)]),
         (f"\\frac{{{p}}}{{{r}}}", [f"\\dfrac{{{p}}}{{{r}}}", f"{p}/{r}", f"\\frac{{{2 * p}}}{{{2 * r}}}"],
          [f"\\frac{{{r}}}{{{p}}}", f"\\frac{{{p + 1}}}{{{r}}}"]),
-        (f"{a}\\sqrt{{{s}}}", [f"\\sqrt{{{a * a * s}}}", f"{a} \\sqrt{s}"], [f"{a}\\sqrt{{{s + 1}}}", f"{a + 1}\\sqrt{{{s}}}"]),
+        (f"{a}\\sqrt{{{s}}}", [f"\\sqrt{{{a * a * s}}}", f"\\sqrt{s}\\cdot {a}"],
+         [f"{a}\\sqrt{{{s + 1}}}", f"{a + 1}\\sqrt{s}"]),
         (f"\\frac{{{a}\\pi}}{{{q}}}", [f"{a}\\pi/{q}", f"\\frac{{{a}}}{{{q}}}\\pi"], [f"\\frac{{{a}\\pi}}{{{q + 1}}}"]),
         (f"({-a}, {b}]", [f"({-a},{b}]", f"\\left({-a}, {b}\\right]"], [f"[{-a}, {b}]", f"({-a}, {b})"]),
         (f"({a}, -{b})", [f"({a},-{b})", f"\\left( {a}, -{b} \\right)"], [f"(-{b}, {a})", f"({a}, {b})"]),
@@ -104,11 +105,12 @@ def measure(rows, threads: int, processes: int, timeout: float) -> dict:
     wall = time.perf_counter() - t0
     cpu = time.process_time() - own0 + _cpu_of(sorted(set(pids) | set(current_pool().pids()))) - kids0
     shutdown()
-    return {"wall": wall, "cpu": cpu, "live": len(pids), "bad": [(r, o) for r, o in zip(rows, results) if o["acc"] != r[2]]}
+    bad = [(row, out) for row, out in zip(rows, results) if out["acc"] != row[2]]
+    return {"wall": wall, "cpu": cpu, "live": len(pids), "bad": bad}
 
 
 def load_cases() -> list[dict]:
-    spec = importlib.util.spec_from_file_location("reward_cases", os.path.join(ROOT, "tests", "reward_cases", "cases.py"))
+    spec = importlib.util.spec_from_file_location("reward_cases", os.path.join(ROOT, "tests/reward_cases/cases.py"))
     module = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(module)
     return module.cases()
@@ -141,7 +143,8 @@ def accuracy(args) -> None:
     finally:
         shutdown()
     results = [{**c, "got": bool(o["acc"]), "verdict": o["verdict"], "pred": o["pred"]} for c, o in zip(cases, outs)]
-    print(f"reward: {os.path.dirname(verl_ebpo.__file__)}  cases: {len(cases)}  timeout: {args.timeout} s\n{table(results)}")
+    print(f"reward: {os.path.dirname(verl_ebpo.__file__)}  cases: {len(cases)}  timeout: {args.timeout}s")
+    print(table(results))
     for r in results if args.show else []:
         if r["got"] != r["label"]:
             print(f"  {r['id']} label={r['label']} verdict={r['verdict']} gt={r['ground_truth']!r} pred={r['pred']!r}")
@@ -177,7 +180,7 @@ def main(argv=None) -> int:
         return 0
     m = measure(rows, args.threads, args.processes or 1, args.timeout)
     per_core = len(rows) / m["cpu"]
-    print(f"answers: {len(rows)} ({what}), threads {args.threads}, verifier processes {m['live']}, timeout {args.timeout}s")
+    print(f"answers: {len(rows)} ({what}), threads {args.threads}, verifiers {m['live']}, timeout {args.timeout}s")
     print(f"wall: {m['wall']:.2f} s -> {len(rows) / m['wall']:.0f} answers/s; CPU: {m['cpu']:.2f} s -> {per_core:.0f} "
           f"answers/s/core; a 512x16 batch on 16 reward workers at this rate: {512 / per_core:.1f} s")
     print(f"disagreements with the generator's labels: {len(m['bad'])} ({100 * len(m['bad']) / len(rows):.2f}%)")

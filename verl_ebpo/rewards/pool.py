@@ -226,8 +226,8 @@ def _exact_numbers_differ(gold, pred) -> bool:
     import sympy
 
     with suppress(Exception):  # not comparable this way (zoo, nan, ...): math-verify's verdict stands
-        exact = (isinstance(e, sympy.Expr) and e.is_number and not e.has(sympy.Float, sympy.UnevaluatedExpr) for e in (gold, pred))
-        if all(exact):
+        if all(isinstance(e, sympy.Expr) and e.is_number and not e.has(sympy.Float, sympy.UnevaluatedExpr)
+               for e in (gold, pred)):
             g, p = gold.evalf(60), pred.evalf(60)
             return bool(max(abs(g), abs(p)) > 0 and abs(g - p) > sympy.Float("1e-40") * max(abs(g), abs(p)))
     return False
@@ -293,7 +293,8 @@ def serve(fd: int, parent_pid: int, memory_limit_mb: int) -> None:
             size_kb = next(int(line.split()[1]) for line in f if line.startswith("VmSize:"))
             limit = size_kb * 1024 + (memory_limit_mb << 20)
             hard = resource.getrlimit(resource.RLIMIT_AS)[1]
-            resource.setrlimit(resource.RLIMIT_AS, (limit if hard == resource.RLIM_INFINITY else min(limit, hard), hard))
+            limit = limit if hard == resource.RLIM_INFINITY else min(limit, hard)
+            resource.setrlimit(resource.RLIMIT_AS, (limit, hard))
     conn.send("ready")
     while True:
         try:

@@ -52,10 +52,11 @@ class RewardOptions:
             except (TypeError, ValueError):
                 x = math.nan
             integer, open_low = f.type == "int", f.name in ("timeout", "kill_grace")
-            if not (math.isfinite(x) and (x > lo if open_low else x >= lo) and x <= hi and (x.is_integer() or not integer)):
+            in_range = math.isfinite(x) and (x > lo if open_low else x >= lo) and x <= hi
+            if not in_range or (integer and not x.is_integer()):
                 span = "" if lo == -math.inf else f" in {'(' if open_low else '['}{lo:g}, {hi:g}]"
-                raise ValueError(f"reward_kwargs.{f.name} must be {'an integer' if integer else 'a finite number'}{span}, "
-                                 f"got {value!r}")
+                kind = "an integer" if integer else "a finite number"
+                raise ValueError(f"reward_kwargs.{f.name} must be {kind}{span}, got {value!r}")
             object.__setattr__(self, f.name, int(x) if integer else x)
 
     def score_of(self, verdict: str) -> float:
@@ -141,7 +142,8 @@ def compute_score(data_source: Any = None, solution_str: Any = None, ground_trut
     verdict, pred = verdict_of(solution_str, ground_truth, opts)
     with _stats_lock:
         _stats[verdict] += 1
-    return {"score": float(opts.score_of(verdict)), "acc": verdict == "correct", "pred": _for_log(pred), "verdict": verdict}
+    return {"score": float(opts.score_of(verdict)), "acc": verdict == "correct", "pred": _for_log(pred),
+            "verdict": verdict}
 
 
 def stats() -> dict:
