@@ -37,7 +37,8 @@ _LEAD_RE = re.compile(r"^(?:(?:so|thus|therefore|hence)\s*,?\s+)?(?:the\s+)?(?:f
                       re.IGNORECASE)
 _SENTENCE_END_RE = re.compile(r"\.\s+(?=[A-Z])")
 _DIGIT_RE = re.compile(r"\d")
-_TRAIL_COMMANDS = ("\\qquad", "\\quad", "\\\\", "\\,", "\\;", "\\:", "\\!")
+# At the end of an answer, reversed: `\,` `\;` `\:` `\!` `\quad` `\qquad` `\\`, punctuation, a lone backslash.
+_TRAIL_REVERSED_RE = re.compile(r"(?:[,;:!]\\|dauqq?\\|\\\\|[ .,;~]|\\)*")
 _SEP = r"(?:\\[,;: ]|~|\\thinspace|\\medspace| )"  # between groups of 3 digits
 _THOUSANDS_RE = re.compile(r"(?<![\d.,{}^_a-zA-Z\\])(\d{1,3})((?:" + _SEP + r"\d{3})+)(?![\d}])")
 _SEP_RE = re.compile(_SEP)
@@ -71,18 +72,8 @@ def _first_sentence(text: str) -> str:
 
 
 def _strip_end(text: str) -> str:
-    """Drop sentence punctuation, spaces and spacing commands at the end (walking an index back: linear)."""
-    end = len(text)
-    while True:
-        new = end
-        while new and text[new - 1] in " .,;~":
-            new -= 1
-        new -= next((len(c) for c in _TRAIL_COMMANDS if text.endswith(c, 0, new)), 0)
-        if text.endswith("\\", 0, new) and not text.endswith("\\\\", 0, new):  # `\ ` or a lone backslash
-            new -= 1
-        if new == end:
-            return text[:end]
-        end = new
+    """Drop sentence punctuation, spaces and spacing commands at the end: one anchored match on the reversed text."""
+    return text[: len(text) - _TRAIL_REVERSED_RE.match(text[::-1]).end()]
 
 
 def _mixed(m: re.Match) -> str:
