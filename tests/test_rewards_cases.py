@@ -135,10 +135,10 @@ def test_boxed_and_answer_line_get_the_same_verdict(pool_for_properties, answer,
 
 
 def test_accuracy_benchmark_table(results):
-    """benchmarks/bench_reward_accuracy.py's table, on these results: every form at 100%."""
+    """benchmarks/bench_reward.py --accuracy table, on these results: every form at 100%."""
     import runpy
 
-    bench = runpy.run_path(os.path.join(os.path.dirname(HERE), "benchmarks", "bench_reward_accuracy.py"))
+    bench = runpy.run_path(os.path.join(os.path.dirname(HERE), "benchmarks", "bench_reward.py"))
     rows = [{**c, "got": bool(results[c["id"]]["acc"])} for c in CASES]
     text = bench["table"](rows)
     lines = [line for line in text.splitlines() if line.startswith("| ") and "%" in line]

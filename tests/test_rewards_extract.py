@@ -9,7 +9,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from verl_ebpo.rewards.boxes import scan_boxes
+from verl_ebpo.rewards.extract import scan_boxes
 from verl_ebpo.rewards.extract import extract_answer, final_boxes, ground_truth_texts
 
 

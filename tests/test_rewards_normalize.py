@@ -27,7 +27,7 @@ ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
         ("\\(\\frac{1}{2}\\)", "$\\frac{1}{2}$"),
         ("The answer is $5$.", "$5$"),  # prose without digits around the math is dropped
         ("The final answer is 5", "$5$"),
-        ("$x=1$ or $x=2$", "$x=1, x=2$"),  # math joined by `or`: one list
+        ("$x=1$ or $x=2$", "$x=1  or  x=2$"),  # math-verify reads this as the set {x=1, x=2}
         ("$4$, or possibly $3$", "$4 , or possibly  3$"),  # joined by other words: all of it
         ("5 (since $2+3=5$)", "$5 (since  2+3=5 )$"),  # digits outside the math: all of it
         ("42. I hope it is correct.", "$42$"),
@@ -49,14 +49,13 @@ ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
         ("4 \\text{ if } n \\text{ even}, 3 \\text{ otherwise}", "$4  if  n  even, 3  otherwise$"),
         ("4 \\text{ or more}", "$4  or more$"),
         ("\\text{(C)}", "$\\text{(C)}$"),
-        ("\\text{The answer is } 7", "$7$"),
         ("2\\frac{1}{4}", "$(2+\\frac{1}{4})$"),  # a mixed number
         ("4 4/9", "$(4+\\frac{4}{9})$"),
         ("2\\frac{5}{4}", "$2\\frac{5}{4}$"),  # not a proper fraction: a product
         ("x^2\\frac{1}{2}", "$x^2\\frac{1}{2}$"),
         ("74°", "$74^\\circ$"),
         ("−3 × 2", "$-3 \\times  2$"),
-        ("\\boxed{\\boxed{3}}", "$3$"),
+        ("\\boxed{\\boxed{3}}", "$\\boxed{\\boxed{3}}$"),  # math-verify unwraps boxes itself
         ("\\varnothing", "$\\emptyset$"),
         ("5 \\\\", "$5$"),
         ("", "$$"),

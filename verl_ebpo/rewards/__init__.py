@@ -3,8 +3,7 @@
     reward.custom_reward_function.path=pkg://verl_ebpo.rewards
     reward.custom_reward_function.name=compute_score
 
-See docs/reward.md; `verl_ebpo.rewards.score` for the options, `verl_ebpo.rewards.extract` and
-`verl_ebpo.rewards.normalize` for what is graded, `verl_ebpo.rewards.pool` for the timeout design.
+See docs/reward.md; `score` for the options, `extract` and `normalize` for what is graded, `pool` for the time bound.
 """
 
 from verl_ebpo.rewards.extract import extract_answer, ground_truth_texts

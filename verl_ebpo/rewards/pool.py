@@ -1,20 +1,16 @@
-"""Verifier processes that can be killed one by one: math-verify under a hard time bound, from any thread.
+"""Verifier processes, each killable alone: math-verify under a hard time bound, from any thread.
 
-verl calls the reward from worker threads, where math-verify's `signal.alarm` timeout cannot work, and a
+verl calls the reward from worker threads, where math-verify's `signal.alarm` cannot work, and a
 `ProcessPoolExecutor` cannot kill one stuck worker. So each verifier is a fresh interpreter (no fork of a threaded
-parent, no re-import of its `__main__`, the caller's copy of the package first on its path) that talks over its
-own socket (`multiprocessing.connection`), never over stdin/stdout, so a library printing at start-up cannot
-corrupt a message. Replies are small (< PIPE_BUF) and every read is preceded by a bounded `poll`.
+parent, no re-import of its `__main__`; the caller's copy of the package first on its path) that talks over its own
+socket, never stdin/stdout: nothing the interpreter or a library prints can corrupt a message. Every wait on a
+verifier is bounded (`poll` before each read; `acquire_timeout` for a free one, start-up included).
 
-- A call takes an idle verifier or starts one while fewer than `size` live (the largest `processes` asked, capped
-  at the CPUs); else it waits, at most `acquire_timeout` s in all (start-up included), then `VerifierUnavailable`.
-- The verifier reads the whole output (extraction, normalisation, math-verify) under an interval timer of
-  `timeout` s; the caller waits `timeout + grace` s, then kills it and the verdict is a timeout. A verifier that
-  died is an error; any other exception while a job is out kills it too.
-- A verifier dies with its parent (Linux `PR_SET_PDEATHSIG`, armed by the kernel, so also while the verifier's
-  main thread holds the GIL in a long sympy call). Verifiers are started from one long-lived thread, since the
-  kernel sends that signal when the starting *thread* ends.
-- `shutdown()` (also at exit) stops idle verifiers; a call in flight keeps its own; a forked child starts anew.
+A verifier grades a whole output (extraction, normalisation, math-verify) under an interval timer of `timeout` s;
+the caller kills it after `timeout + grace` s (a timeout). It dies with its parent (Linux `PR_SET_PDEATHSIG`, sent
+by the kernel even while its main thread holds the GIL); the kernel sends it when the starting *thread* ends, so
+verifiers are started from one long-lived thread. `shutdown()` (also at exit) stops idle verifiers; a forked child
+starts anew.
 """
 
 from __future__ import annotations
@@ -41,12 +37,11 @@ logger = logging.getLogger(__name__)
 ACQUIRE_TIMEOUT_S = 600.0  # a pool whose every process is stuck must not hang verl's reward threads forever
 START_TIMEOUT_S = 120.0  # imports and warm-up take 1-3 s; a verifier silent this long is not coming
 TIMEOUT_MEMORY_S = 120.0  # a verifier answers "timeout" at once for an answer that timed out this recently
-EXTRACTED_CHARS = 1000  # how much of the extracted answer comes back (for the log); keeps replies < PIPE_BUF
 _ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))  # holds the caller's verl_ebpo
-_BOOT = ("import json, os, sys; sys.path[:0] = [sys.argv[1]]; sys.path += [p for p in json.loads(sys.argv[2]) "
+_BOOT = ("import json, sys; sys.path[:0] = [sys.argv[1]]; sys.path += [p for p in json.loads(sys.argv[2]) "
          "if p not in sys.path]; from verl_ebpo.rewards.pool import serve; serve(*map(int, sys.argv[3:]))")
-# More processes than the CPUs only queue for them (6 threads asking for 64 started 24 on a 2-core machine).
-MAX_PROCESSES = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else max(1, os.cpu_count() or 1)
+# More processes than the CPUs only queue for them.
+MAX_PROCESSES = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count() or 1
 
 
 class VerifierUnavailable(RuntimeError):
@@ -55,12 +50,12 @@ class VerifierUnavailable(RuntimeError):
 
 class _Verifier:
     def __init__(self, memory_limit_mb: int):
-        self.conn, child = Pipe()
-        path = [os.fsdecode(p) for p in sys.path if isinstance(p, (str, bytes))]  # Python ignores other entries
-        env = {**os.environ, "OMP_NUM_THREADS": os.environ.get("OMP_NUM_THREADS", "1")}
-        args = [_ROOT, json.dumps(path), str(child.fileno()), str(os.getpid()), str(int(memory_limit_mb))]
+        self.conn, child = Pipe()  # a socket pair
+        path = [p for p in sys.path if isinstance(p, str)]  # Python ignores other entries
+        args = [_ROOT, json.dumps(path), str(child.fileno()), str(os.getpid()), str(memory_limit_mb)]
         self.proc = subprocess.Popen([sys.executable, "-c", _BOOT, *args], stdin=subprocess.DEVNULL,
-                                     stdout=subprocess.DEVNULL, pass_fds=(child.fileno(),), env=env)
+                                     stdout=subprocess.DEVNULL, pass_fds=(child.fileno(),),
+                                     env={"OMP_NUM_THREADS": "1", **os.environ})
         child.close()
 
     def kill(self) -> None:
@@ -74,8 +69,8 @@ class VerifierPool:
     """Up to `size` verifier processes shared by all threads of this process."""
 
     def __init__(self, size: int = 2, memory_limit_mb: int = 4096, acquire_timeout: float = ACQUIRE_TIMEOUT_S):
-        self.size = max(1, min(int(size), MAX_PROCESSES))
-        self.memory_limit_mb, self.acquire_timeout = int(memory_limit_mb), float(acquire_timeout)
+        self.size, self.memory_limit_mb = max(1, min(size, MAX_PROCESSES)), memory_limit_mb
+        self.acquire_timeout = acquire_timeout
         self._cv = threading.Condition()
         self._idle: list[_Verifier] = []
         self._live = 0  # idle, busy or starting
@@ -95,13 +90,13 @@ class VerifierPool:
                         return w
                     self._release(w, "crashed")  # it died while idle (killed from outside, out of memory)
                 if self._live < self.size:
-                    self._live += 1
                     break
                 left = deadline - time.monotonic()
                 if left <= 0:
                     raise VerifierUnavailable(f"no verifier process became free within {self.acquire_timeout:g} s "
                                               f"({self.size} busy)")
                 self._cv.wait(left)
+            self._live += 1
         w = None
         try:  # start-up (imports, warm-up) counts against the wait, not against a job's bound
             w = _starter().submit(_Verifier, self.memory_limit_mb).result()
@@ -136,10 +131,9 @@ class VerifierPool:
 
     def score_output(self, golds: list[str], output: str, max_answer_chars: int, timeout: float,
                      grace: float) -> tuple[str, str]:
-        """(verdict, extracted answer) of a whole model output, graded by a verifier within `timeout + grace`
-        once one is free. Verdicts: see `verl_ebpo.rewards.VERDICTS`. Raises VerifierUnavailable."""
-        w = self._acquire()
-        outcome = None
+        """(verdict, extracted answer) of a whole model output, graded within `timeout + grace` once a verifier is
+        free. Verdicts: see `verl_ebpo.rewards.VERDICTS`. Raises VerifierUnavailable."""
+        w, outcome = self._acquire(), None
         try:
             w.conn.send((golds, output, int(max_answer_chars), float(timeout)))
             if not w.conn.poll(timeout + grace):
@@ -150,7 +144,7 @@ class VerifierPool:
             verdict, extracted, recycle = w.conn.recv()
             outcome = "recycled" if recycle else "ok"
             return verdict, extracted
-        except (EOFError, OSError):  # it died (during this job, or while idle)
+        except (EOFError, OSError):  # it died
             outcome = "crashed"
             return "error", ""
         finally:
@@ -178,8 +172,7 @@ def _starter() -> ThreadPoolExecutor:
     """The one thread that starts verifiers: it lives as long as the interpreter (see the module doc)."""
     global _STARTER
     with _LOCK:
-        if _STARTER is None:
-            _STARTER = ThreadPoolExecutor(1, thread_name_prefix="verl-ebpo-verifier-starter")
+        _STARTER = _STARTER or ThreadPoolExecutor(1, thread_name_prefix="verl-ebpo-verifier-starter")
         return _STARTER
 
 
@@ -188,10 +181,8 @@ def get_pool(size: int, memory_limit_mb: int) -> VerifierPool:
     verifiers started from then on."""
     global _POOL
     with _LOCK:
-        if _POOL is None:
-            _POOL = VerifierPool(size, memory_limit_mb)
-        _POOL.size = max(_POOL.size, min(int(size), MAX_PROCESSES))
-        _POOL.memory_limit_mb = int(memory_limit_mb)
+        _POOL = _POOL or VerifierPool(size, memory_limit_mb)
+        _POOL.size, _POOL.memory_limit_mb = max(_POOL.size, min(size, MAX_PROCESSES)), memory_limit_mb
         return _POOL
 
 
@@ -234,26 +225,12 @@ def _exact_numbers_differ(gold, pred) -> bool:
     so `1/2004!` and `1/2005!` would be equal."""
     import sympy
 
-    try:
-        if not all(isinstance(e, sympy.Expr) and e.is_number and not e.has(sympy.Float, sympy.UnevaluatedExpr)
-                   for e in (gold, pred)):
-            return False
-        g, p = gold.evalf(60), pred.evalf(60)
-        scale = max(abs(g), abs(p))
-        return bool(scale > 0 and abs(g - p) > sympy.Float("1e-40") * scale)
-    except Exception:  # not comparable this way (zoo, nan, ...): math-verify's verdict stands
-        return False
-
-
-def _limit_growth(mem_mb: int) -> None:
-    """Cap the address space at its size now plus `mem_mb` MiB: a huge object is a MemoryError (Linux)."""
-    import resource
-
-    with suppress(OSError, ValueError, StopIteration), open("/proc/self/status") as f:
-        vm_kb = next(int(line.split()[1]) for line in f if line.startswith("VmSize:"))
-        hard = resource.getrlimit(resource.RLIMIT_AS)[1]
-        limit = vm_kb * 1024 + (mem_mb << 20)
-        resource.setrlimit(resource.RLIMIT_AS, (limit if hard == resource.RLIM_INFINITY else min(limit, hard), hard))
+    with suppress(Exception):  # not comparable this way (zoo, nan, ...): math-verify's verdict stands
+        if all(isinstance(e, sympy.Expr) and e.is_number and not e.has(sympy.Float, sympy.UnevaluatedExpr)
+               for e in (gold, pred)):
+            g, p = gold.evalf(60), pred.evalf(60)
+            return bool(max(abs(g), abs(p)) > 0 and abs(g - p) > sympy.Float("1e-40") * max(abs(g), abs(p)))
+    return False
 
 
 def serve(fd: int, parent_pid: int, memory_limit_mb: int) -> None:
@@ -276,9 +253,8 @@ def serve(fd: int, parent_pid: int, memory_limit_mb: int) -> None:
 
     @lru_cache(maxsize=16384)
     def equivalent(golds: tuple, pred: str) -> bool:
-        preds = parse_text(pred)
         return any(verify(g, p, allow_set_relation_comp=True, timeout_seconds=None) and not _exact_numbers_differ(g, p)
-                   for gold in golds if preds for g in parse_text(gold) for p in preds)
+                   for gold in golds for g in parse_text(gold) for p in parse_text(pred))
 
     slow: dict = {}  # (golds, answer) -> when it timed out
     job: dict = {}
@@ -287,7 +263,7 @@ def serve(fd: int, parent_pid: int, memory_limit_mb: int) -> None:
         found = extract_answer(output)
         if found is None:
             return "no_answer"
-        job["extracted"] = found.text[:EXTRACTED_CHARS]
+        job["extracted"] = found.text[:1000]  # for the log; keeps replies small
         if len(found.text) > max_chars:
             return "too_long"
         answer = verifier_input(found.text)
@@ -310,8 +286,15 @@ def serve(fd: int, parent_pid: int, memory_limit_mb: int) -> None:
     for gold, pred in _WARM_UP:
         equivalent((gold,), pred)
     equivalent.cache_clear(), parse_text.cache_clear()
-    if memory_limit_mb > 0:
-        _limit_growth(memory_limit_mb)
+    if memory_limit_mb > 0:  # the address space capped at its size now plus the limit: a huge object is a MemoryError
+        import resource
+
+        with suppress(OSError, ValueError, StopIteration), open("/proc/self/status") as f:
+            size_kb = next(int(line.split()[1]) for line in f if line.startswith("VmSize:"))
+            limit = size_kb * 1024 + (memory_limit_mb << 20)
+            hard = resource.getrlimit(resource.RLIMIT_AS)[1]
+            limit = limit if hard == resource.RLIM_INFINITY else min(limit, hard)
+            resource.setrlimit(resource.RLIMIT_AS, (limit, hard))
     conn.send("ready")
     while True:
         try:
@@ -319,11 +302,11 @@ def serve(fd: int, parent_pid: int, memory_limit_mb: int) -> None:
         except (EOFError, OSError):
             os._exit(0)  # the parent closed its end: fast, no teardown of sympy's many objects
         job.clear()
-        recycle = False
+        verdict, recycle = "error", False
         try:
             try:
                 armed[0] = True
-                signal.setitimer(signal.ITIMER_REAL, max(float(timeout), 1e-3))
+                signal.setitimer(signal.ITIMER_REAL, max(timeout, 1e-3))
                 verdict = grade(tuple(golds), output, max_chars)
             finally:
                 signal.setitimer(signal.ITIMER_REAL, 0)
@@ -335,12 +318,11 @@ def serve(fd: int, parent_pid: int, memory_limit_mb: int) -> None:
                     slow.clear()
                 slow[job["answer"]] = time.monotonic()
         except MemoryError:
-            verdict, recycle = "error", True
+            recycle = True
         except Exception:  # RecursionError, a sympy bug, ...: an error (wrong)
-            verdict = "error"
-        try:
+            pass
+        with suppress(OSError):
             conn.send((verdict, job.get("extracted", ""), recycle))
-        except OSError:
-            os._exit(0)
-        if recycle:
-            os._exit(0)
+            if not recycle:
+                continue
+        os._exit(0)

@@ -23,9 +23,12 @@ from verl_ebpo.rewards.pool import current_pool, get_pool
 logger = logging.getLogger(__name__)
 
 VERDICTS = ("correct", "wrong", "no_answer", "too_long", "timeout", "error")
-PRED_LOG_CHARS = 200
 # Keyword arguments verl's reward managers pass that this scorer has no use for.
 _VERL_EXTRA_KWARGS = frozenset({"reward_router_address", "reward_model_tokenizer"})
+
+
+_RANGES = {"timeout": (0.0, 3600.0), "kill_grace": (0.0, 600.0), "processes": (1, 256), "max_answer_chars": (1, 10**7),
+           "memory_limit_mb": (0, 1 << 30)}
 
 
 @dataclass(frozen=True)
@@ -39,35 +42,27 @@ class RewardOptions:
     max_answer_chars: int = 1000  # in [1, 1e7]: a longer extracted answer is `too_long` (wrong) without parsing
     memory_limit_mb: int = 4096  # in [0, 2^30]: how much a verifier may grow (address space, Linux); 0: no limit
 
-    _RANGES = {"timeout": (0.0, 3600.0), "kill_grace": (0.0, 600.0), "processes": (1, 256),
-               "max_answer_chars": (1, 10**7), "memory_limit_mb": (0, 1 << 30)}
-
     def __post_init__(self):
         for f in fields(self):
-            value, lo_hi = getattr(self, f.name), self._RANGES.get(f.name, (-math.inf, math.inf))
+            value, (lo, hi) = getattr(self, f.name), _RANGES.get(f.name, (-math.inf, math.inf))
             if value is None and f.name == "no_answer_score":
                 continue
             try:
                 x = math.nan if isinstance(value, bool) else float(value)
             except (TypeError, ValueError):
                 x = math.nan
-            integer = f.type == "int"
-            if integer and math.isfinite(x) and x == int(x):
-                x = int(x)
-            open_low = f.name in ("timeout", "kill_grace")
-            ok = math.isfinite(x) and (x > lo_hi[0] if open_low else x >= lo_hi[0]) and x <= lo_hi[1]
-            if not ok or (integer and not isinstance(x, int)):
+            integer, open_low = f.type == "int", f.name in ("timeout", "kill_grace")
+            in_range = math.isfinite(x) and (x > lo if open_low else x >= lo) and x <= hi
+            if not in_range or (integer and not x.is_integer()):
+                span = "" if lo == -math.inf else f" in {'(' if open_low else '['}{lo:g}, {hi:g}]"
                 kind = "an integer" if integer else "a finite number"
-                span = "" if lo_hi[0] == -math.inf else f" in {'(' if open_low else '['}{lo_hi[0]:g}, {lo_hi[1]:g}]"
                 raise ValueError(f"reward_kwargs.{f.name} must be {kind}{span}, got {value!r}")
-            object.__setattr__(self, f.name, x)
+            object.__setattr__(self, f.name, int(x) if integer else x)
 
     def score_of(self, verdict: str) -> float:
-        if verdict == "correct":
-            return self.correct_score
         if verdict == "no_answer" and self.no_answer_score is not None:
             return self.no_answer_score
-        return self.wrong_score
+        return self.correct_score if verdict == "correct" else self.wrong_score
 
 
 _OPTION_KEYS = frozenset(f.name for f in fields(RewardOptions))
@@ -109,19 +104,16 @@ def _options(kwargs: dict) -> RewardOptions:
 
 
 def _for_log(text: str) -> str:
-    return text if len(text) <= PRED_LOG_CHARS else text[: PRED_LOG_CHARS - 3] + "..."
+    return text if len(text) <= 200 else text[:197] + "..."
 
 
 def gold_inputs(ground_truth: Any) -> list[str]:
     """The verifier inputs of a data row's ground truth(s). ValueError (naming the row's value) for a ground
     truth that is unusable, or empty once normalised (`$$`, `\\,`, `.`, `Answer:`, `\\boxed{}`): graded, any
     answer with nothing in it would match it (a reward hack)."""
-    out = []
-    for gold in ground_truth_texts(ground_truth):  # a dataset error raises ValueError
-        text = verifier_input(gold)
-        if text == EMPTY_INPUT:
-            raise ValueError(f"ground_truth is empty after normalisation: {_for_log(repr(ground_truth))}")
-        out.append(text)
+    out = [verifier_input(gold) for gold in ground_truth_texts(ground_truth)]  # a dataset error raises ValueError
+    if EMPTY_INPUT in out:
+        raise ValueError(f"ground_truth is empty after normalisation: {_for_log(repr(ground_truth))}")
     return out
 
 
@@ -131,22 +123,15 @@ def verdict_of(solution_str: Any, ground_truth: Any, options: Optional[RewardOpt
     Everything that reads the model output (extraction, normalisation, math-verify) runs in a verifier process
     under the job's time bound (`timeout + kill_grace`): here only the ground truth is read and the output is
     coerced to text (`to_text`: C-speed str operations)."""
-    opts = options or RewardOptions()
-    golds = gold_inputs(ground_truth)
-    text = to_text(solution_str)
+    opts, golds, text = options or RewardOptions(), gold_inputs(ground_truth), to_text(solution_str)
     if not text:
         return "no_answer", ""
-    pool = get_pool(opts.processes, opts.memory_limit_mb)
-    return pool.score_output(golds, text, opts.max_answer_chars, opts.timeout, opts.kill_grace)
+    return get_pool(opts.processes, opts.memory_limit_mb).score_output(golds, text, opts.max_answer_chars, opts.timeout,
+                                                                       opts.kill_grace)
 
 
-def compute_score(
-    data_source: Any = None,
-    solution_str: Any = None,
-    ground_truth: Any = None,
-    extra_info: Any = None,
-    **kwargs: Any,
-) -> dict:
+def compute_score(data_source: Any = None, solution_str: Any = None, ground_truth: Any = None, extra_info: Any = None,
+                  **kwargs: Any) -> dict:
     """verl's custom reward function: `{"score": float, "acc": bool, "pred": str, "verdict": str}`.
 
     Never raises on model output (`solution_str`); a timeout or a verifier crash counts as wrong.
@@ -157,12 +142,8 @@ def compute_score(
     verdict, pred = verdict_of(solution_str, ground_truth, opts)
     with _stats_lock:
         _stats[verdict] += 1
-    return {
-        "score": float(opts.score_of(verdict)),
-        "acc": verdict == "correct",
-        "pred": _for_log(pred),
-        "verdict": verdict,
-    }
+    return {"score": float(opts.score_of(verdict)), "acc": verdict == "correct", "pred": _for_log(pred),
+            "verdict": verdict}
 
 
 def stats() -> dict:
