@@ -8,7 +8,6 @@ the default). Variables verl, Ray, vLLM or Hugging Face read themselves are thei
 
 from __future__ import annotations
 
-import math
 import os
 from dataclasses import dataclass
 from typing import Any, Mapping, Optional
@@ -67,9 +66,8 @@ def read(name: str, env: Optional[Mapping[str, str]] = None) -> Any:
         value = None
     if var.choices:
         ok = value in var.choices
-    else:
-        ok = value is not None and math.isfinite(value) and var.low <= value <= var.high
-        ok = ok and not (var.low_open and value == var.low)
+    else:  # nan and inf fail the comparisons
+        ok = value is not None and var.low <= value <= var.high and not (var.low_open and value == var.low)
     if not ok:
         raise EnvVarError(f"{name} must be {var.accepts()}, got {raw!r}")
     return value
