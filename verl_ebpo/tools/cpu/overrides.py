@@ -179,6 +179,7 @@ class CPURun:
             f"actor_rollout_ref.rollout.seed={self.seed}",
             "reward.num_workers=1",
             "trainer.device=cpu",
+            "trainer.nnodes=1",  # verl's default, and a recipe's hardware key SMOKE=cpu swaps
             "trainer.n_gpus_per_node=1",
             f"trainer.total_training_steps={self.steps}",
             "trainer.total_epochs=1000",
