@@ -148,7 +148,7 @@ def test_device_module_answers_verls_calls(monkeypatch):
     platform = PlatformCPU()
     assert os.environ["VERL_ENGINE_DEVICE"] == "cuda"
     assert not platform.is_platform_available(use_smi_check=True)
-    assert platform.ray_resource_options(1) == {"num_gpus": 1}
+    assert platform.ray_resource_options(1) == {"num_gpus": 1}  # verl's own, from the resource name "GPU"
     assert platform.get_device_capability() == (None, None)
 
 
@@ -178,8 +178,12 @@ def server(verl_config):
     return HFRolloutServer(verl_config.actor_rollout_ref.rollout, verl_config.actor_rollout_ref.model, replica_rank=0)
 
 
-def test_server_batches_concurrent_requests_and_returns_log_probs(server):
+def test_server_batches_concurrent_requests_and_returns_log_probs(server, monkeypatch):
     from verl.workers.rollout.replica import TokenOutput
+
+    batches = []
+    sample = server._sample
+    monkeypatch.setattr(server, "_sample", lambda batch: (batches.append(len(batch)), sample(batch))[1])
 
     params = {"temperature": 1.0, "top_p": 1.0, "top_k": -1, "repetition_penalty": 1.0, "logprobs": True}
 
@@ -197,9 +201,7 @@ def test_server_batches_concurrent_requests_and_returns_log_probs(server):
     assert outs[24].log_probs is None
     assert len(outs[25].token_ids) <= 2
     assert all(o.stop_reason == "completed" for o in outs)
-    stats = asyncio.run(server.get_stats())
-    assert stats["requests"] == 26
-    assert stats["batches"] < 26  # sampled together, not one by one
+    assert sum(batches) == 26 and len(batches) < 26  # sampled together, not one by one
 
 
 def test_server_max_tokens_follows_verls_vllm_rules(server):
@@ -214,22 +216,16 @@ def test_server_max_tokens_follows_verls_vllm_rules(server):
         asyncio.run(server.generate(prompt_ids=[4, 5], sampling_params={"repetition_penalty": 1.2}))
 
 
-def test_server_loads_full_weights_from_the_trainer_and_refuses_bad_ones(server):
-    own = asyncio.run(server.get_weights())
+def test_server_loads_full_weights_from_the_trainer_and_refuses_names_it_lacks(server):
+    own = {k: v.detach().clone() for k, v in server.model.state_dict().items()}
     new = {k: v + 0.5 for k, v in own.items()}
     assert asyncio.run(server.update_weights(new, global_steps=3)) == len(own)
-    got = asyncio.run(server.get_weights())
+    got = server.model.state_dict()
     assert all(torch.equal(got[k], new[k]) for k in own)
     out = asyncio.run(server.generate(prompt_ids=[4, 9, 1, 5], sampling_params={"temperature": 0}))
     assert out.extra_fields["global_steps"] == 3
     with pytest.raises(ValueError, match="not in the rollout model"):
         asyncio.run(server.update_weights({**new, "model.bogus.weight": torch.zeros(1)}))
-    missing = dict(new)
-    missing.pop("model.norm.weight")
-    with pytest.raises(ValueError, match="lacks"):
-        asyncio.run(server.update_weights(missing))
-    with pytest.raises(ValueError, match="shape"):
-        asyncio.run(server.update_weights({**new, "model.norm.weight": torch.zeros(3)}))
 
 
 def test_server_abort_answers_queued_requests(server):
@@ -311,5 +307,4 @@ def test_server_samples_a_seeded_request_the_same_whatever_its_batch(server):
     b = asyncio.run(go(list(range(11, -1, -1))))
     c = asyncio.run(go([5, 2]))
     assert a == b and c == {5: a[5], 2: a[2]}
-    assert asyncio.run(server.get_stats())["seeded_requests"] == 26
 

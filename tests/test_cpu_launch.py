@@ -203,8 +203,6 @@ def test_a_run_joining_a_shared_cluster_carries_its_environment(tmp_path):
     env = init.runtime_env.env_vars
     assert env.VERL_FILE_LOGGER_PATH == str(run.metrics_file)
     assert env.VERL_USE_EXTERNAL_MODULES == "verl_ebpo.tools.cpu.backend" and env.VERL_PLATFORM == "cpu"
-    odd = launch._quoted("a,b'c[1]")
-    assert odd == "'a,b\\'c[1]'"
     assert _composed(_run(tmp_path)).ray_kwargs.ray_init.num_cpus == 16  # a run of its own starts its cluster
 
 

@@ -51,7 +51,7 @@ def test_a_vllm_cpu_run_turns_sleep_mode_off_and_selects_the_fixes_by_environmen
     assert not vllm_rollout.selected({vllm_rollout.ROLLOUT_ENV: "vllm"})  # not without VERL_PLATFORM=cpu
     assert not vllm_rollout.selected(cpu_env({}))
     joined = CPURun("m", "t", "v", "/tmp/x", rollout="vllm", ray_address="127.0.0.1:1")
-    assert f"+ray_kwargs.ray_init.runtime_env.env_vars.{vllm_rollout.ROLLOUT_ENV}='vllm'" in joined.overrides()
+    assert f"+ray_kwargs.ray_init.runtime_env.env_vars.{vllm_rollout.ROLLOUT_ENV}=vllm" in joined.overrides()
     with pytest.raises(ValueError, match="rollout must be one of"):
         CPURun("m", "t", "v", "/tmp/x", rollout="sglang")
 
@@ -59,12 +59,14 @@ def test_a_vllm_cpu_run_turns_sleep_mode_off_and_selects_the_fixes_by_environmen
 @pytest.mark.parametrize("raw, expected", [("", 20.0), ("0.5", 0.5), ("3600", 3600.0), ("0", None), ("-1", None),
                                            ("3601", None), ("nan", None), ("soon", None)])
 def test_sync_timeout_has_a_range_and_a_one_line_error(raw, expected):
-    env = {vllm_rollout.SYNC_TIMEOUT_ENV: raw}
+    from verl_ebpo.tools import env
+
+    values = {vllm_rollout.SYNC_TIMEOUT_ENV: raw}
     if expected is None:
-        with pytest.raises(ValueError, match=vllm_rollout.SYNC_TIMEOUT_ENV):
-            vllm_rollout.sync_timeout_s(env)
+        with pytest.raises(ValueError, match=rf"{vllm_rollout.SYNC_TIMEOUT_ENV} must be a number in \(0, 3600\]"):
+            env.read(vllm_rollout.SYNC_TIMEOUT_ENV, values)
     else:
-        assert vllm_rollout.sync_timeout_s(env) == expected
+        assert env.read(vllm_rollout.SYNC_TIMEOUT_ENV, values) == expected
 
 
 def test_the_vllm_model_has_head_size_32_and_the_demo_model_is_unchanged():

@@ -275,25 +275,25 @@ def test_grpo_trains_with_topic_order_and_the_callback_stays_out(data, run_c):
 # -- the demo: the smallest run through its real code paths (DAPO's filter, EBPO, compare, plots) -----------------------------------------------
 
 
-def test_shared_ray_cluster_is_private_and_leaves_nothing_behind():
+def test_ray_cluster_is_private_and_leaves_nothing_behind():
     """Its address is not published where a plain `ray.init()` looks (/tmp/ray/ray_current_cluster): another
-    job on the machine must start its own cluster, not join (or fail to join) ours."""
+    job on the machine must start its own cluster, not join (or fail to join) ours; its token stays out of this
+    process's environment."""
     import glob
     import socket
 
-    from verl_ebpo.tools.cpu.launch import SHARED_RAY_PREFIX, shared_ray_cluster
+    from verl_ebpo.tools.cpu.launch import SHARED_RAY_PREFIX, ray_cluster
 
     default_file = Path("/tmp/ray/ray_current_cluster")
     before = default_file.read_text() if default_file.exists() else None
     leftovers = set(glob.glob(f"/tmp/{SHARED_RAY_PREFIX}*/session_latest"))  # of killed runs before this test
-    with shared_ray_cluster() as address:
+    with ray_cluster() as (address, auth):
         host, port = address.rsplit(":", 1)
         socket.create_connection((host, int(port)), timeout=10).close()  # the cluster is up
         assert (default_file.read_text() if default_file.exists() else None) == before
-        assert len(os.environ["RAY_AUTH_TOKEN"]) == 64
+        assert len(auth["RAY_AUTH_TOKEN"]) == 64 and os.environ.get("RAY_AUTH_TOKEN") != auth["RAY_AUTH_TOKEN"]
     with pytest.raises(OSError):
         socket.create_connection((host, int(port)), timeout=5).close()
-    assert "RAY_AUTH_TOKEN" not in os.environ
     assert not set(glob.glob(f"/tmp/{SHARED_RAY_PREFIX}*/session_latest")) - leftovers
 
 

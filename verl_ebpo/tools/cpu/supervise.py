@@ -4,10 +4,12 @@ logs (`ray_worker_errors`: verl's agent-loop and reward workers die without a tr
 
 from __future__ import annotations
 
+import contextlib
 import glob
 import os
 import re
 import subprocess
+import tempfile
 import threading
 import time
 from pathlib import Path
@@ -18,7 +20,7 @@ from verl_ebpo.tools.cpu.overrides import CPURun
 
 RAY_LOG_GLOBS = (
     "/tmp/ray/session_latest/logs/worker-*.err",
-    os.path.join(os.environ.get("TMPDIR", "/tmp"), SHARED_RAY_PREFIX + "*", "session_latest", "logs", "worker-*.err"),
+    os.path.join(tempfile.gettempdir(), SHARED_RAY_PREFIX + "*", "session_latest", "logs", "worker-*.err"),
 )
 
 
@@ -66,16 +68,6 @@ def run_main_ppo(
     and raises `TrainerStopped`.
     """
     Path(run.out_dir).mkdir(parents=True, exist_ok=True)
-    if run.rollout == "vllm":  # vLLM's shared memory outlives its killed workers: removed when the run ends
-        from verl_ebpo.tools.cpu import vllm_rollout
-
-        with vllm_rollout.segments_removed_at_exit():
-            return _supervise(run, timeout_s, on_line, env, stop)
-    return _supervise(run, timeout_s, on_line, env, stop)
-
-
-def _supervise(run: CPURun, timeout_s: float, on_line, env, stop) -> float:
-    out_dir = Path(run.out_dir)
     started = time.time()
     tail: list[str] = []
 
@@ -83,59 +75,36 @@ def _supervise(run: CPURun, timeout_s: float, on_line, env, stop) -> float:
         for line in stream:
             log.write(f"[{time.time() - started:7.1f}s] {line}")
             log.flush()
-            tail.append(line)
-            del tail[:-80]
+            tail[:] = [*tail[-79:], line]
             if on_line is not None:
-                try:
-                    on_line(line.rstrip("\n"))
-                except Exception:  # a progress printer must not kill the run
-                    pass
+                on_line(line.rstrip("\n"))
 
-    def _report(headline: str) -> str:  # the output's tail and Ray's worker tracebacks, for both failures
-        return (
-            f"{headline} (log: {run.log_file})\n" + "".join(tail[-40:])
-            + "\nRay worker errors:\n" + ray_worker_errors(started)
-        )
+    def failed(headline: str, **kw) -> TrainerFailed:  # the output's tail and Ray's worker tracebacks
+        return TrainerFailed(f"{headline} (log: {run.log_file})\n" + "".join(tail[-40:]) + "\nRay worker errors:\n"
+                             + ray_worker_errors(started), log_file=run.log_file, **kw)
 
-    with open(run.log_file, "w") as log:
-        proc = subprocess.Popen(
-            run.command(),
-            cwd=out_dir,
-            env=env if env is not None else run.env(),
-            stdout=subprocess.PIPE,
-            stderr=subprocess.STDOUT,
-            text=True,
-            bufsize=1,
-            start_new_session=True,
-        )
+    from verl_ebpo.tools.cpu import vllm_rollout  # vLLM's shared memory outlives its killed workers
+
+    with open(run.log_file, "w") as log, (vllm_rollout.segments_removed_at_exit() if run.rollout == "vllm"
+                                          else contextlib.nullcontext()):
+        proc = subprocess.Popen(run.command(), cwd=run.out_dir, env=env if env is not None else run.env(),
+                                stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, bufsize=1,
+                                start_new_session=True)
         reader = threading.Thread(target=pump, args=(proc.stdout, log), daemon=True)
         reader.start()
         deadline = time.time() + timeout_s
         try:
-            while True:
-                try:
-                    proc.wait(timeout=max(0.01, min(0.5, deadline - time.time())))
-                    break
-                except subprocess.TimeoutExpired:
-                    pass
+            while proc.poll() is None:
                 if stop is not None and stop.is_set():
-                    _kill_group(proc)
-                    reader.join(timeout=10)
                     raise TrainerStopped(f"verl trainer stopped on request (log: {run.log_file})")
                 if time.time() >= deadline:
-                    _kill_group(proc)
-                    reader.join(timeout=10)
-                    raise TrainerFailed(_report(f"verl trainer timed out after {timeout_s:.0f} s"),
-                                        log_file=run.log_file)
-        except (TrainerStopped, TrainerFailed):
-            raise
+                    raise failed(f"verl trainer timed out after {timeout_s:.0f} s")
+                time.sleep(0.2)
         except BaseException:
             _kill_group(proc)
+            reader.join(timeout=10)
             raise
         reader.join(timeout=30)
-    elapsed = time.time() - started
     if proc.returncode != 0:
-        raise TrainerFailed(
-            _report(f"verl trainer exited with {proc.returncode}"), returncode=proc.returncode, log_file=run.log_file
-        )
-    return elapsed
+        raise failed(f"verl trainer exited with {proc.returncode}", returncode=proc.returncode)
+    return time.time() - started

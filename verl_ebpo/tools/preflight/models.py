@@ -12,7 +12,6 @@ from importlib import resources
 from typing import Optional
 
 HUB_ID = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]*/[A-Za-z0-9][A-Za-z0-9._-]*$")
-HUB_TIMEOUT_S = 10.0  # the longest preflight waits for the Hub's config.json (env VERL_EBPO_HUB_TIMEOUT_S, [0, 120])
 
 
 @dataclass(frozen=True)
@@ -52,12 +51,9 @@ def _cached(repo: str) -> Optional[str]:
 
 
 def hub_timeout() -> float:
-    raw = os.environ.get("VERL_EBPO_HUB_TIMEOUT_S")
-    try:
-        value = float(raw) if raw else HUB_TIMEOUT_S
-    except ValueError:
-        return HUB_TIMEOUT_S
-    return min(max(value, 0.0), 120.0)
+    from verl_ebpo.tools import env  # VERL_EBPO_HUB_TIMEOUT_S, [0, 120]; a refused value names the variable
+
+    return env.read("VERL_EBPO_HUB_TIMEOUT_S")
 
 
 def _hub_download(repo: str, timeout: float) -> Optional[str]:

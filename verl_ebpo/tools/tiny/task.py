@@ -11,7 +11,6 @@ fail entirely: the regime where GRPO's group-mean baseline gives no signal and E
 from __future__ import annotations
 
 import random
-from typing import Optional
 
 DATA_SOURCE = "verl_ebpo/successor"
 OPERANDS = tuple(range(9))  # answers 1..9: always one digit
@@ -43,13 +42,6 @@ def validation_rows() -> list[dict]:
     return [rl_row(i, question(n), str(n + 1), DATA_SOURCE, split="val") for i, n in enumerate(OPERANDS)]
 
 
-def first_digit(text: str) -> Optional[str]:
-    for ch in text:
-        if ch.isdigit():
-            return ch
-    return None
-
-
 def compute_score(data_source, solution_str, ground_truth, extra_info=None, **kwargs) -> float:
     """verl custom reward: 1.0 if the first digit in the answer is the ground truth, else 0.0."""
-    return float(first_digit(solution_str or "") == str(ground_truth).strip())
+    return float(next((ch for ch in solution_str or "" if ch.isdigit()), None) == str(ground_truth).strip())
