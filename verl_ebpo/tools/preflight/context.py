@@ -2,16 +2,16 @@
 
 from __future__ import annotations
 
+import math
 import os
 from dataclasses import dataclass, field
 from typing import Any, Optional
 
-from verl_ebpo.tools.preflight import estimates as est
+from verl_ebpo.tools.preflight.estimates import GB
 
 GT = "reward_model.ground_truth"
-METRICS_KEY = "ray_kwargs.ray_init.runtime_env.env_vars.VERL_FILE_LOGGER_PATH"
-ORDERED = {"TopicOrderedDataset": "topic", "DifficultyOrderedDataset": "difficulty"}
-STATUS = ("ok", "warn", "FAIL", "n/a")
+STATUS = ("ok", "warn", "FAIL", "n/a", "est")  # est: a figure, not a check
+WIDTH = 100  # the widest line of the default output
 
 
 class InputError(ValueError):
@@ -20,81 +20,71 @@ class InputError(ValueError):
 
 @dataclass
 class Report:
-    """One row per check: (check, status, figure); `blocking` lists every FAIL in one line (None when none)."""
+    """One row per check: (check, status, headline, detail, fix); the headline fits a line, the rest is --verbose."""
 
     rows: list = field(default_factory=list)
 
-    def add(self, check: str, status: str, figure: str) -> None:
+    def add(self, check: str, status: str, headline: str, detail: str = "", fix: str = "") -> None:
         assert status in STATUS, status
-        self.rows.append((check, status, figure))
+        self.rows.append((check, status, headline, detail, fix))
 
-    @property
-    def fails(self) -> list:
-        return [f"{c}: {f}" for c, s, f in self.rows if s == "FAIL"]
+    def status(self, check: str) -> Optional[str]:
+        return next((r[1] for r in self.rows if r[0] == check), None)
 
     @property
     def blocking(self) -> Optional[str]:
-        fails = self.fails
+        """Every FAIL with its fix, in one line (None when none)."""
+        fails = [f"{c}: {h}" + (f"; {fix}" if fix else "") for c, s, h, _, fix in self.rows if s == "FAIL"]
         if not fails:
             return None
         return fails[0] if len(fails) == 1 else f"{len(fails)} FAIL: " + " | ".join(fails)
 
-    def status(self, check: str) -> Optional[str]:
-        return next((s for c, s, _ in self.rows if c == check), None)
-
-    def closing(self) -> str:
-        """The last line: every FAIL, else the warnings by name, else ok (never a plain ok over a warning)."""
-        if self.blocking:
-            return self.blocking
-        warned = list(dict.fromkeys(c for c, s, _ in self.rows if s == "warn"))
-        skipped = list(dict.fromkeys(c for c, s, _ in self.rows if s == "n/a"))
-        tail = f"; not checked: {', '.join(skipped)}" if skipped else ""
-        if warned:
-            return f"no blocking problem; {len(warned)} warning(s) to read: {', '.join(warned)}{tail}"
-        return "ok: every check passed" + (f" (not checked: {', '.join(skipped)})" if skipped else "")
-
-    def table(self) -> str:
-        width = max([len(c) for c, _, _ in self.rows] + [5])
-        lines = [f"{'check':<{width}}  {'status':<6}  figure"]
-        lines += [f"{c:<{width}}  {s:<6}  {f}" for c, s, f in self.rows]
+    def table(self, verbose: bool = False) -> str:
+        width = max(len(r[0]) for r in self.rows)
+        lines = []
+        for check, status, headline, detail, fix in self.rows:
+            line = f"{check:<{width}}  {status:<4}  {headline}"
+            lines.append(line if verbose or len(line) <= WIDTH else line[:WIDTH - 3] + "...")
+            lines += [f"{'':<{width + 8}}{text}" for text in (detail, fix and f"fix: {fix}") if verbose and text]
         return "\n".join(lines)
 
+    def closing(self) -> str:
+        """The last line when nothing blocks: the warnings and the rows not checked, by name."""
+        named = {s: list(dict.fromkeys(r[0] for r in self.rows if r[1] == s)) for s in ("warn", "n/a")}
+        line = f"no FAIL; {len(named['warn'])} warning(s)" + "".join(
+            f"; {label}: {', '.join(named[s])}" for s, label in (("warn", "read"), ("n/a", "not checked")) if named[s])
+        return line + " (--verbose: the figures)" if named["warn"] else line
 
-def _gb(nbytes: float) -> str:
-    return f"{nbytes / est.GB:,.1f} GB" if nbytes < 1e12 else f"{nbytes / 1e12:,.2f} TB"
+
+def gb(nbytes: float) -> str:
+    return f"{nbytes / GB:,.1f} GB" if nbytes < 1e12 else f"{nbytes / 1e12:,.2f} TB"
 
 
-def _sel(cfg, key: str, default=None):
+def sel(cfg, key: str, default=None):
     from omegaconf import OmegaConf
 
     value = OmegaConf.select(cfg, key, default=default)
     return OmegaConf.to_container(value, resolve=True) if OmegaConf.is_config(value) else value
 
 
-def _describe(kind: type, low, high, none_ok: bool) -> str:
-    what = "an integer" if kind is int else "a number"
-    if low is not None and high is not None:
-        what += f" in [{low:g}, {high:g}]" if kind is int else f" in ({low:g}, {high:g}]"
-    elif low is not None:
-        what += f" >= {low:g}"
-    return what + (" or null" if none_ok else "")
-
-
 def num(cfg, key: str, kind: type = int, low=None, high=None, none_ok: bool = False):
     """The int (or float) at `key`, or InputError naming the key, its value and what it accepts. Floats: (low, high];
     integers: [low, high]. None (a missing key or `null`) only when `none_ok`."""
-    value = _sel(cfg, key)
+    value = sel(cfg, key)
     if value is None and none_ok:
         return None
-    good = not isinstance(value, bool) and (isinstance(value, int) if kind is int else isinstance(value, (int, float)))
+    good = not isinstance(value, bool) and isinstance(value, int if kind is int else (int, float))
     if good and kind is float:
-        import math
-
         good = math.isfinite(value) and (low is None or value > low) and (high is None or value <= high)
     elif good:
         good = (low is None or value >= low) and (high is None or value <= high)
     if not good:
-        raise InputError(f"{key}={value!r}: must be {_describe(kind, low, high, none_ok)}")
+        what = "an integer" if kind is int else "a number"
+        if high is not None:
+            what += f" in [{low:g}, {high:g}]" if kind is int else f" in ({low:g}, {high:g}]"
+        elif low is not None:
+            what += f" >= {low:g}"
+        raise InputError(f"{key}={value!r}: must be {what}" + (" or null" if none_ok else ""))
     return float(value) if kind is float else value
 
 
@@ -109,14 +99,12 @@ NUMBERS = (
     ("trainer.max_actor_ckpt_to_keep", int, None, None, True), ("trainer.nnodes", int, 1, None, False),
     ("trainer.n_gpus_per_node", int, 1, None, False), (f"{R}.gpu_memory_utilization", float, 0, 1, False),
     (f"{R}.n", int, 1, None, False), (f"{R}.val_kwargs.n", int, 1, None, True),
-    (f"{R}.tensor_model_parallel_size", int, 1, None, True),
     (f"{A}.ppo_max_token_len_per_gpu", int, 1, None, True), (f"{A}.ppo_micro_batch_size_per_gpu", int, 1, None, True),
     (f"{R}.log_prob_max_token_len_per_gpu", int, 1, None, True),
     (f"{R}.log_prob_micro_batch_size_per_gpu", int, 1, None, True),
     (f"{F}.log_prob_max_token_len_per_gpu", int, 1, None, True),
     (f"{F}.log_prob_micro_batch_size_per_gpu", int, 1, None, True),
     (f"{A}.entropy_from_logits_chunk_size", int, 1, None, True), (f"{A}.entropy_coeff", float, None, None, True),
-    (f"{A}.ulysses_sequence_parallel_size", int, 1, None, True), (f"{F}.ulysses_sequence_parallel_size", int, 1, None, True),
     (f"{A}.megatron.tensor_model_parallel_size", int, 1, None, True),
     (f"{A}.megatron.pipeline_model_parallel_size", int, 1, None, True),
     (f"{A}.megatron.context_parallel_size", int, 1, None, True),
@@ -129,34 +117,36 @@ def check_numbers(cfg) -> None:
         num(cfg, key, kind, low, high, none_ok)
 
 
-def _files(value) -> list:
-    if value is None:
-        return []
-    return [value] if isinstance(value, str) else list(value)
+def files(value) -> list:
+    return [] if value is None else [value] if isinstance(value, str) else list(value)
 
 
-def _remote(path: str) -> bool:
+def remote(path: str) -> bool:
     return "://" in path and not path.startswith("file://")
 
 
-def _local(path: str, working_dir: str) -> str:
+def local(path: str, working_dir: str) -> str:
     path = os.path.expanduser(path.removeprefix("file://"))
     return path if os.path.isabs(path) else os.path.join(working_dir, path)
+
+
+def backend(cfg) -> str:
+    return "megatron" if str(sel(cfg, f"{A}.strategy")) == "megatron" else "fsdp"
 
 
 @dataclass
 class Context:
     cfg: Any
     working_dir: str
-    gpu_bytes: float
     free_disk_gb: Optional[float]
     shared_dir: Optional[str]
-    gpu_source: str = "declared"  # declared (--gpu-memory-gb) | detected (how) | assumed
-    cluster: Any = None  # cluster.Cluster
+    cluster: Any  # cluster.Cluster
+    creates: tuple = ()  # folders the launcher makes before the run (--creates)
+    gpu_bytes: float = 80e9  # one GPU's memory as the estimates use it (check_cluster sets it)
+    gpu_source: str = "80 GB (assumed)"  # declared (--gpu-memory-gb), detected or assumed
     uses_ref: bool = False  # verl's need_reference_policy
-    train_plan_len: Optional[int] = None  # the ordered datasets' plan length over the train files
     train_len: Optional[int] = None  # len(train_dataset) as verl will see it (ordered: the padded plan)
+    val_rows: Optional[int] = None  # validation prompts after data.val_max_samples
     first_row: Optional[dict] = None
     model_cfg: Optional[dict] = None
-    model_dir: Optional[str] = None
     params: Optional[int] = None

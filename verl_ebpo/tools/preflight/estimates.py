@@ -93,9 +93,6 @@ class CheckpointPlan:
     kept: int
     peak: int = 0  # checkpoints on disk at once (verl saves the new one before deleting the oldest when keep = 1)
 
-    def total_bytes(self, per_checkpoint: int) -> int:
-        return max(self.kept, self.peak) * per_checkpoint
-
 
 def checkpoint_plan(rows: int, train_batch_size: int, total_epochs: int, total_training_steps,
                     save_freq: int, keep) -> CheckpointPlan:
@@ -115,11 +112,6 @@ def checkpoint_plan(rows: int, train_batch_size: int, total_epochs: int, total_t
     peak = min(saves, keep + 1) if keep == 1 else kept
     return CheckpointPlan(spe, total, saves, kept, peak)
 
-
-def steps_per_epoch(dataset_len: int, train_batch_size: int) -> int:
-    """verl's V1 trainer (trainer/ppo/v1/trainer_base.py:765): `len(train_dataset) // train_batch_size`, where the
-    dataset's length is its rows after verl's filters, or, for the ordered datasets, the padded plan's length."""
-    return dataset_len // train_batch_size
 
 
 # ---- GPU memory ------------------------------------------------------------------------------------------------
@@ -200,18 +192,6 @@ def rollout_headroom(util: float, gpu_bytes: float, resident: int, overhead: flo
     return (1 - util) * gpu_bytes - resident - overhead
 
 
-@dataclass(frozen=True)
-class Pass:
-    name: str
-    tokens: int
-    logits: int
-    entropy: int
-    states: int
-
-    @property
-    def total(self) -> int:
-        return self.logits + self.entropy + self.states
-
 
 def host_reference_bytes(params: int, world: int, gpus_per_node: int, model_bytes: int = 4) -> int:
     """The reference model's pinned CPU copy on one node: FSDP2 gives a forward-only model CPUOffloadPolicy
@@ -220,13 +200,28 @@ def host_reference_bytes(params: int, world: int, gpus_per_node: int, model_byte
     return params * model_bytes * gpus_per_node // world
 
 
-def validation_tokens(prompts: int, samples: int, max_response: int) -> int:
-    """Tokens a validation pass generates at most: prompts x val_kwargs.n x max_response_length."""
-    return prompts * samples * max_response
-
 
 def verdict(total: int, gpu_bytes: float) -> str:
     """"fail" over the GPU's memory, "tight" over TIGHT of it, else "ok"."""
     if total > gpu_bytes:
         return "fail"
     return "tight" if total > TIGHT * gpu_bytes else "ok"
+
+
+# ---- time (an estimate: docs/preflight.md#time) -------------------------------------------------------------------
+
+DECODE_TOKENS_PER_S = 3000.0  # vLLM's generated tokens/s a GPU for long answers (issue 37's estimate)
+LEARNER_FLOPS = 4.5e14  # FLOP/s a GPU of the update: 8 x 8.19e9 FLOPs x 6,950 tokens/s measured for Qwen3-8B
+# (forward, backward, recomputation) on one H200 (recipes/README.md section 9)
+
+
+def step_seconds(params: int, prompts: int, n: int, prompt_len: int, response_len: int, gpus: int,
+                 ref: bool = True) -> tuple[float, float]:
+    """(rollout, learner) seconds of one step, prompts and answers at half their limits: the rollout generates
+    prompts x n x response_len / 2 tokens at DECODE_TOKENS_PER_S a GPU; the learner runs 12 P FLOPs a token (update
+    8 P with recomputation, old log-prob 2 P, reference 2 P; 10 P without a reference) at LEARNER_FLOPS a GPU.
+    Qwen3-8B, 512 x 4 answers, 4,096 + 8,192 tokens, 8 GPUs: 350 s + 343 s."""
+    answers = prompts * n
+    rollout = answers * response_len / 2 / (DECODE_TOKENS_PER_S * gpus)
+    learner = answers * (prompt_len + response_len) / 2 * (12 if ref else 10) * params / (LEARNER_FLOPS * gpus)
+    return rollout, learner
