@@ -14,7 +14,7 @@ import pytest
 
 sys.path.insert(0, str(Path(__file__).parent))
 import preflight_standins as standins  # noqa: E402
-from test_preflight import _one_line_refusal, _run, not_detected, readme_run  # noqa: E402,F401
+from test_preflight import _one_line_refusal, _rows, _run, not_detected, readme_run  # noqa: E402,F401
 
 FREE = ["--free-disk-gb", "1000"]
 
@@ -23,10 +23,6 @@ def _replace(args, key, value):
     """args with `key=...` replaced by `key=value` (appended when absent; value None drops it)."""
     out = [a for a in args if not a.startswith(key + "=")]
     return out if value is None else out + [f"{key}={value}"]
-
-
-def _rows(out: str) -> dict:
-    return {line.split("  ")[0].strip(): line for line in out.splitlines()[1:]}
 
 
 def test_an_unknown_torch_dtype_is_a_warning_not_a_crash(readme_run, capsys, tmp_path):
@@ -76,7 +72,7 @@ def test_a_prompt_column_of_the_wrong_type_names_column_and_file(readme_run, cap
         row["prompt"] = f"What is {i}?" if prompt == "plain" else i
     pq.write_table(pa.Table.from_pylist(rows), path)
     rc, _, err = _run(capsys, [*FREE, *args])
-    _one_line_refusal(rc, err, "data.train_files", str(path), "column 'prompt'", shown, "not chat messages")
+    _one_line_refusal(rc, err, "data.train_files", path.name, "column 'prompt'", shown, "not chat messages")
 
 
 @pytest.mark.parametrize("override, shown", [
@@ -104,7 +100,7 @@ def test_a_reward_file_that_does_not_load_shows_cause_and_line(readme_run, capsy
     boom = tmp_path / "boom.py"
     boom.write_text(source)
     rc, _, err = _run(capsys, [*FREE, *_replace(args, "reward.custom_reward_function.path", boom)])
-    _one_line_refusal(rc, err, "does not load", f"cause: {cause}", str(boom), "line 2")
+    _one_line_refusal(rc, err, "does not load", f": {cause}", str(boom), "line 2")
 
 
 @pytest.mark.parametrize("value", ["-0.5", "-1e-9", "-1", "2e9", "nan"])
@@ -127,7 +123,7 @@ def test_ebpo_without_the_checkpoint_callback_is_a_warning_naming_the_key(readme
     rc, out, err = _run(capsys, [*FREE, *_replace(args, "trainer.checkpoint_callback_class", None)])
     assert rc == 0, err
     assert re.search(r"ebpo checkpoint\s+warn\s+.*trainer.checkpoint_callback_class=verl_ebpo.EBPOCheckpointCallback",
-                     out)
+                     _rows(out)["ebpo checkpoint"])
     assert "1 warning" not in out.splitlines()[-1] or "ebpo checkpoint" in out.splitlines()[-1]
 
 
@@ -139,8 +135,6 @@ def test_a_local_model_path_that_does_not_exist_is_a_fail(readme_run, capsys, tm
 
 def test_the_rollout_engine_is_always_named(readme_run, capsys):
     _, args = readme_run
-    rc, out, err = _run(capsys, [*FREE, *args])
-    assert rc == 0 and re.search(r"backend\s+ok\s+fsdp \+ vllm: no known caveat", out), err
     rc, out, err = _run(capsys, [*FREE, *_replace(args, "actor_rollout_ref.rollout.name", None)])
     _one_line_refusal(rc, err, "backend:", "actor_rollout_ref.rollout.name")
     assert "None" not in err

@@ -33,26 +33,20 @@ def _number(name: str, low: float, high: float, low_open: bool = True):
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
-    parser.add_argument("--gpu-memory-gb", type=_number("--gpu-memory-gb", 0, 4096), default=None,
-                        help="memory of one GPU in GB (1e9 bytes), in (0, 4096]; checked against the detected GPUs "
-                             "[detected: this machine's GPUs; 80 when none is detected]")
-    parser.add_argument("--ray-address", default=os.environ.get("RAY_ADDRESS") or None,
-                        help="the Ray cluster the run goes to (dashboard http://HOST:8265): its nodes and GPUs are "
-                             "detected [$RAY_ADDRESS; unset: this machine's GPUs]")
-    parser.add_argument("--host-memory-gb", type=_number("--host-memory-gb", 0, 1e6), default=None,
-                        help="one node's host memory in GB, in (0, 1e6] (when this machine is not a node) "
-                             "[this machine's]")
-    parser.add_argument("--free-disk-gb", type=_number("--free-disk-gb", 0, 1e9, low_open=False), default=None,
-                        help="free space of the checkpoint volume in GB, in [0, 1e9] (a cluster volume this machine "
-                             "does not mount) [the real free space at trainer.default_local_dir]")
-    parser.add_argument("--shared-dir", default=os.environ.get("SHARED_DIR") or None,
-                        help="the folder every node mounts at the same path (several nodes: checkpoints, data and "
-                             "metrics must be under it) [$SHARED_DIR]")
-    parser.add_argument("--working-dir", default=None,
-                        help="the folder relative paths (data, reward file) are read from [the current folder]")
-    parser.add_argument("--creates", action="append", default=[], metavar="DIR",
-                        help="a folder the launcher makes before the run (the recipes: the metrics file's folder): "
-                             "missing, it is not a FAIL; repeatable")
+    number, env = _number, os.environ.get
+    parser.add_argument("--gpu-memory-gb", type=number("--gpu-memory-gb", 0, 4096), help="one GPU's memory in GB "
+                        "(1e9 bytes), in (0, 4096], checked against the detected GPUs [detected; else 80]")
+    parser.add_argument("--ray-address", default=env("RAY_ADDRESS") or None, help="the Ray cluster the run goes to "
+                        "(dashboard http://HOST:8265): its nodes and GPUs are counted [$RAY_ADDRESS]")
+    parser.add_argument("--host-memory-gb", type=number("--host-memory-gb", 0, 1e6), help="one node's host memory in "
+                        "GB, in (0, 1e6] (when this machine is not a node) [this machine's]")
+    parser.add_argument("--free-disk-gb", type=number("--free-disk-gb", 0, 1e9, low_open=False), help="free space of "
+                        "the checkpoint volume in GB, in [0, 1e9] [the real free space at trainer.default_local_dir]")
+    parser.add_argument("--shared-dir", default=env("SHARED_DIR") or None, help="the folder every node mounts at the "
+                        "same path (several nodes: checkpoints, data and metrics must be under it) [$SHARED_DIR]")
+    parser.add_argument("--working-dir", help="the folder relative paths are read from [the current folder]")
+    parser.add_argument("--creates", action="append", default=[], metavar="DIR", help="a folder the launcher makes "
+                        "before the run (recipes: the metrics folder): missing, not a FAIL; repeatable")
     parser.add_argument("--verbose", "-v", action="store_true", help="each figure's details and each FAIL's fix")
     parser.add_argument("overrides", nargs="*", metavar="OVERRIDE",
                         help="verl's Hydra overrides, as given to python -m verl.trainer.main_ppo (after the options)")

@@ -7,7 +7,6 @@ import contextlib
 import dataclasses
 import io
 import os
-import sys
 import warnings
 from typing import Any, Optional
 
@@ -58,9 +57,11 @@ def run_checks(overrides: list, *, gpu_memory_gb=None, free_disk_gb=None, shared
     resources.check_host(ctx, report)
     resources.check_nodes(ctx, report)
     check_reward(ctx, report)
-    if sel(cfg, "actor_rollout_ref.rollout.name") == "sglang":
-        report.add("backend", "warn", "SGLang: the rollout is not seeded (rollout.seed is not passed)",
-                   "verl 0.9.1 passes SGLang neither actor_rollout_ref.rollout.seed nor max_num_batched_tokens")
+    rollout = sel(cfg, "actor_rollout_ref.rollout.name")
+    if rollout in (None, "sglang"):  # verl's validate_config passes both; the workers fail on None minutes in
+        report.add("backend", "warn" if rollout else "FAIL", "SGLang: the rollout is not seeded" if rollout else
+                   "no rollout engine", "verl 0.9.1 passes SGLang neither rollout.seed nor max_num_batched_tokens"
+                   if rollout else "", "" if rollout else "set actor_rollout_ref.rollout.name=vllm (or sglang)")
     resources.check_time(ctx, report, steps)
     return report
 
@@ -69,14 +70,10 @@ def check_verl(ctx: Context, report: Report) -> None:
     from verl.trainer.ppo.utils import need_critic, need_reference_policy
     from verl.utils.config import validate_config
 
-    try:
-        with contextlib.redirect_stdout(io.StringIO()), warnings.catch_warnings():
-            warnings.simplefilter("ignore")
-            ref, critic = need_reference_policy(ctx.cfg), need_critic(ctx.cfg)
-            validate_config(ctx.cfg, use_reference_policy=ref, use_critic=critic)
-    except Exception as exc:  # noqa: BLE001 - verl's refusal, reported as the blocking line
-        report.add("verl config", "FAIL", f"verl's validate_config: {exc}")
-        return
+    with contextlib.redirect_stdout(io.StringIO()), warnings.catch_warnings():  # verl's refusal: the one line
+        warnings.simplefilter("ignore")
+        ref, critic = need_reference_policy(ctx.cfg), need_critic(ctx.cfg)
+        validate_config(ctx.cfg, use_reference_policy=ref, use_critic=critic)
     ctx.uses_ref = bool(ref)
     report.add("verl config", "ok", f"validate_config passed (reference policy: {ref}, critic: {critic})")
 
@@ -130,7 +127,8 @@ def _read_file(report, which, raw, working_dir, wanted) -> Optional[Any]:
 
     why = unreadable_reason(path)
     if why or not path.endswith(".parquet"):
-        report.add(check, "FAIL" if why else "n/a", f"{os.path.basename(path)}: {why or 'not parquet, not checked'}",
+        report.add(check, "FAIL" if why else "n/a", f"data.{which}_files {os.path.basename(path)}: "
+                   f"{why or 'not parquet, not checked'}",
                    f"data.{which}_files: {path}")
         return None
     import pyarrow.parquet as pq
@@ -151,7 +149,7 @@ def _read_file(report, which, raw, working_dir, wanted) -> Optional[Any]:
                or _prompt_type_problem(read_field(table, wanted[0]), wanted[0]))
     if problem:
         fix = label_fix(wanted[3]) if len(wanted) > 3 and wanted[3].split(".")[0] in missing else ""
-        report.add(check, "FAIL", f"{os.path.basename(path)}: {problem}",
+        report.add(check, "FAIL", f"data.{which}_files {os.path.basename(path)}: {problem}",
                    f"data.{which}_files: {path}: the run reads {', '.join(wanted)}", fix)
         return None
     return table
@@ -164,10 +162,7 @@ def check_data(ctx: Context, report: Report) -> None:
     if sel(cfg, "data.custom_cls.name") in ORDERED:
         from verl_ebpo.samplers.dataset import options_from_data_config
 
-        try:
-            opts = options_from_data_config(sel(cfg, "data"), ORDERED[sel(cfg, "data.custom_cls.name")])
-        except ValueError as exc:
-            report.add("data: ordering", "FAIL", str(exc))
+        opts = options_from_data_config(sel(cfg, "data"), ORDERED[sel(cfg, "data.custom_cls.name")])  # or the line
     import pyarrow as pa
 
     from verl_ebpo.samplers.fields import read_field
@@ -180,14 +175,14 @@ def check_data(ctx: Context, report: Report) -> None:
             report.add(f"data: {which}", "FAIL", f"data.{which}_files is empty")
         if not raws or any(t is None for t in tables):
             continue
-        table = pa.concat_tables(tables) if len(tables) > 1 else tables[0]
+        table = pa.concat_tables(tables, promote_options="default")
         rows, limit = table.num_rows, num(cfg, f"data.{which}_max_samples", int, none_ok=True)
         if limit is not None and 0 < limit < rows:  # rl_dataset.py: seeded choice when shuffled, else the first N
             import numpy as np
 
-            shuffled, seed = sel(cfg, "data.shuffle") and which == "train", sel(cfg, "data.seed")
-            keep = (np.random.default_rng(*(() if seed is None else (seed,))).choice(rows, size=limit, replace=False)
-                    if shuffled else np.arange(limit))
+            seed = () if sel(cfg, "data.seed") is None else (sel(cfg, "data.seed"),)
+            keep = np.random.default_rng(*seed).choice(rows, limit, replace=False) if sel(cfg, "data.shuffle") \
+                else np.arange(limit)
             table = table.take(pa.array(keep))
         kept = f"{table.num_rows:,} of {rows:,} rows (data.{which}_max_samples)" if table.num_rows < rows else \
             f"{rows:,} rows"
@@ -213,45 +208,6 @@ def check_data(ctx: Context, report: Report) -> None:
                    f"{', '.join(map(str, raws))}: columns {', '.join(wanted)}; len(train_dataset) {served:,} // "
                    f"data.train_batch_size {batch} (verl drops the incomplete batch)",
                    "" if spe >= 1 else "more rows or a smaller data.train_batch_size")
-    _check_prompt_lengths(ctx, report, prompt_key)
-
-
-def _check_prompt_lengths(ctx: Context, report: Report, prompt_key: str) -> None:
-    path = sel(ctx.cfg, "actor_rollout_ref.model.tokenizer_path") or sel(ctx.cfg, "actor_rollout_ref.model.path")
-    tok_dir = local(str(path), ctx.working_dir) if path else None
-    limit = num(ctx.cfg, "data.max_prompt_length", int, 1)
-    if report.status("data: train") != "ok":
-        return  # the train files are refused already
-    if not tok_dir or not any(os.path.isfile(os.path.join(tok_dir, f)) for f in ("tokenizer.json", "tokenizer.model")):
-        report.add("data: prompt lengths", "n/a", "not measured: the tokenizer is not a local folder")
-        return
-    import pyarrow.parquet as pq
-    from tqdm import tqdm
-    from transformers import AutoTokenizer
-
-    from verl.utils.tokenizer import normalize_token_ids  # how verl's length filter counts (rl_dataset.py)
-
-    tokenizer = AutoTokenizer.from_pretrained(tok_dir)
-    kwargs = {k: v for k, v in (sel(ctx.cfg, "data.apply_chat_template_kwargs") or {}).items()
-              if k not in ("tokenize", "return_dict", "return_tensors")}
-    over = total = 0
-    for raw in files(sel(ctx.cfg, "data.train_files")):
-        prompts = pq.read_table(local(str(raw), ctx.working_dir), columns=[prompt_key]).column(prompt_key).to_pylist()
-        for messages in tqdm(prompts, desc="preflight: prompt lengths", unit="prompt", file=sys.stderr,
-                             disable=len(prompts) < 2000):
-            ids = tokenizer.apply_chat_template(messages, add_generation_prompt=True, tokenize=True, **kwargs)
-            total += 1
-            over += len(normalize_token_ids(ids)) > limit
-    figure = f"{over:,} of {total:,} train prompts over data.max_prompt_length={limit}"
-    if over == 0:
-        report.add("data: prompt lengths", "ok", figure)
-    elif sel(ctx.cfg, "data.filter_overlong_prompts"):
-        report.add("data: prompt lengths", "warn", figure, "verl filters them out (filter_overlong_prompts)")
-    elif sel(ctx.cfg, "data.truncation") == "error":
-        report.add("data: prompt lengths", "FAIL", f"{figure}, truncation=error",
-                   "verl stops on the first one", "raise data.max_prompt_length or data.filter_overlong_prompts=True")
-    else:
-        report.add("data: prompt lengths", "warn", figure, f"truncated ({sel(ctx.cfg, 'data.truncation')})")
 
 
 def check_reward(ctx: Context, report: Report) -> None:
@@ -293,22 +249,20 @@ def check_reward(ctx: Context, report: Report) -> None:
     if score != 1.0:
         report.add("reward", "FAIL", f"scores the first row's ground truth as {score:g}, not 1", detail)
         return
-    report.add("reward", "ok", f"{label} scores a right answer 1", detail)
+    report.add("reward", "ok", f"{label}: a right answer scores 1", detail)
 
 
 def _root_cause(exc: BaseException, path: str) -> str:
-    """'TYPE: message (FILE line N)' of the innermost exception under verl's loader: a SyntaxError's own file and
-    line, else the last frame in the reward file, else the last frame."""
+    """'TYPE: message (FILE line N)' of the innermost exception under verl's loader: a SyntaxError's own line, else
+    the last frame in the reward file, else the last frame."""
     import traceback
 
     root = exc
     for _ in range(100):  # a chain, never a cycle followed for good
-        if (root.__cause__ or root.__context__) is None:
-            break
-        root = root.__cause__ or root.__context__
+        root = root.__cause__ or root.__context__ or root
     if isinstance(root, SyntaxError) and root.lineno:
-        return f"{type(root).__name__}: {root.msg} ({root.filename} line {root.lineno})"
+        return f"SyntaxError: {root.msg} ({root.filename} line {root.lineno})"
+    base = os.path.basename(path.removeprefix("pkg://").replace(".", "/")) if path else "\0"
     frames = traceback.extract_tb(root.__traceback__) or traceback.extract_tb(exc.__traceback__)
-    base = os.path.basename(path.removeprefix("pkg://").replace(".", "/")) if path else ""
-    mine = [f for f in frames if base and os.path.basename(f.filename).startswith(base)] or frames
-    return f"{type(root).__name__}: {root}" + (f" ({mine[-1].filename} line {mine[-1].lineno})" if mine else "")
+    frame = next((f for f in reversed(frames) if os.path.basename(f.filename).startswith(base)), frames[-1])
+    return f"{type(root).__name__}: {root} ({frame.filename} line {frame.lineno})"

@@ -28,9 +28,6 @@ class Report:
         assert status in STATUS, status
         self.rows.append((check, status, headline, detail, fix))
 
-    def status(self, check: str) -> Optional[str]:
-        return next((r[1] for r in self.rows if r[0] == check), None)
-
     @property
     def blocking(self) -> Optional[str]:
         """Every FAIL with its fix, in one line (None when none)."""
@@ -89,32 +86,25 @@ def num(cfg, key: str, kind: type = int, low=None, high=None, none_ok: bool = Fa
 
 
 A, R, F = "actor_rollout_ref.actor", "actor_rollout_ref.rollout", "actor_rollout_ref.ref"
-# every integer / float preflight reads: (key, kind, low, high, None allowed)
-NUMBERS = (
-    ("data.train_batch_size", int, 1, None, False), ("data.max_prompt_length", int, 1, None, False),
-    ("data.max_response_length", int, 1, None, False), ("data.gen_batch_size", int, 1, None, True),
-    ("data.train_max_samples", int, None, None, True), ("data.val_max_samples", int, None, None, True),
-    ("trainer.total_epochs", int, 1, None, False), ("trainer.total_training_steps", int, 1, None, True),
-    ("trainer.save_freq", int, None, None, False), ("trainer.test_freq", int, None, None, True),
-    ("trainer.max_actor_ckpt_to_keep", int, None, None, True), ("trainer.nnodes", int, 1, None, False),
-    ("trainer.n_gpus_per_node", int, 1, None, False), (f"{R}.gpu_memory_utilization", float, 0, 1, False),
-    (f"{R}.n", int, 1, None, False), (f"{R}.val_kwargs.n", int, 1, None, True),
-    (f"{A}.ppo_max_token_len_per_gpu", int, 1, None, True), (f"{A}.ppo_micro_batch_size_per_gpu", int, 1, None, True),
-    (f"{R}.log_prob_max_token_len_per_gpu", int, 1, None, True),
-    (f"{R}.log_prob_micro_batch_size_per_gpu", int, 1, None, True),
-    (f"{F}.log_prob_max_token_len_per_gpu", int, 1, None, True),
-    (f"{F}.log_prob_micro_batch_size_per_gpu", int, 1, None, True),
-    (f"{A}.entropy_from_logits_chunk_size", int, 1, None, True), (f"{A}.entropy_coeff", float, None, None, True),
-    (f"{A}.megatron.tensor_model_parallel_size", int, 1, None, True),
-    (f"{A}.megatron.pipeline_model_parallel_size", int, 1, None, True),
-    (f"{A}.megatron.context_parallel_size", int, 1, None, True),
-)
+# every integer / float preflight reads, by what it accepts
+POSITIVE = ("data.train_batch_size", "data.max_prompt_length", "data.max_response_length", "trainer.total_epochs",
+            "trainer.nnodes", "trainer.n_gpus_per_node", f"{R}.n")
+POSITIVE_OR_NULL = ("data.gen_batch_size", "trainer.total_training_steps", f"{R}.val_kwargs.n",
+                    f"{A}.ppo_max_token_len_per_gpu", f"{A}.ppo_micro_batch_size_per_gpu",
+                    f"{A}.entropy_from_logits_chunk_size", *(f"{A}.megatron.{k}_parallel_size" for k in
+                                                             ("tensor_model", "pipeline_model", "context")),
+                    *(f"{p}.log_prob_{k}_per_gpu" for p in (R, F) for k in ("max_token_len", "micro_batch_size")))
+INT_OR_NULL = ("data.train_max_samples", "data.val_max_samples", "trainer.test_freq", "trainer.max_actor_ckpt_to_keep")
 
 
 def check_numbers(cfg) -> None:
-    """Every key of NUMBERS read once before anything uses it: the first bad one is an InputError."""
-    for key, kind, low, high, none_ok in NUMBERS:
-        num(cfg, key, kind, low, high, none_ok)
+    """Every number preflight reads, read once before anything uses it: the first bad one is an InputError."""
+    for keys, low, none_ok in ((POSITIVE, 1, False), (POSITIVE_OR_NULL, 1, True), (INT_OR_NULL, None, True)):
+        for key in keys:
+            num(cfg, key, int, low, none_ok=none_ok)
+    num(cfg, "trainer.save_freq", int)
+    num(cfg, f"{R}.gpu_memory_utilization", float, 0, 1)
+    num(cfg, f"{A}.entropy_coeff", float, none_ok=True)
 
 
 def files(value) -> list:

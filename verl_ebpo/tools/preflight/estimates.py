@@ -46,14 +46,9 @@ def param_count(cfg: Mapping) -> int:
     biases when `attention_bias`), the gated MLP 3 x H x I, two RMSNorms 2H (+ Qwen3's q/k norms 2 x head_dim);
     plus the embedding V x H, the output head V x H unless `tie_word_embeddings`, the final norm H.
     Qwen3-8B (36, 4096, 12288, 151936, 32/8 heads, head_dim 128, untied): 8,190,735,360."""
-    h = _pos_int(cfg, "hidden_size")
-    layers = _pos_int(cfg, "num_hidden_layers")
-    inter = _pos_int(cfg, "intermediate_size")
-    vocab = _pos_int(cfg, "vocab_size")
-    heads = _pos_int(cfg, "num_attention_heads")
-    kv = _pos_int(cfg, "num_key_value_heads", heads)
-    head_dim = cfg.get("head_dim") or h // heads
-    head_dim = _pos_int({"head_dim": head_dim}, "head_dim")
+    h, layers, inter, vocab, heads = (_pos_int(cfg, k) for k in ("hidden_size", "num_hidden_layers",
+                                                                "intermediate_size", "vocab_size", "num_attention_heads"))
+    kv, head_dim = _pos_int(cfg, "num_key_value_heads", heads), _pos_int(cfg, "head_dim", cfg.get("head_dim") or h // heads)
     if cfg.get("num_experts") or cfg.get("num_local_experts") or cfg.get("n_routed_experts"):
         raise EstimateError("config.json: a mixture-of-experts model (this estimate covers dense models)")
     attn = 2 * h * heads * head_dim + 2 * h * kv * head_dim
@@ -77,12 +72,10 @@ def checkpoint_bytes(params: int, backend: str, save_contents, model_bytes: int 
     `extra` (RNG, scheduler, data loader) is counted as 0. An 8B model saved by FSDP with model+optimizer: ~98 GB."""
     per = {"model": model_bytes if backend == "fsdp" else 2, "optimizer": 8 if backend == "fsdp" else 12,
            "hf_model": hf_bytes, "extra": 0}
-    out = {}
-    for item in save_contents:
-        if item not in per:
-            raise EstimateError(f"checkpoint.save_contents: unknown item {item!r} (model, optimizer, extra, hf_model)")
-        out[item] = params * per[item]
-    return out
+    unknown = [item for item in save_contents if item not in per]
+    if unknown:
+        raise EstimateError(f"checkpoint.save_contents: unknown item {unknown[0]!r} (model, optimizer, extra, hf_model)")
+    return {item: params * per[item] for item in save_contents}
 
 
 @dataclass(frozen=True)
@@ -102,16 +95,12 @@ def checkpoint_plan(rows: int, train_batch_size: int, total_epochs: int, total_t
     Example: 17,398 rows, batch 512, 20 epochs, save every 10, keep all -> 33 steps/epoch, 660 steps, 66 kept."""
     spe = rows // train_batch_size
     total = spe * total_epochs if total_training_steps is None else int(total_training_steps)
-    if save_freq is None or save_freq <= 0 or total <= 0:
-        saves = 0
-    else:
-        saves = total // save_freq + (1 if total % save_freq else 0)
+    saves = -(-total // save_freq) if save_freq and save_freq > 0 and total > 0 else 0
     kept = saves if keep is None or keep <= 0 else min(saves, keep)
     # checkpoint_manager.py ensure_checkpoint_capacity: keep >= 2 removes down to keep - 1 before a save; keep = 1
     # removes nothing before, so the old and the new checkpoint both exist until register_checkpoint
     peak = min(saves, keep + 1) if keep == 1 else kept
     return CheckpointPlan(spe, total, saves, kept, peak)
-
 
 
 # ---- GPU memory ------------------------------------------------------------------------------------------------
@@ -128,9 +117,7 @@ def entropy_bytes(tokens: int, vocab: int, tp: int = 1, chunked: bool = False, c
     """Extra memory of verl's entropy over the logits. Not chunked (`entropy_from_logits`): the softmax and its
     product with the logits, two more buffers the size of the logits. Chunked (`entropy_from_logits_with_chunking`):
     three fp32 buffers of `chunk` rows (the float copy, softmax, product)."""
-    if chunked:
-        return 3 * min(chunk, tokens) * math.ceil(vocab / tp) * 4
-    return 2 * logits_bytes(tokens, vocab, tp, nbytes)
+    return 3 * min(chunk, tokens) * math.ceil(vocab / tp) * 4 if chunked else 2 * logits_bytes(tokens, vocab, tp, nbytes)
 
 
 @dataclass(frozen=True)
@@ -148,14 +135,9 @@ def learner_shards(params: int, backend: str, world: int, *, tp: int = 1, pp: in
     of the run (16 B a parameter / world with fp32 parameters). megatron: bf16 parameters and fp32 gradients split
     over tp x pp; fp32 master weights + two moments (12 B) also over the data-parallel ranks (distributed optimizer,
     dp = world / (tp x pp x cp)). Offloaded parts count 0."""
-    if backend == "fsdp":
-        p = params * model_bytes // world
-        g = params * 4 // world
-        o = params * 8 // world
-    else:
-        mp = tp * pp
-        dp = max(1, world // (tp * pp * cp))
-        p, g, o = params * 2 // mp, params * 4 // mp, params * 12 // (mp * dp)
+    mp, dp = (world, 1) if backend == "fsdp" else (tp * pp, max(1, world // (tp * pp * cp)))
+    p, g, o = params * (model_bytes if backend == "fsdp" else 2) // mp, params * 4 // mp, \
+        params * (8 if backend == "fsdp" else 12) // (mp * dp)
     return Shards(0 if param_offload else p, g, 0 if optimizer_offload else o)
 
 
@@ -169,10 +151,8 @@ def layer_working_bytes(tokens: int, cfg: Mapping, backward: bool = True, nbytes
     """One decoder layer's activations while it runs (the layer recomputed in the backward pass, and their
     gradients when `backward`): per token 2 x (H + heads x hd + 2 x kv x hd) (norm outputs, q/k/v, attention
     output) + 3 x I (gate, up, their product), bf16. Qwen3-8B at 24,576 tokens with gradients: 5.6 GB."""
-    h = _pos_int(cfg, "hidden_size")
-    heads = _pos_int(cfg, "num_attention_heads")
-    kv = _pos_int(cfg, "num_key_value_heads", heads)
-    hd = cfg.get("head_dim") or h // heads
+    h, heads = _pos_int(cfg, "hidden_size"), _pos_int(cfg, "num_attention_heads")
+    kv, hd = _pos_int(cfg, "num_key_value_heads", heads), cfg.get("head_dim") or h // heads
     per_token = 2 * (h + heads * hd + 2 * kv * hd) + 3 * _pos_int(cfg, "intermediate_size")
     return tokens * per_token * nbytes * (2 if backward else 1)
 
@@ -192,13 +172,11 @@ def rollout_headroom(util: float, gpu_bytes: float, resident: int, overhead: flo
     return (1 - util) * gpu_bytes - resident - overhead
 
 
-
 def host_reference_bytes(params: int, world: int, gpus_per_node: int, model_bytes: int = 4) -> int:
     """The reference model's pinned CPU copy on one node: FSDP2 gives a forward-only model CPUOffloadPolicy
     (workers/engine/fsdp/transformer_impl.py:462), each rank pins its shard P x model_dtype / W, a node holds its
     GPUs' shards. Qwen3-8B, fp32, one node of 8: 32.8 GB; Qwen3-14B: 59.1 GB."""
     return params * model_bytes * gpus_per_node // world
-
 
 
 def verdict(total: int, gpu_bytes: float) -> str:

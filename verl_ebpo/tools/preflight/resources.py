@@ -59,19 +59,18 @@ def check_model(ctx: Context, report: Report) -> None:
     path = str(sel(ctx.cfg, "actor_rollout_ref.model.path"))
     found = find_config(path, ctx.working_dir)
     if found.fail:
-        report.add("model", "FAIL", f"{path}: config.json cannot be read", f"actor_rollout_ref.model.path: {found.where}",
+        report.add("model", "FAIL", found.where, f"actor_rollout_ref.model.path={path}: verl reads its config.json",
                    "point actor_rollout_ref.model.path at a model folder with a valid config.json")
         return
     data = found.config or {}
     data = data.get("text_config", data) if "hidden_size" not in data else data
     dtype = data.get("torch_dtype") or data.get("dtype")
     try:
-        if found.config is None:
-            raise est.EstimateError("no config.json")
-        params = est.param_count(data)
+        params = est.param_count(data) if found.config else est.dtype_bytes("no config.json")
         est.dtype_bytes(dtype)
     except est.EstimateError as exc:
-        report.add("model", "warn", f"{exc}: checkpoints and memory not estimated", found.where)
+        report.add("model", "warn", f"{'no config.json' if found.config is None else exc}: checkpoints and memory "
+                   "not estimated", found.where)
         return
     ctx.params, ctx.model_cfg = params, data
     report.add("model", "ok", f"{params / 1e9:.2f} B parameters, {data['num_hidden_layers']} layers, {dtype or 'bfloat16'}",
