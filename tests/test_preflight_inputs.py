@@ -228,7 +228,7 @@ def test_exit_codes_follow_the_cli_convention(readme_run, capsys, no_ray_answer)
         "verl-ebpo preflight: no FAIL; 2 warning(s); read: cluster, ebpo checkpoint")
     rc, _, err = _run(capsys, [*FREE, *args, "trainer.no_such_key=1"])
     _one_line_refusal(rc, err, "trainer.no_such_key")
-    rc, _, err = _run(capsys, [*FREE, *args, "actor_rollout_ref.actor.ppo_mini_batch_size=3"])  # verl's refusal
+    rc, _, err = _run(capsys, [*FREE, *args, "actor_rollout_ref.actor.ppo_mini_batch_size=1024"])  # verl's refusal
     _one_line_refusal(rc, err)
     rc, _, err = _run(capsys, [*FREE, "--ray-address", "http://127.0.0.1:1", *args])
     _one_line_refusal(rc, err, "cluster:", "no Ray cluster answers at http://127.0.0.1:1", "ray start --head",
