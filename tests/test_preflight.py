@@ -77,7 +77,6 @@ def test_memory_per_pass():
     s = est.learner_shards(8_000_000_000, "megatron", 32, tp=2, pp=2)  # dp = 8
     assert (s.params, s.grads, s.optimizer) == (4_000_000_000, 8_000_000_000, 3_000_000_000)
     assert est.learner_shards(8_000_000_000, "fsdp", 32, param_offload=True, optimizer_offload=True).params == 0
-    assert [est.verdict(x, 80e9) for x in (70e9, 75e9, 81e9)] == ["ok", "tight", "fail"]
 
 
 # ---- the README's GPU command ----------------------------------------------------------------------------------

@@ -10,12 +10,15 @@ import os
 import warnings
 from typing import Any, Optional
 
+import numpy as np
+import pyarrow as pa
+
+from verl_ebpo.samplers.fields import read_field
 from verl_ebpo.tools.preflight import resources
 from verl_ebpo.tools.preflight.context import GT, Context, Report, check_numbers, files, local, num, remote, sel
 from verl_ebpo.tools.preflight.estimates import GB
 
 ORDERED = {"TopicOrderedDataset": "topic", "DifficultyOrderedDataset": "difficulty"}
-CALLBACK = "verl_ebpo.EBPOCheckpointCallback"
 
 
 def compose(overrides: list) -> Any:
@@ -46,7 +49,8 @@ def run_checks(overrides: list, *, gpu_memory_gb=None, free_disk_gb=None, shared
     cluster = detect_cluster(ray_address)
     if host_memory_gb is not None:
         cluster = dataclasses.replace(cluster, host_bytes=host_memory_gb * GB)
-    ctx = Context(cfg, os.path.abspath(working_dir or os.getcwd()), free_disk_gb, shared_dir, cluster, tuple(creates))
+    ctx = Context(cfg, os.path.abspath(working_dir or os.getcwd()), free_disk_gb, shared_dir, cluster, tuple(creates),
+                  num(cfg, "trainer.nnodes", int, 1), num(cfg, "trainer.n_gpus_per_node", int, 1))
     check_verl(ctx, report)
     resources.check_cluster(ctx, report, gpu_memory_gb)
     check_ebpo(ctx, report)
@@ -94,34 +98,31 @@ def check_ebpo(ctx: Context, report: Report) -> None:
     if opts.prior_scope == "running" and not sel(ctx.cfg, "trainer.checkpoint_callback_class"):
         report.add("ebpo checkpoint", "warn", "the running prior is not saved with the checkpoints",
                    "no trainer.checkpoint_callback_class: a resume starts the prior afresh",
-                   f"set trainer.checkpoint_callback_class={CALLBACK}")
+                   "set trainer.checkpoint_callback_class=verl_ebpo.EBPOCheckpointCallback")
 
 
 def _prompt_type_problem(values, prompt_key: str) -> Optional[str]:
     """verl's RLHFDataset reads `prompt_key` as chat messages ([{role, content}, ...]); what is wrong, or None."""
     for i, v in enumerate(values):
-        if v is None or isinstance(v, (list, tuple)) and all(isinstance(m, dict) and "role" in m and "content" in m
-                                                              for m in v):
-            continue
-        shown = f"a list of {type(v[0]).__name__ if v else 'nothing'}" if isinstance(v, (list, tuple)) \
-            else type(v).__name__
-        return f"column {prompt_key!r} holds {shown} (row {i}: {str(v)[:40]!r}), not chat messages"
+        listed = isinstance(v, (list, tuple))
+        if v is not None and not (listed and all(isinstance(m, dict) and "role" in m and "content" in m for m in v)):
+            shown = f"a list of {type(v[0]).__name__ if v else 'nothing'}" if listed else type(v).__name__
+            return f"column {prompt_key!r} holds {shown} (row {i}: {str(v)[:40]!r}), not chat messages"
     return None
 
 
 def label_fix(field: str) -> str:
     """How to write the ordering field `field` on every row."""
-    if "topic" in field:
-        return "label the topics: verl-ebpo label-topics, or recipes/data/label_data.sh topics"
-    return "label the difficulty: verl-ebpo label-difficulty, or recipes/data/label_data.sh difficulty MODEL"
+    topic = "topic" in field
+    return (f"label it: verl-ebpo label-{'topics' if topic else 'difficulty'}, or recipes/data/label_data.sh "
+            f"{'topics' if topic else 'difficulty MODEL'}")
 
 
 def _read_file(report, which, raw, working_dir, wanted) -> Optional[Any]:
     """The columns `wanted` of one data file as a pyarrow Table, or None (a row added saying why)."""
     check = f"data: {which}"
     if remote(raw):
-        report.add(check, "n/a", f"{raw}: remote, not checked")
-        return None
+        return report.add(check, "n/a", f"{raw}: remote, not checked")  # None: not read
     path = local(raw, working_dir)
     from verl_ebpo.tools.files import unreadable_reason
 
@@ -132,8 +133,6 @@ def _read_file(report, which, raw, working_dir, wanted) -> Optional[Any]:
                    f"data.{which}_files: {path}")
         return None
     import pyarrow.parquet as pq
-
-    from verl_ebpo.samplers.fields import read_field
 
     try:
         names = set(pq.ParquetFile(path).schema_arrow.names)
@@ -156,16 +155,12 @@ def _read_file(report, which, raw, working_dir, wanted) -> Optional[Any]:
 
 
 def check_data(ctx: Context, report: Report) -> None:
-    cfg = ctx.cfg
-    prompt_key = sel(cfg, "data.prompt_key", "prompt")
-    opts = None
-    if sel(cfg, "data.custom_cls.name") in ORDERED:
+    cfg, opts = ctx.cfg, None
+    prompt_key, order = sel(cfg, "data.prompt_key", "prompt"), ORDERED.get(sel(cfg, "data.custom_cls.name"))
+    if order:
         from verl_ebpo.samplers.dataset import options_from_data_config
 
-        opts = options_from_data_config(sel(cfg, "data"), ORDERED[sel(cfg, "data.custom_cls.name")])  # or the line
-    import pyarrow as pa
-
-    from verl_ebpo.samplers.fields import read_field
+        opts = options_from_data_config(sel(cfg, "data"), order)  # refused: the one line
 
     for which in ("train", "val"):
         wanted = [prompt_key, GT, "data_source", *((opts.field,) if opts is not None and which == "train" else ())]
@@ -178,8 +173,6 @@ def check_data(ctx: Context, report: Report) -> None:
         table = pa.concat_tables(tables, promote_options="default")
         rows, limit = table.num_rows, num(cfg, f"data.{which}_max_samples", int, none_ok=True)
         if limit is not None and 0 < limit < rows:  # rl_dataset.py: seeded choice when shuffled, else the first N
-            import numpy as np
-
             seed = () if sel(cfg, "data.seed") is None else (sel(cfg, "data.seed"),)
             keep = np.random.default_rng(*seed).choice(rows, limit, replace=False) if sel(cfg, "data.shuffle") \
                 else np.arange(limit)
@@ -200,7 +193,7 @@ def check_data(ctx: Context, report: Report) -> None:
             except ValueError as exc:
                 report.add("data: train", "FAIL", str(exc), "", label_fix(opts.field))
                 continue
-            kept += f", {served:,} served in {ORDERED[sel(cfg, 'data.custom_cls.name')]} order"
+            kept += f", {served:,} served in {order} order"
         ctx.train_len = served
         batch = num(cfg, "data.train_batch_size", int, 1)
         spe = served // batch
@@ -262,7 +255,6 @@ def _root_cause(exc: BaseException, path: str) -> str:
         root = root.__cause__ or root.__context__ or root
     if isinstance(root, SyntaxError) and root.lineno:
         return f"SyntaxError: {root.msg} ({root.filename} line {root.lineno})"
-    base = os.path.basename(path.removeprefix("pkg://").replace(".", "/")) if path else "\0"
     frames = traceback.extract_tb(root.__traceback__) or traceback.extract_tb(exc.__traceback__)
-    frame = next((f for f in reversed(frames) if os.path.basename(f.filename).startswith(base)), frames[-1])
+    frame = next((f for f in reversed(frames) if os.path.basename(f.filename) == os.path.basename(path)), frames[-1])
     return f"{type(root).__name__}: {root} ({frame.filename} line {frame.lineno})"

@@ -38,10 +38,6 @@ class Cluster:
     source: str = "not detected"
     unanswered: Optional[str] = None  # the Ray address that did not answer
 
-    @property
-    def detected(self) -> bool:
-        return self.gpus_per_node is not None
-
 
 def _nvidia_smi() -> Optional[list]:
     """Total memory of each visible GPU in bytes (nvidia-smi reports MiB), or None without nvidia-smi."""
@@ -56,15 +52,6 @@ def _nvidia_smi() -> Optional[list]:
     if visible:
         sizes = [sizes[int(v)] for v in visible.split(",") if v.strip().isdigit() and int(v) < len(sizes)]
     return sizes or None
-
-
-def _host_bytes() -> Optional[float]:
-    try:
-        import psutil
-
-        return float(psutil.virtual_memory().total)
-    except Exception:  # noqa: BLE001
-        return None
 
 
 def _ray_nodes(address: str, timeout: float) -> Optional[list]:
@@ -92,7 +79,7 @@ def detect(ray_address: Optional[str] = None) -> Cluster:
     sizes, how = _nvidia_smi(), "nvidia-smi"
     gpu_bytes = min(sizes) if sizes else None
     local = len(sizes) if sizes else 0
-    host = _host_bytes()
+    host = float(os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES"))  # this machine's memory
     if ray_address:
         nodes = _ray_nodes(ray_address, PROBE_TIMEOUT_S)
         if nodes is not None:
@@ -115,11 +102,9 @@ def main(argv=None) -> int:
     parser = argparse.ArgumentParser(prog="python -m verl_ebpo.tools.preflight.cluster",
                                      description="print NODES GPUS_PER_NODE GPU_MEMORY_GB SOURCE ('-' where unknown)")
     parser.add_argument("--ray-address", default=None, help="a Ray cluster's address (dashboard http://HOST:8265)")
-    args = parser.parse_args(argv)
-    found = detect(args.ray_address)
-    gb = "-" if found.gpu_bytes is None else str(int(found.gpu_bytes // 1e9))
-    cells = ["-" if v is None else str(v) for v in (found.nodes, found.gpus_per_node)]
-    print(" ".join([*cells, gb, found.source.replace(" ", "_")]))
+    found = detect(parser.parse_args(argv).ray_address)
+    gb = None if found.gpu_bytes is None else int(found.gpu_bytes // 1e9)
+    print(*("-" if v is None else v for v in (found.nodes, found.gpus_per_node, gb)), found.source.replace(" ", "_"))
     return 0
 
 

@@ -32,9 +32,7 @@ class Report:
     def blocking(self) -> Optional[str]:
         """Every FAIL with its fix, in one line (None when none)."""
         fails = [f"{c}: {h}" + (f"; {fix}" if fix else "") for c, s, h, _, fix in self.rows if s == "FAIL"]
-        if not fails:
-            return None
-        return fails[0] if len(fails) == 1 else f"{len(fails)} FAIL: " + " | ".join(fails)
+        return (f"{len(fails)} FAIL: " if len(fails) > 1 else "") + " | ".join(fails) if fails else None
 
     def table(self, verbose: bool = False) -> str:
         width = max(len(r[0]) for r in self.rows)
@@ -47,10 +45,10 @@ class Report:
 
     def closing(self) -> str:
         """The last line when nothing blocks: the warnings and the rows not checked, by name."""
-        named = {s: list(dict.fromkeys(r[0] for r in self.rows if r[1] == s)) for s in ("warn", "n/a")}
-        line = f"no FAIL; {len(named['warn'])} warning(s)" + "".join(
-            f"; {label}: {', '.join(named[s])}" for s, label in (("warn", "read"), ("n/a", "not checked")) if named[s])
-        return line + " (--verbose: the figures)" if named["warn"] else line
+        named = {s: ", ".join(dict.fromkeys(r[0] for r in self.rows if r[1] == s)) for s in ("warn", "n/a")}
+        return f"no FAIL; {sum(r[1] == 'warn' for r in self.rows)} warning(s)" + (
+            f"; read: {named['warn']} (--verbose)" if named["warn"] else "") + (
+            f"; not checked: {named['n/a']}" if named["n/a"] else "")
 
 
 def gb(nbytes: float) -> str:
@@ -75,12 +73,9 @@ def num(cfg, key: str, kind: type = int, low=None, high=None, none_ok: bool = Fa
         good = math.isfinite(value) and (low is None or value > low) and (high is None or value <= high)
     elif good:
         good = (low is None or value >= low) and (high is None or value <= high)
-    if not good:
-        what = "an integer" if kind is int else "a number"
-        if high is not None:
-            what += f" in [{low:g}, {high:g}]" if kind is int else f" in ({low:g}, {high:g}]"
-        elif low is not None:
-            what += f" >= {low:g}"
+    if not good:  # floats with a range: (0, 1] (gpu_memory_utilization); integers: >= low
+        what = ("an integer" if kind is int else "a number") + (f" in ({low:g}, {high:g}]" if high is not None else
+                                                                 f" >= {low:g}" if low is not None else "")
         raise InputError(f"{key}={value!r}: must be {what}" + (" or null" if none_ok else ""))
     return float(value) if kind is float else value
 
@@ -132,6 +127,8 @@ class Context:
     shared_dir: Optional[str]
     cluster: Any  # cluster.Cluster
     creates: tuple = ()  # folders the launcher makes before the run (--creates)
+    nnodes: int = 1  # trainer.nnodes, trainer.n_gpus_per_node (run_checks reads them)
+    per_node: int = 1
     gpu_bytes: float = 80e9  # one GPU's memory as the estimates use it (check_cluster sets it)
     gpu_source: str = "80 GB (assumed)"  # declared (--gpu-memory-gb), detected or assumed
     uses_ref: bool = False  # verl's need_reference_policy

@@ -7,12 +7,12 @@ Units: bytes (ints), GB = 1e9 bytes.
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass
+from collections import namedtuple
 from typing import Mapping
 
 GB = 1e9
 DTYPE_BYTES = {"bfloat16": 2, "bf16": 2, "float16": 2, "fp16": 2, "half": 2, "float32": 4, "fp32": 4, "float": 4}
-TIGHT = 0.9  # a pass above this share of the GPU's memory is "tight"
+TIGHT = 0.9  # a pass above this share of the GPU's memory is a warning
 # CUDA contexts, NCCL buffers and vLLM's CUDA-graph pool: held on every GPU all run, not freed by vLLM's sleep mode
 # (2-4 GB measured by verl users; the upper figure is counted in every pass and is the rollout check's margin)
 RUNTIME_OVERHEAD = 4 * GB
@@ -78,13 +78,7 @@ def checkpoint_bytes(params: int, backend: str, save_contents, model_bytes: int 
     return {item: params * per[item] for item in save_contents}
 
 
-@dataclass(frozen=True)
-class CheckpointPlan:
-    steps_per_epoch: int
-    total_steps: int
-    saves: int
-    kept: int
-    peak: int = 0  # checkpoints on disk at once (verl saves the new one before deleting the oldest when keep = 1)
+CheckpointPlan = namedtuple("CheckpointPlan", "steps_per_epoch total_steps saves kept peak")
 
 
 def checkpoint_plan(rows: int, train_batch_size: int, total_epochs: int, total_training_steps,
@@ -120,13 +114,7 @@ def entropy_bytes(tokens: int, vocab: int, tp: int = 1, chunked: bool = False, c
     return 3 * min(chunk, tokens) * math.ceil(vocab / tp) * 4 if chunked else 2 * logits_bytes(tokens, vocab, tp, nbytes)
 
 
-@dataclass(frozen=True)
-class Shards:
-    """Resident bytes per GPU of the learner's parameters, gradients and optimizer state."""
-
-    params: int
-    grads: int
-    optimizer: int
+Shards = namedtuple("Shards", "params grads optimizer")  # resident bytes per GPU of the learner's state
 
 
 def learner_shards(params: int, backend: str, world: int, *, tp: int = 1, pp: int = 1, cp: int = 1,
@@ -178,12 +166,6 @@ def host_reference_bytes(params: int, world: int, gpus_per_node: int, model_byte
     GPUs' shards. Qwen3-8B, fp32, one node of 8: 32.8 GB; Qwen3-14B: 59.1 GB."""
     return params * model_bytes * gpus_per_node // world
 
-
-def verdict(total: int, gpu_bytes: float) -> str:
-    """"fail" over the GPU's memory, "tight" over TIGHT of it, else "ok"."""
-    if total > gpu_bytes:
-        return "fail"
-    return "tight" if total > TIGHT * gpu_bytes else "ok"
 
 
 # ---- time (an estimate: docs/preflight.md#time) -------------------------------------------------------------------

@@ -84,16 +84,12 @@ def _hub_download(repo: str, timeout: float) -> Optional[str]:
 
 def find_config(path: str, working_dir: str) -> Found:
     """`actor_rollout_ref.model.path` -> its config.json. A path that looks local (absolute, ./, ~, or an existing
-    relative folder) and does not exist, or a config.json it cannot read, is `fail`; an `org/name` id is looked up in the HF cache, then in the
-    shipped shapes, then on the Hub (at most `hub_timeout()` seconds)."""
-    raw = path.removeprefix("file://")
-    local = os.path.expanduser(raw)
-    local = local if os.path.isabs(local) else os.path.join(working_dir, local)
+    relative folder) and does not exist, or a config.json it cannot read, is `fail`; an `org/name` id is looked up
+    in the HF cache, then in the shipped shapes, then on the Hub (at most `hub_timeout()` seconds)."""
+    raw, local = path.removeprefix("file://"), os.path.join(working_dir, os.path.expanduser(path.removeprefix("file://")))
     if os.path.isdir(local):
         file = os.path.join(local, "config.json")
-        if os.path.isfile(file):
-            return _read(file)
-        return Found(None, f"{local}: a folder without config.json", fail=True)
+        return _read(file) if os.path.isfile(file) else Found(None, f"{local}: a folder without config.json", fail=True)
     if not HUB_ID.match(raw) or raw.startswith((".", "~")):
         return Found(None, f"{local} does not exist (a local path; an HF id is written org/name)", fail=True)
     hit = _cached(raw)

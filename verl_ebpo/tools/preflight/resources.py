@@ -18,13 +18,11 @@ ASSUMED_GPU_GB = 80.0  # one GPU's memory when it is neither declared nor detect
 GPU_MISMATCH = 0.10  # declared vs detected further apart than this share: FAIL (declared above) / warn
 # (a vendor's "80 GB" is 80 GiB: nvidia-smi reports 81,559 MiB = 85.5e9 bytes, 7 % above 80e9)
 SHM_MIN = 1 * est.GB  # NCCL's shared-memory transport and Ray's object store need more than Docker's 64 MB default
-VERDICT = {"ok": "ok", "tight": "warn", "fail": "FAIL"}
 
 
 def check_cluster(ctx: Context, report: Report, declared_gb: Optional[float]) -> None:
     """The cluster row, and the GPU memory every estimate uses: declared, detected or assumed (ctx.gpu_bytes)."""
-    cfg, found = ctx.cfg, ctx.cluster
-    nnodes, per = num(cfg, "trainer.nnodes", int, 1), num(cfg, "trainer.n_gpus_per_node", int, 1)
+    found, nnodes, per = ctx.cluster, ctx.nnodes, ctx.per_node
     want, n = f"{nnodes} x {per} = {nnodes * per} GPUs", found.gpus_per_node
     rows = [(found.unanswered, "FAIL", f"no Ray cluster answers at {found.unanswered}",
              "start one with `ray start --head`, or run on this node (recipes: LAUNCH=local)"),
@@ -93,9 +91,6 @@ def check_checkpoints(ctx: Context, report: Report) -> Optional[int]:
     detail = f"{head} (max_actor_ckpt_to_keep={keep}), save_contents={contents}" + (
         f", {plan.peak} at the peak (keep 1: the new one is written before the old one goes)"
         if plan.peak > plan.kept else "")
-    if "optimizer" not in contents and plan.saves:
-        report.add("checkpoints: resume", "warn", "no optimizer in save_contents: a resume restarts AdamW",
-                   "the weights and the data position are restored, AdamW's moments are not")
     if ctx.params is None:
         report.add("checkpoints", "warn", f"{head}; size not estimated", detail)
         return plan.total_steps
@@ -136,7 +131,7 @@ def check_memory(ctx: Context, report: Report) -> None:
         report.add("memory", "warn", "GPU memory not estimated (no model config.json)")
         return
     fsdp, engine = backend(cfg) == "fsdp", "fsdp_config" if backend(cfg) == "fsdp" else "megatron"
-    world = num(cfg, "trainer.nnodes", int, 1) * num(cfg, "trainer.n_gpus_per_node", int, 1)
+    world = ctx.nnodes * ctx.per_node
     tp, pp, cp = (1, 1, 1) if fsdp else tuple(num(cfg, f"{A}.megatron.{k}_parallel_size", int, 1, none_ok=True) or 1
                                               for k in ("tensor_model", "pipeline_model", "context"))
     shards = est.learner_shards(ctx.params, backend(cfg), world, tp=tp, pp=pp, cp=cp,
@@ -160,7 +155,7 @@ def check_memory(ctx: Context, report: Report) -> None:
                f"set {R}.gpu_memory_utilization={fits:g} (recipes: GPU_MEM_UTIL={fits:g})" if fits >= 0.3
                else "set OFFLOAD=True (actor param/optimizer offload) or use more GPUs")
     cm = ctx.model_cfg
-    vocab, hidden, layers = int(cm["vocab_size"]), int(cm["hidden_size"]), int(cm["num_hidden_layers"])
+    vocab, hidden, layers = (int(cm[k]) for k in ("vocab_size", "hidden_size", "num_hidden_layers"))
     seq = num(cfg, "data.max_prompt_length", int, 1) + num(cfg, "data.max_response_length", int, 1)
     chunk = num(cfg, f"{A}.entropy_from_logits_chunk_size", int, 1, none_ok=True) or 2048
     chunked = bool(sel(cfg, f"{A}.entropy_from_logits_with_chunking"))
@@ -189,10 +184,11 @@ def check_memory(ctx: Context, report: Report) -> None:
         parts.update({"one layer": est.layer_working_bytes(tokens, cm, backward=backward) // tp,
                       "unsharded lm_head": est.unsharded_head_bytes(vocab, hidden, backward) // tp,
                       "states": states, "runtime": est.RUNTIME_OVERHEAD})
-        total, v = sum(parts.values()), est.verdict(sum(parts.values()), gpu)
-        fix = "" if v != "fail" else f"lower {key}" + (
+        total = sum(parts.values())
+        v = "FAIL" if total > gpu else "warn" if total > est.TIGHT * gpu else "ok"
+        fix = "" if v != "FAIL" else f"lower {key}" + (
             " or set actor_rollout_ref.actor.entropy_from_logits_with_chunking=True" if entropy and not chunked else "")
-        report.add(f"memory: {name}", VERDICT[v], f"{gb(total)} of {gb(gpu)} at {tokens:,} tokens/GPU",
+        report.add(f"memory: {name}", v, f"{gb(total)} of {gb(gpu)} at {tokens:,} tokens/GPU",
                    f"{tokens:,} tokens/GPU x {vocab:,} vocabulary{f' / TP {tp}' if tp > 1 else ''}: "
                    f"{' + '.join(f'{k} {gb(b)}' for k, b in parts.items())} = {gb(total)} of {label}", fix)
 
@@ -226,14 +222,13 @@ def check_host(ctx: Context, report: Report) -> None:
                    "start the container with --ipc=host or --shm-size=16g")
     if ctx.params is None or backend(cfg) != "fsdp" or not ctx.uses_ref:
         return
-    nnodes, per = num(cfg, "trainer.nnodes", int, 1), num(cfg, "trainer.n_gpus_per_node", int, 1)
-    need = est.host_reference_bytes(ctx.params, nnodes * per, per,
+    need = est.host_reference_bytes(ctx.params, ctx.nnodes * ctx.per_node, ctx.per_node,
                                      est.dtype_bytes(sel(cfg, f"{F}.fsdp_config.model_dtype"), 4))
     offloaded = [(n, b) for n, k, b in (("parameters", "param_offload", 4), ("optimizer", "optimizer_offload", 8))
-                 if sel(cfg, f"{A}.fsdp_config.{k}")]
-    need += sum(ctx.params * b // nnodes for _, b in offloaded)
-    what = "the reference model's pinned CPU copy (FSDP2 offloads a forward-only model)" + (
-        f" + the actor's offloaded {' and '.join(n for n, _ in offloaded)}" if offloaded else "")
+                 if sel(cfg, f"{A}.fsdp_config.{k}")]  # the actor's offloaded parts, pinned on the host too
+    need += sum(ctx.params * b // ctx.nnodes for _, b in offloaded)
+    what = "the reference model's pinned CPU copy (FSDP2 offloads a forward-only model)" + "".join(
+        f" + the actor's offloaded {n}" for n, _ in offloaded)
     host = ctx.cluster.host_bytes
     status = "warn" if host is None else "FAIL" if need > 0.9 * host else "ok"
     report.add("host memory", status, f"{gb(need)} a node " + (
@@ -243,10 +238,9 @@ def check_host(ctx: Context, report: Report) -> None:
 
 def check_time(ctx: Context, report: Report, steps: Optional[int]) -> None:
     """The estimated time a step and of the run with its validations, in hours and GPU-hours (est.step_seconds)."""
-    cfg = ctx.cfg
+    cfg, gpus = ctx.cfg, ctx.nnodes * ctx.per_node
     if ctx.params is None:
         return
-    gpus = num(cfg, "trainer.nnodes", int, 1) * num(cfg, "trainer.n_gpus_per_node", int, 1)
     resp, freq = num(cfg, "data.max_response_length", int, 1), num(cfg, "trainer.test_freq", int, none_ok=True) or -1
     rollout, learner = est.step_seconds(ctx.params, num(cfg, "data.train_batch_size", int, 1), num(cfg, f"{R}.n", int, 1),
                                         num(cfg, "data.max_prompt_length", int, 1), resp, gpus, ctx.uses_ref)
@@ -269,7 +263,7 @@ def _under(path: str, folder: str) -> bool:
 
 def check_nodes(ctx: Context, report: Report) -> None:
     """The metrics file's folder (verl's file logger does not make it), and on several nodes every path shared."""
-    cfg, nnodes, logger = ctx.cfg, num(ctx.cfg, "trainer.nnodes", int, 1), sel(ctx.cfg, "trainer.logger") or []
+    cfg, nnodes, logger = ctx.cfg, ctx.nnodes, sel(ctx.cfg, "trainer.logger") or []
     metrics = sel(cfg, "ray_kwargs.ray_init.runtime_env.env_vars.VERL_FILE_LOGGER_PATH") or os.environ.get(
         "VERL_FILE_LOGGER_PATH") if "file" in ([logger] if isinstance(logger, str) else logger) else None
     if metrics is not None:
