@@ -77,7 +77,6 @@ def test_memory_per_pass():
     s = est.learner_shards(8_000_000_000, "megatron", 32, tp=2, pp=2)  # dp = 8
     assert (s.params, s.grads, s.optimizer) == (4_000_000_000, 8_000_000_000, 3_000_000_000)
     assert est.learner_shards(8_000_000_000, "fsdp", 32, param_offload=True, optimizer_offload=True).params == 0
-    assert [est.verdict(x, 80e9) for x in (70e9, 75e9, 81e9)] == ["ok", "tight", "fail"]
 
 
 # ---- the README's GPU command ----------------------------------------------------------------------------------
@@ -118,18 +117,30 @@ def readme_run(tmp_path, monkeypatch):
     return shared, _readme_args(tmp_path, shared)
 
 
-def _run(capsys, argv):
-    rc = preflight_main(argv)
+def _run(capsys, argv, verbose=True):
+    rc = preflight_main(["--verbose", *argv] if verbose else argv)
     out = capsys.readouterr()
     return rc, out.out, out.err
+
+
+def _rows(out: str) -> dict:
+    """{check: its line and, with --verbose, its indented detail and fix lines joined}."""
+    rows, last = {}, None
+    for line in out.splitlines():
+        if line.startswith(" ") and last is not None:
+            rows[last] += " " + line.strip()
+        elif not line.startswith("verl-ebpo preflight:"):
+            last = line.split("  ")[0].strip()
+            rows[last] = line
+    return rows
 
 
 def test_the_readme_run_passes_preflight(readme_run, capsys):
     shared, args = readme_run
     rc, out, err = _run(capsys, ["--free-disk-gb", "1000", *args])
     assert rc == 0, err
-    rows = {line.split("  ")[0].strip(): line for line in out.splitlines()[1:]}
-    assert "extra_info.topic on every row" in rows["data: train"]
+    rows = _rows(out)
+    assert "17,408 served in topic order: 34 steps an epoch of 512" in rows["data: train"]
     assert "8.19 B parameters" in rows["model"]
     # 1000 steps, a save every 100, the last 2 kept: 2 x 98.3 GB (the disk the README states)
     assert "1,000 steps, 10 saves (every 100), 2 kept" in rows["checkpoints"] and "= 196.6 GB" in rows["checkpoints"]
@@ -173,9 +184,10 @@ def test_a_pass_whose_logits_exceed_the_gpu_is_refused(readme_run, capsys):
     args = [a for a in args if "entropy_from_logits_with_chunking" not in a]
     args[args.index("--gpu-memory-gb") + 1] = "40"
     rc, out, err = _run(capsys, ["--free-disk-gb", "1000", *args])
-    _one_line_refusal(rc, err, "memory: old log-prob", "not chunked", "29.9 GB", "= 58.8 GB of 40 GB (declared: --gpu-memory-gb)",
+    _one_line_refusal(rc, err, "memory: old log-prob: 58.8 GB of 40.0 GB",
                       "lower actor_rollout_ref.rollout.log_prob_micro_batch_size_per_gpu",
                       "entropy_from_logits_with_chunking=True")
+    assert "not chunked) 29.9 GB" in out and "= 58.8 GB of 40 GB (declared: --gpu-memory-gb)" in out
 
 
 def test_the_real_free_space_is_used_without_the_option(readme_run, capsys, monkeypatch):
@@ -191,8 +203,9 @@ def test_the_real_free_space_is_used_without_the_option(readme_run, capsys, monk
         return usage(10**12, 0, 10**11)  # 100 GB free: 2 x 98.3 GB does not fit
 
     monkeypatch.setattr(shutil, "disk_usage", fake)
-    rc, _, err = _run(capsys, args)
-    _one_line_refusal(rc, err, "checkpoints:", "196.6 GB", "free 100.0 GB", "(free space now)")
+    rc, out, err = _run(capsys, args)
+    _one_line_refusal(rc, err, "checkpoints:", "196.6 GB", "free 100.0 GB")
+    assert "(free space now)" in _rows(out)["checkpoints"]
     assert seen and seen[0].endswith("ckpts/qwen3_8b-ebpo-topic")  # the existing checkpoint folder
 
 
@@ -205,7 +218,7 @@ def test_the_authors_keep_all_plan_at_14b_does_not_fit_a_10_tb_volume(readme_run
     rc, _, err = _run(capsys, ["--free-disk-gb", "10000", *args])
     # TopicOrderedDataset pads 17,398 rows to 34 whole batches (17,408): 34 x 20 = 680 steps, 68 checkpoints x
     # 14.77 B x 12 B = 177.2 GB each: 12.05 TB
-    _one_line_refusal(rc, err, "checkpoints:", "680 steps, 68 saves", "68 x 177.2 GB = 12.05 TB", "does not fit")
+    _one_line_refusal(rc, err, "checkpoints: 680 steps:", "68 x 177.2 GB = 12.05 TB", "does not fit")
 
 
 def test_several_nodes_with_home_paths_are_refused(readme_run, capsys, monkeypatch):
@@ -216,8 +229,9 @@ def test_several_nodes_with_home_paths_are_refused(readme_run, capsys, monkeypat
         os.link(shared / "data" / "verl_ebpo" / f, home / "data" / "verl_ebpo" / f)
     monkeypatch.setenv("HOME", str(home))
     args = [a.replace(str(shared / "data"), str(home / "data")) for a in args]
-    rc, _, err = _run(capsys, ["--free-disk-gb", "1000", *args])
-    _one_line_refusal(rc, err, "trainer.nnodes=4", "data.train_files", "not under the shared folder", "($HOME")
+    rc, out, err = _run(capsys, ["--free-disk-gb", "1000", *args])
+    _one_line_refusal(rc, err, "trainer.nnodes=4", "data.train_files", "not under the shared folder")
+    assert "($HOME of this machine)" in _rows(out)["several nodes"]
     # and without a declared shared folder at all
     args = [a for a in args if a != "--shared-dir" and a != str(shared)]
     monkeypatch.delenv("SHARED_DIR", raising=False)
@@ -243,35 +257,10 @@ def test_backend_caveats_are_warnings_and_bad_options_one_line(readme_run, capsy
     args = [a.replace("rollout.name=vllm", "rollout.name=sglang") for a in args]
     rc, out, err = _run(capsys, ["--free-disk-gb", "1000", *args])
     assert rc == 0, err
-    assert re.search(r"backend\s+warn\s+fsdp \+ sglang: SGLang in verl 0.9.1 receives neither", out)
+    assert re.search(r"backend\s+warn\s+SGLang: the rollout is not seeded", out)
     rc = subprocess.run([sys.executable, "-m", "verl_ebpo.tools.cli", "preflight", "--gpu-memory-gb", "0"],
                         capture_output=True, text=True, timeout=120)
     assert rc.returncode == 2 and "--gpu-memory-gb must be in (0, 4096]" in rc.stderr
-
-
-def test_prompts_over_the_limit_are_counted_with_a_local_tokenizer(readme_run, capsys, tmp_path):
-    """A local model folder with a tokenizer: the train prompts go through its chat template as verl's length filter
-    does; over data.max_prompt_length they are a warning when verl filters them, refused under truncation=error."""
-    from verl_ebpo.tools.tiny.assets import build_tokenizer
-
-    shared, args = readme_run
-    standins.write(shared / "data" / "verl_ebpo" / "dapo_math_17k.parquet", 600)
-    model = standins.model_dir(tmp_path, "qwen3_8b")
-    tokenizer = build_tokenizer()
-    tokenizer.save_pretrained(model)
-    lengths = [len(tokenizer.apply_chat_template(r["prompt"], add_generation_prompt=True, tokenize=True)["input_ids"])
-               for r in standins.rows(600)]
-    limit = sorted(lengths)[50]  # the length of "What is 99 + 1?": the 500 prompts of 3-digit numbers are over it
-    over = sum(n > limit for n in lengths)
-    assert over == 500
-    args = [f"actor_rollout_ref.model.path={model}" if a.startswith("actor_rollout_ref.model.path") else a
-            for a in args] + [f"data.max_prompt_length={limit}"]
-    rc, out, err = _run(capsys, ["--free-disk-gb", "1000", *args, "data.filter_overlong_prompts=True"])
-    assert rc == 0, err
-    assert re.search(rf"data: prompt lengths\s+warn\s+{over} of 600 train prompts over data.max_prompt_length={limit}", out)
-    rc, _, err = _run(capsys, ["--free-disk-gb", "1000", *args, "data.filter_overlong_prompts=False",
-                               "data.truncation=error"])
-    _one_line_refusal(rc, err, f"{over} of 600 train prompts over data.max_prompt_length={limit}", "truncation=error")
 
 
 def test_checkpoint_plan_properties():

@@ -1,4 +1,4 @@
-"""What the cluster has: the GPUs of this machine (nvidia-smi, else torch.cuda) and, given a Ray address, the GPUs of
+"""What the cluster has: the GPUs of this machine (nvidia-smi) and, given a Ray address, the GPUs of
 every alive Ray node (Ray's state API). verl-free; every probe bounded in time and silent when absent.
 
 `python -m verl_ebpo.tools.preflight.cluster [--ray-address A]` prints `NODES GPUS_PER_NODE GPU_MEMORY_GB SOURCE`
@@ -36,69 +36,26 @@ class Cluster:
     host_bytes: Optional[float] = None
     local_gpus: int = 0
     source: str = "not detected"
-
-    @property
-    def detected(self) -> bool:
-        return self.gpus_per_node is not None
+    unanswered: Optional[str] = None  # the Ray address that did not answer
 
 
 def _nvidia_smi() -> Optional[list]:
     """Total memory of each visible GPU in bytes (nvidia-smi reports MiB), or None without nvidia-smi."""
     exe = shutil.which("nvidia-smi")
-    if exe is None:
-        return None
     try:
         out = subprocess.run([exe, "--query-gpu=memory.total", "--format=csv,noheader,nounits"], capture_output=True,
-                             text=True, timeout=PROBE_TIMEOUT_S)
-    except (OSError, subprocess.SubprocessError):
+                             text=True, timeout=PROBE_TIMEOUT_S, check=True)
+        sizes = [float(line) * 2**20 for line in out.stdout.split()]
+    except (TypeError, ValueError, OSError, subprocess.SubprocessError):  # no nvidia-smi, no driver, odd output
         return None
-    if out.returncode != 0:
-        return None
-    try:
-        sizes = [float(line.strip()) * 2**20 for line in out.stdout.splitlines() if line.strip()]
-    except ValueError:
-        return None
-    visible = os.environ.get("CUDA_VISIBLE_DEVICES")
-    if visible is not None and visible.strip() != "":
-        wanted = [v for v in visible.split(",") if v.strip().isdigit()]
-        sizes = [sizes[int(v)] for v in wanted if int(v) < len(sizes)]
+    visible = os.environ.get("CUDA_VISIBLE_DEVICES", "").strip()
+    if visible:
+        sizes = [sizes[int(v)] for v in visible.split(",") if v.strip().isdigit() and int(v) < len(sizes)]
     return sizes or None
 
 
-def _torch_cuda() -> Optional[list]:
-    try:
-        import torch
-
-        if not torch.cuda.is_available():
-            return None
-        return [float(torch.cuda.get_device_properties(i).total_memory) for i in range(torch.cuda.device_count())]
-    except Exception:  # noqa: BLE001 - no CUDA build, no driver
-        return None
-
-
-def _host_bytes() -> Optional[float]:
-    try:
-        import psutil
-
-        return float(psutil.virtual_memory().total)
-    except Exception:  # noqa: BLE001
-        return None
-
-
-def detect_local(use_torch: bool = True) -> tuple[Optional[list], str]:
-    """This machine's GPUs' memory (bytes each) and how it was read."""
-    sizes = _nvidia_smi()
-    if sizes:
-        return sizes, "nvidia-smi"
-    if use_torch:
-        sizes = _torch_cuda()
-        if sizes:
-            return sizes, "torch.cuda"
-    return None, "no local GPU"
-
-
 def _ray_nodes(address: str, timeout: float) -> Optional[list]:
-    """[(GPUs, Ray memory bytes)] of every alive Ray node, or None when the cluster does not answer in time."""
+    """The GPUs of every alive Ray node, or None when the cluster does not answer in time."""
     out: dict = {}
 
     def probe():
@@ -106,36 +63,35 @@ def _ray_nodes(address: str, timeout: float) -> Optional[list]:
             from ray.util.state import list_nodes
 
             nodes = list_nodes(address=address, timeout=int(max(1, timeout)), detail=True)
-            out["nodes"] = [(int((n.resources_total or {}).get("GPU", 0)), float((n.resources_total or {}).get("memory", 0)))
-                            for n in nodes if str(n.state).upper().endswith("ALIVE")]
-        except Exception as exc:  # noqa: BLE001 - no Ray, no cluster at that address
-            out["error"] = exc
+            out["gpus"] = [int((n.resources_total or {}).get("GPU", 0)) for n in nodes
+                           if str(n.state).upper().endswith("ALIVE")]
+        except Exception:  # noqa: BLE001 - no Ray, no cluster at that address
+            pass
 
     worker = threading.Thread(target=probe, daemon=True)
     worker.start()
     worker.join(timeout + 2)
-    return out.get("nodes")
+    return out.get("gpus")
 
 
-def detect(ray_address: Optional[str] = None, use_torch: bool = True) -> Cluster:
+def detect(ray_address: Optional[str] = None) -> Cluster:
     """The cluster: Ray's alive nodes when `ray_address` is given and answers, else this machine's GPUs."""
-    sizes, how = detect_local(use_torch)
+    sizes, how = _nvidia_smi(), "nvidia-smi"
     gpu_bytes = min(sizes) if sizes else None
     local = len(sizes) if sizes else 0
-    host = _host_bytes()
+    host = float(os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES"))  # this machine's memory
     if ray_address:
         nodes = _ray_nodes(ray_address, PROBE_TIMEOUT_S)
         if nodes is not None:
-            gpus = [g for g, _ in nodes if g > 0]
+            gpus = [g for g in nodes if g > 0]
             if gpus:
                 return Cluster(len(gpus), min(gpus), sum(gpus), gpu_bytes, host, local,
                                f"Ray cluster at {ray_address}: {len(gpus)} GPU node(s), {sum(gpus)} GPUs"
                                + (f"; GPU memory from this machine ({how})" if gpu_bytes else ""))
             return Cluster(0, 0, 0, gpu_bytes, host, local, f"Ray cluster at {ray_address}: no GPU node")
-        if not sizes:
-            return Cluster(None, None, None, None, host, 0, f"Ray cluster at {ray_address} did not answer within "
-                           f"{PROBE_TIMEOUT_S:g} s; no local GPU")
-        how += f"; the Ray cluster at {ray_address} did not answer"
+        where = f"this machine: {local} GPU(s) ({how})" if sizes else "no local GPU"
+        return Cluster(None, local or None, None, gpu_bytes, host, local,
+                       f"Ray at {ray_address} did not answer in {PROBE_TIMEOUT_S:g} s; {where}", ray_address)
     if sizes:  # this machine only: the other nodes (if any) are not seen
         return Cluster(None, local, None, gpu_bytes, host, local, f"this machine: {local} GPU(s) ({how})")
     return Cluster(None, None, None, None, host, 0, "not detected (no local GPU; no Ray address: --ray-address or "
@@ -146,11 +102,9 @@ def main(argv=None) -> int:
     parser = argparse.ArgumentParser(prog="python -m verl_ebpo.tools.preflight.cluster",
                                      description="print NODES GPUS_PER_NODE GPU_MEMORY_GB SOURCE ('-' where unknown)")
     parser.add_argument("--ray-address", default=None, help="a Ray cluster's address (dashboard http://HOST:8265)")
-    args = parser.parse_args(argv)
-    found = detect(args.ray_address, use_torch=False)
-    gb = "-" if found.gpu_bytes is None else str(int(found.gpu_bytes // 1e9))
-    cells = ["-" if v is None else str(v) for v in (found.nodes, found.gpus_per_node)]
-    print(" ".join([*cells, gb, found.source.replace(" ", "_")]))
+    found = detect(parser.parse_args(argv).ray_address)
+    gb = None if found.gpu_bytes is None else int(found.gpu_bytes // 1e9)
+    print(*("-" if v is None else v for v in (found.nodes, found.gpus_per_node, gb)), found.source.replace(" ", "_"))
     return 0
 
 

@@ -7,12 +7,12 @@ Units: bytes (ints), GB = 1e9 bytes.
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass
+from collections import namedtuple
 from typing import Mapping
 
 GB = 1e9
 DTYPE_BYTES = {"bfloat16": 2, "bf16": 2, "float16": 2, "fp16": 2, "half": 2, "float32": 4, "fp32": 4, "float": 4}
-TIGHT = 0.9  # a pass above this share of the GPU's memory is "tight"
+TIGHT = 0.9  # a pass above this share of the GPU's memory is a warning
 # CUDA contexts, NCCL buffers and vLLM's CUDA-graph pool: held on every GPU all run, not freed by vLLM's sleep mode
 # (2-4 GB measured by verl users; the upper figure is counted in every pass and is the rollout check's margin)
 RUNTIME_OVERHEAD = 4 * GB
@@ -46,14 +46,9 @@ def param_count(cfg: Mapping) -> int:
     biases when `attention_bias`), the gated MLP 3 x H x I, two RMSNorms 2H (+ Qwen3's q/k norms 2 x head_dim);
     plus the embedding V x H, the output head V x H unless `tie_word_embeddings`, the final norm H.
     Qwen3-8B (36, 4096, 12288, 151936, 32/8 heads, head_dim 128, untied): 8,190,735,360."""
-    h = _pos_int(cfg, "hidden_size")
-    layers = _pos_int(cfg, "num_hidden_layers")
-    inter = _pos_int(cfg, "intermediate_size")
-    vocab = _pos_int(cfg, "vocab_size")
-    heads = _pos_int(cfg, "num_attention_heads")
-    kv = _pos_int(cfg, "num_key_value_heads", heads)
-    head_dim = cfg.get("head_dim") or h // heads
-    head_dim = _pos_int({"head_dim": head_dim}, "head_dim")
+    h, layers, inter, vocab, heads = (_pos_int(cfg, k) for k in ("hidden_size", "num_hidden_layers",
+                                                                "intermediate_size", "vocab_size", "num_attention_heads"))
+    kv, head_dim = _pos_int(cfg, "num_key_value_heads", heads), _pos_int(cfg, "head_dim", cfg.get("head_dim") or h // heads)
     if cfg.get("num_experts") or cfg.get("num_local_experts") or cfg.get("n_routed_experts"):
         raise EstimateError("config.json: a mixture-of-experts model (this estimate covers dense models)")
     attn = 2 * h * heads * head_dim + 2 * h * kv * head_dim
@@ -77,24 +72,13 @@ def checkpoint_bytes(params: int, backend: str, save_contents, model_bytes: int 
     `extra` (RNG, scheduler, data loader) is counted as 0. An 8B model saved by FSDP with model+optimizer: ~98 GB."""
     per = {"model": model_bytes if backend == "fsdp" else 2, "optimizer": 8 if backend == "fsdp" else 12,
            "hf_model": hf_bytes, "extra": 0}
-    out = {}
-    for item in save_contents:
-        if item not in per:
-            raise EstimateError(f"checkpoint.save_contents: unknown item {item!r} (model, optimizer, extra, hf_model)")
-        out[item] = params * per[item]
-    return out
+    unknown = [item for item in save_contents if item not in per]
+    if unknown:
+        raise EstimateError(f"checkpoint.save_contents: unknown item {unknown[0]!r} (model, optimizer, extra, hf_model)")
+    return {item: params * per[item] for item in save_contents}
 
 
-@dataclass(frozen=True)
-class CheckpointPlan:
-    steps_per_epoch: int
-    total_steps: int
-    saves: int
-    kept: int
-    peak: int = 0  # checkpoints on disk at once (verl saves the new one before deleting the oldest when keep = 1)
-
-    def total_bytes(self, per_checkpoint: int) -> int:
-        return max(self.kept, self.peak) * per_checkpoint
+CheckpointPlan = namedtuple("CheckpointPlan", "steps_per_epoch total_steps saves kept peak")
 
 
 def checkpoint_plan(rows: int, train_batch_size: int, total_epochs: int, total_training_steps,
@@ -105,21 +89,12 @@ def checkpoint_plan(rows: int, train_batch_size: int, total_epochs: int, total_t
     Example: 17,398 rows, batch 512, 20 epochs, save every 10, keep all -> 33 steps/epoch, 660 steps, 66 kept."""
     spe = rows // train_batch_size
     total = spe * total_epochs if total_training_steps is None else int(total_training_steps)
-    if save_freq is None or save_freq <= 0 or total <= 0:
-        saves = 0
-    else:
-        saves = total // save_freq + (1 if total % save_freq else 0)
+    saves = -(-total // save_freq) if save_freq and save_freq > 0 and total > 0 else 0
     kept = saves if keep is None or keep <= 0 else min(saves, keep)
     # checkpoint_manager.py ensure_checkpoint_capacity: keep >= 2 removes down to keep - 1 before a save; keep = 1
     # removes nothing before, so the old and the new checkpoint both exist until register_checkpoint
     peak = min(saves, keep + 1) if keep == 1 else kept
     return CheckpointPlan(spe, total, saves, kept, peak)
-
-
-def steps_per_epoch(dataset_len: int, train_batch_size: int) -> int:
-    """verl's V1 trainer (trainer/ppo/v1/trainer_base.py:765): `len(train_dataset) // train_batch_size`, where the
-    dataset's length is its rows after verl's filters, or, for the ordered datasets, the padded plan's length."""
-    return dataset_len // train_batch_size
 
 
 # ---- GPU memory ------------------------------------------------------------------------------------------------
@@ -136,18 +111,10 @@ def entropy_bytes(tokens: int, vocab: int, tp: int = 1, chunked: bool = False, c
     """Extra memory of verl's entropy over the logits. Not chunked (`entropy_from_logits`): the softmax and its
     product with the logits, two more buffers the size of the logits. Chunked (`entropy_from_logits_with_chunking`):
     three fp32 buffers of `chunk` rows (the float copy, softmax, product)."""
-    if chunked:
-        return 3 * min(chunk, tokens) * math.ceil(vocab / tp) * 4
-    return 2 * logits_bytes(tokens, vocab, tp, nbytes)
+    return 3 * min(chunk, tokens) * math.ceil(vocab / tp) * 4 if chunked else 2 * logits_bytes(tokens, vocab, tp, nbytes)
 
 
-@dataclass(frozen=True)
-class Shards:
-    """Resident bytes per GPU of the learner's parameters, gradients and optimizer state."""
-
-    params: int
-    grads: int
-    optimizer: int
+Shards = namedtuple("Shards", "params grads optimizer")  # resident bytes per GPU of the learner's state
 
 
 def learner_shards(params: int, backend: str, world: int, *, tp: int = 1, pp: int = 1, cp: int = 1,
@@ -156,14 +123,9 @@ def learner_shards(params: int, backend: str, world: int, *, tp: int = 1, pp: in
     of the run (16 B a parameter / world with fp32 parameters). megatron: bf16 parameters and fp32 gradients split
     over tp x pp; fp32 master weights + two moments (12 B) also over the data-parallel ranks (distributed optimizer,
     dp = world / (tp x pp x cp)). Offloaded parts count 0."""
-    if backend == "fsdp":
-        p = params * model_bytes // world
-        g = params * 4 // world
-        o = params * 8 // world
-    else:
-        mp = tp * pp
-        dp = max(1, world // (tp * pp * cp))
-        p, g, o = params * 2 // mp, params * 4 // mp, params * 12 // (mp * dp)
+    mp, dp = (world, 1) if backend == "fsdp" else (tp * pp, max(1, world // (tp * pp * cp)))
+    p, g, o = params * (model_bytes if backend == "fsdp" else 2) // mp, params * 4 // mp, \
+        params * (8 if backend == "fsdp" else 12) // (mp * dp)
     return Shards(0 if param_offload else p, g, 0 if optimizer_offload else o)
 
 
@@ -177,10 +139,8 @@ def layer_working_bytes(tokens: int, cfg: Mapping, backward: bool = True, nbytes
     """One decoder layer's activations while it runs (the layer recomputed in the backward pass, and their
     gradients when `backward`): per token 2 x (H + heads x hd + 2 x kv x hd) (norm outputs, q/k/v, attention
     output) + 3 x I (gate, up, their product), bf16. Qwen3-8B at 24,576 tokens with gradients: 5.6 GB."""
-    h = _pos_int(cfg, "hidden_size")
-    heads = _pos_int(cfg, "num_attention_heads")
-    kv = _pos_int(cfg, "num_key_value_heads", heads)
-    hd = cfg.get("head_dim") or h // heads
+    h, heads = _pos_int(cfg, "hidden_size"), _pos_int(cfg, "num_attention_heads")
+    kv, hd = _pos_int(cfg, "num_key_value_heads", heads), cfg.get("head_dim") or h // heads
     per_token = 2 * (h + heads * hd + 2 * kv * hd) + 3 * _pos_int(cfg, "intermediate_size")
     return tokens * per_token * nbytes * (2 if backward else 1)
 
@@ -200,19 +160,6 @@ def rollout_headroom(util: float, gpu_bytes: float, resident: int, overhead: flo
     return (1 - util) * gpu_bytes - resident - overhead
 
 
-@dataclass(frozen=True)
-class Pass:
-    name: str
-    tokens: int
-    logits: int
-    entropy: int
-    states: int
-
-    @property
-    def total(self) -> int:
-        return self.logits + self.entropy + self.states
-
-
 def host_reference_bytes(params: int, world: int, gpus_per_node: int, model_bytes: int = 4) -> int:
     """The reference model's pinned CPU copy on one node: FSDP2 gives a forward-only model CPUOffloadPolicy
     (workers/engine/fsdp/transformer_impl.py:462), each rank pins its shard P x model_dtype / W, a node holds its
@@ -220,13 +167,21 @@ def host_reference_bytes(params: int, world: int, gpus_per_node: int, model_byte
     return params * model_bytes * gpus_per_node // world
 
 
-def validation_tokens(prompts: int, samples: int, max_response: int) -> int:
-    """Tokens a validation pass generates at most: prompts x val_kwargs.n x max_response_length."""
-    return prompts * samples * max_response
+
+# ---- time (an estimate: docs/preflight.md#time) -------------------------------------------------------------------
+
+DECODE_TOKENS_PER_S = 3000.0  # vLLM's generated tokens/s a GPU for long answers (issue 37's estimate)
+LEARNER_FLOPS = 4.5e14  # FLOP/s a GPU of the update: 8 x 8.19e9 FLOPs x 6,950 tokens/s measured for Qwen3-8B
+# (forward, backward, recomputation) on one H200 (recipes/README.md section 9)
 
 
-def verdict(total: int, gpu_bytes: float) -> str:
-    """"fail" over the GPU's memory, "tight" over TIGHT of it, else "ok"."""
-    if total > gpu_bytes:
-        return "fail"
-    return "tight" if total > TIGHT * gpu_bytes else "ok"
+def step_seconds(params: int, prompts: int, n: int, prompt_len: int, response_len: int, gpus: int,
+                 ref: bool = True) -> tuple[float, float]:
+    """(rollout, learner) seconds of one step, prompts and answers at half their limits: the rollout generates
+    prompts x n x response_len / 2 tokens at DECODE_TOKENS_PER_S a GPU; the learner runs 12 P FLOPs a token (update
+    8 P with recomputation, old log-prob 2 P, reference 2 P; 10 P without a reference) at LEARNER_FLOPS a GPU.
+    Qwen3-8B, 512 x 4 answers, 4,096 + 8,192 tokens, 8 GPUs: 350 s + 343 s."""
+    answers = prompts * n
+    rollout = answers * response_len / 2 / (DECODE_TOKENS_PER_S * gpus)
+    learner = answers * (prompt_len + response_len) / 2 * (12 if ref else 10) * params / (LEARNER_FLOPS * gpus)
+    return rollout, learner

@@ -16,11 +16,12 @@ HUB_ID = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]*/[A-Za-z0-9][A-Za-z0-9._-]*$")
 
 @dataclass(frozen=True)
 class Found:
-    """`config` (None when not found), where it came from, and `missing_local`: a local path that does not exist."""
+    """`config` (None when not found), where it came from, and `fail`: a file the run will read and cannot (a local
+    path that does not exist, a config.json that is not a JSON object or cannot be read)."""
 
     config: Optional[dict]
     where: str
-    missing_local: bool = False
+    fail: bool = False
 
 
 def shipped_shapes() -> dict:
@@ -34,9 +35,9 @@ def _read(file: str) -> Found:
         with open(file, encoding="utf-8") as fh:
             data = json.load(fh)
     except (OSError, ValueError) as exc:
-        return Found(None, f"{file}: not readable JSON ({exc})")
+        return Found(None, f"{file}: not readable JSON ({exc})", fail=True)
     if not isinstance(data, dict):
-        return Found(None, f"{file}: not a JSON object")
+        return Found(None, f"{file}: not a JSON object", fail=True)
     return Found(data, file)
 
 
@@ -79,18 +80,14 @@ def _hub_download(repo: str, timeout: float) -> Optional[str]:
 
 def find_config(path: str, working_dir: str) -> Found:
     """`actor_rollout_ref.model.path` -> its config.json. A path that looks local (absolute, ./, ~, or an existing
-    relative folder) and does not exist is `missing_local`; an `org/name` id is looked up in the HF cache, then in the
-    shipped shapes, then on the Hub (at most `hub_timeout()` seconds)."""
-    raw = path.removeprefix("file://")
-    local = os.path.expanduser(raw)
-    local = local if os.path.isabs(local) else os.path.join(working_dir, local)
+    relative folder) and does not exist, or a config.json it cannot read, is `fail`; an `org/name` id is looked up
+    in the HF cache, then in the shipped shapes, then on the Hub (at most `hub_timeout()` seconds)."""
+    raw, local = path.removeprefix("file://"), os.path.join(working_dir, os.path.expanduser(path.removeprefix("file://")))
     if os.path.isdir(local):
         file = os.path.join(local, "config.json")
-        if os.path.isfile(file):
-            return _read(file)
-        return Found(None, f"{local}: a folder without config.json")
+        return _read(file) if os.path.isfile(file) else Found(None, f"{local}: a folder without config.json", fail=True)
     if not HUB_ID.match(raw) or raw.startswith((".", "~")):
-        return Found(None, f"{local} does not exist", missing_local=True)
+        return Found(None, f"{local} does not exist (a local path; an HF id is written org/name)", fail=True)
     hit = _cached(raw)
     if hit:
         return _read(hit)
