@@ -13,7 +13,8 @@ import numpy as np
 import pytest
 
 from verl_ebpo.tools.cli import main
-from verl_ebpo.tools.compare import plots, wording
+from verl_ebpo.tools.compare import plots
+from verl_ebpo.tools.compare.markdown import verdict_lines
 
 B, G = 2, 4
 SEEDS = (0, 1, 2)
@@ -104,10 +105,11 @@ def test_the_power_explanation_is_said_once_per_report(tmp_path, capsys):
 def test_short_verdict_keeps_the_number_and_leaves_other_sentences_alone():
     v = ("EBPO vs GRPO on x: not resolved (-0.007, 95% CI [-0.125, +0.110], 3 seeds); these seeds would resolve a "
          "true difference of ±0.146 with 80% power, so a smaller effect is not excluded.")
-    assert wording.short(v) == ("EBPO vs GRPO on x: not resolved (-0.007, 95% CI [-0.125, +0.110], 3 seeds; "
-                                "resolvable at 80% power: ±0.146).")
     other = "EBPO is higher than GRPO on x (+0.2, 95% CI [+0.1, +0.3], 3 seeds)."
-    assert wording.short(other) == other and wording.power_note([other]) is None
+    short, kept, note = verdict_lines([v, other])
+    assert short == ("EBPO vs GRPO on x: not resolved (-0.007, 95% CI [-0.125, +0.110], 3 seeds; resolvable at 80% "
+                     "power: ±0.146).")
+    assert kept == other and verdict_lines([other]) == [other] and "in 80% of repetitions" in note
 
 
 def test_dapo_is_known_by_the_flag_not_the_name(tmp_path):

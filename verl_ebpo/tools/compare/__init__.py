@@ -93,30 +93,15 @@ def _parse_samples(text: str) -> dict[str, int]:
     return {n: int(k) for n, _, k in pairs}
 
 
-def _scorer_with_pool(scorer: Callable, workers: int) -> Callable:
-    """The package's reward gets `processes=workers` (its verifier pool's size, docs/reward.md); a scorer of
-    another module only when its signature names `processes`."""
-    import functools
-    import inspect
-
-    from verl_ebpo.rewards.score import compute_score
-
-    try:
-        named = "processes" in inspect.signature(scorer).parameters
-    except (TypeError, ValueError):
-        named = False
-    return functools.partial(scorer, processes=workers) if scorer is compute_score or named else scorer
-
-
 def score_evals(specs: dict, scorer_name: Optional[str], samples: dict, allow_partial: bool, workers: int,
                 progress: bool = False) -> tuple:
     """--eval files scored once each: (rates algo->seed->bench->{problem: share}, pass1 algo->seed->bench->...)."""
     from collections import Counter
 
     from verl_ebpo.tools.compare import evals
-    from verl_ebpo.tools.scorer import load_scorer
+    from verl_ebpo.tools.scorer import load_scorer, sized_for
 
-    scorer = _scorer_with_pool(load_scorer(scorer_name or evals.DEFAULT_SCORER), workers)
+    scorer = sized_for(load_scorer(scorer_name), workers)
     read = {key: ([r for p in paths for r in evals.read_generations(p)], f"{', '.join(paths)}: ")
             for key, paths in specs.items()}
     try:
@@ -222,11 +207,6 @@ def compare(run_specs: dict, eval_specs: dict, out: Path, *, last: int = 10, bas
         metrics = tuple(dict.fromkeys((*metrics, *verdict_metrics)))
     for name in ("comparison.json", *plot_names(fmt), report_name):
         check_output_path(out / name, inputs)
-    from verl_ebpo.tools.files import unreadable_reason
-
-    for (algo, seed), path in [(k, p) for k, paths in eval_specs.items() for p in paths]:  # before any work
-        if unreadable_reason(path, allow_fifo=True):
-            raise CompareError(f"--eval {algo}@{seed}={path}: {unreadable_reason(path, allow_fifo=True)}")
     _check_run_set(run_specs)
     notes: list[str] = []
 
@@ -324,31 +304,23 @@ def run_specs_of(runs: list[str], folders: list[str]) -> tuple[dict, list[str]]:
 
 def recorded_sizes(folders: list[str]) -> Optional[tuple[int, int, str]]:
     """(batch size, group size, the file) a demo recorded beside its runs: `<out>/summary.json`'s settings, for
-    `--runs <out>/runs` (or one algorithm's folder below it); None when no such file or it does not say. Sizes
-    out of --batch-size's or --group-size's range are a `CompareError` naming the file."""
-    from verl_ebpo.tools.compare.runs import CompareError
-
+    `--runs <out>/runs` (or one algorithm's folder below it); None when no such file or it does not say."""
     for folder in _folders(folders):
         for up in (Path(folder).parent, Path(folder).parent.parent):
             path = up / "summary.json"
             try:
                 settings = json.loads(path.read_text()).get("settings", {})
                 b, g = settings["batch_size"], settings["group_size"]
-            except (OSError, ValueError, KeyError, AttributeError, TypeError):
+            except (OSError, ValueError, KeyError):
                 continue
-            if type(b) is int and type(g) is int:
-                for flag, v, (lo, hi) in (("batch_size", b, SIZES["--batch-size"]), ("group_size", g, SIZES["--group-size"])):
-                    if not lo <= v <= hi:
-                        raise CompareError(f"{path} records {flag} {v}, outside [{lo}, {hi}]: pass --batch-size "
-                                           "and --group-size")
-                return b, g, str(path)
+            return b, g, str(path)
     return None
 
 
 def run(args: argparse.Namespace) -> int:
     from verl_ebpo.tools.files import OutputPathError
     from verl_ebpo.tools.cli import one_line
-    from verl_ebpo.tools.compare import markdown, wording
+    from verl_ebpo.tools.compare import markdown
     from verl_ebpo.tools.compare.evals import ScoreError
     from verl_ebpo.tools.compare.runs import CompareError
 
@@ -380,8 +352,8 @@ def run(args: argparse.Namespace) -> int:
     if not args.quiet:
         verdicts = [c["verdict"] for per in (doc["comparisons"], doc.get("comparisons_equal_budget", {}),
                                               doc["eval_comparisons"]) for cs in per.values() for c in cs.values()]
-        lines = [markdown.text_table(doc, (*verdict_metrics, *TABLE_METRICS)), *(f"  {wording.short(v)}" for v in
-                 verdicts), f"  {wording.power_note(verdicts) or ''}",
+        lines = [markdown.text_table(doc, (*verdict_metrics, *TABLE_METRICS)),
+                 *(f"  {line}" for line in markdown.verdict_lines(verdicts)),
                  f"  {doc['number_of_comparisons']} comparisons (95% intervals, not corrected for multiplicity)"]
         print("\n".join(line for line in lines if line.strip()))
     print(f"verl-ebpo compare: wrote {Path(args.out) / 'report.md'}")
