@@ -250,15 +250,3 @@ def test_an_eval_file_without_a_benchmark_is_refused_unless_allow_partial(tmp_pa
     # the other per-benchmark count named by the user: --samples for a benchmark no file has
     assert main([*argv[:-3], "--samples", "aime25=4", "--out", str(tmp_path / "p")]) == 2
     assert "--samples names aime25, which no --eval file has" in capsys.readouterr().err
-
-
-def test_the_demos_folder_needs_no_other_flag(tmp_path, capsys):
-    """`compare --runs <demo out>/runs --out R` alone: the batch and group sizes come from the demo's summary.json
-    beside its runs (said on stderr), so DAPO's all-answer reward and the equal budget are there as with the flags."""
-    runs = _demo_layout(tmp_path)
-    (tmp_path / "summary.json").write_text(json.dumps({"settings": {"batch_size": B, "group_size": G}}))
-    assert main(["compare", "--runs", str(runs), "--dapo", "dapo", "--out", str(tmp_path / "R")]) == 0
-    assert f"--batch-size {B} --group-size {G}, as recorded in {tmp_path / 'summary.json'}" in capsys.readouterr().err
-    assert main(["compare", "--runs", str(runs), "--dapo", "dapo", "--batch-size", str(B), "--group-size", str(G),
-                 "--out", str(tmp_path / "F"), "--quiet"]) == 0
-    assert _doc(tmp_path / "R")["comparisons_equal_budget"] == _doc(tmp_path / "F")["comparisons_equal_budget"] != {}

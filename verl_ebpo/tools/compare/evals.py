@@ -39,9 +39,7 @@ def read_generations(path: str, known: Optional[Sequence[str]] = None) -> list[d
                 row = json.loads(line)
             except json.JSONDecodeError as e:
                 raise ScoreError(f"{path}:{n}: not JSON ({e})") from None
-            if not isinstance(row, dict):
-                raise ScoreError(f"{path}:{n}: not a JSON object")
-            missing = [k for k in REQUIRED_FIELDS if k not in row]
+            missing = [k for k in REQUIRED_FIELDS if not isinstance(row, dict) or k not in row]
             if missing:
                 raise ScoreError(f"{path}:{n}: missing field(s) {missing}")
             bad = [k for k in ("problem_index", "sample_index") if type(row[k]) is not int or row[k] < 0]

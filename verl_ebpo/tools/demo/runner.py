@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import contextlib
 import json
 import sys
 import threading
@@ -15,48 +16,29 @@ from verl_ebpo.tools.provenance import environment
 from verl_ebpo.tools.folders import claim_folder
 
 
-class PeakMemory:
+class PeakMemory(threading.Thread):
     """Peak memory of this process and all its descendants (Ray's processes included, when the cluster is
-    started from this process), sampled every `interval` s: the sum of PSS (shared pages split between the
-    processes that map them, the fair total) and, for comparison, the sum of RSS."""
+    started from this process), sampled every `interval` s while running (`stop` ends it): the sum of PSS (shared
+    pages split between the processes that map them, the fair total) and, for comparison, the sum of RSS."""
 
     def __init__(self, interval: float = 5.0):
-        self.interval = interval
-        self.peak_pss = 0
-        self.peak_rss = 0
-        self._stop = threading.Event()
-        self._thread = threading.Thread(target=self._loop, daemon=True)
+        super().__init__(daemon=True)
+        self.interval, self.peak_pss, self.peak_rss, self.stop = interval, 0, 0, threading.Event()
 
-    def sample(self) -> tuple[int, int]:
+    def run(self):
         import psutil
 
-        root = psutil.Process()
-        pss = rss = 0
-        for proc in [root, *root.children(recursive=True)]:
-            try:
-                info = proc.memory_full_info()
-            except (psutil.NoSuchProcess, psutil.AccessDenied, psutil.ZombieProcess):
-                continue
-            rss += info.rss
-            pss += getattr(info, "pss", info.rss)
-        return pss, rss
-
-    def _loop(self):
-        while not self._stop.is_set():
-            try:
-                pss, rss = self.sample()
-                self.peak_pss, self.peak_rss = max(self.peak_pss, pss), max(self.peak_rss, rss)
-            except Exception:
-                pass
-            self._stop.wait(self.interval)
-
-    def __enter__(self):
-        self._thread.start()
-        return self
-
-    def __exit__(self, *exc):
-        self._stop.set()
-        self._thread.join(timeout=10)
+        while True:
+            pss = rss = 0
+            with contextlib.suppress(psutil.Error):
+                root = psutil.Process()
+                for proc in [root, *root.children(recursive=True)]:
+                    with contextlib.suppress(psutil.Error):  # a process that ended meanwhile
+                        info = proc.memory_full_info()
+                        pss, rss = pss + getattr(info, "pss", info.rss), rss + info.rss
+            self.peak_pss, self.peak_rss = max(self.peak_pss, pss), max(self.peak_rss, rss)
+            if self.stop.wait(self.interval):
+                return
 
 
 # compare's files in the demo's folder (its report.md is the demo's report): its reward figure is the demo's own
@@ -278,8 +260,6 @@ def run_demo(options: DemoOptions) -> dict:
 
     started = time.time()
     out = Path(options.out).resolve()
-    if out.exists() and not out.is_dir():
-        raise ValueError(f"--out {out} exists and is not a folder")
     figure = f"reward_curves.{options.figure_format}"
     compare_files = [n.replace(".png", f".{options.figure_format}") for n in COMPARE_FILES]
     for name in ("summary.json", "report.md", figure, "steps.csv", *compare_files):
@@ -300,15 +280,15 @@ def run_demo(options: DemoOptions) -> dict:
         raise KeyboardInterrupt(f"signal {signum}")
 
     previous = signal.signal(signal.SIGTERM, stop_on_sigterm)
+    memory, progress = PeakMemory(), _Progress(options, jobs, started)
+    memory.start()
+    progress.start()
     try:
-        with PeakMemory() as memory:
-            progress = _Progress(options, jobs, started)
-            progress.start()
-            try:
-                _run_lanes(options, jobs, assets_by_seed, progress, started)
-            finally:
-                progress.close()
+        _run_lanes(options, jobs, assets_by_seed, progress, started)
     finally:
+        progress.close()
+        memory.stop.set()
+        memory.join(timeout=10)
         signal.signal(signal.SIGTERM, previous)
 
     runs: dict[str, list] = {algo: [] for algo in options.algos}
