@@ -95,7 +95,6 @@ def test_verl_logs_read_metrics_merges_a_steps_lines_and_names_a_bad_line(tmp_pa
     metrics = verl_logs.read_metrics(path)
     assert metrics[2] == {"critic/score/mean": 0.5, "val-core/s/acc/mean@1": 0.5, "val-core/t/acc/mean@1": 1.0}
     assert verl_logs.validation_accuracy(metrics) == {0: 0.0, 2: 0.75}
-    assert verl_logs.timings(metrics) == {1: {"step": 2.0, "gen": 1.5}}
     (tmp_path / "bad.jsonl").write_text('{"step": 1, "data": {}}\n{oops\n')
     with pytest.raises(ValueError, match="bad.jsonl:2: not a verl file-logger line"):
         verl_logs.read_metrics(tmp_path / "bad.jsonl")
@@ -130,7 +129,7 @@ def test_run_series_grpo_counts_all_equal_groups_as_no_signal(tmp_path):
     assert s.steps == 2 and s.answers.tolist() == [8, 8] and s.cum_answers.tolist() == [8, 16]
     assert s.reward.tolist() == [0.125, 0.5] and s.trained_reward.tolist() == [0.125, 0.5]
     assert s.no_signal.tolist() == [6 / 8, 4 / 8]
-    assert s.step_time.tolist() == [2.0, 4.0] and s.phases == {"step": 3.0, "gen": 1.5}
+    assert s.step_time.tolist() == [2.0, 4.0]
     assert (s.greedy_before, s.greedy_after, s.wall_s) == (0.0, 1 / 3, 30.0)
 
 
@@ -151,19 +150,14 @@ def test_run_series_dapo_counts_and_scores_every_answer_generated(tmp_path):
     assert s.reward.tolist() == [(0.5 * 8 + 1.0) / 16, 0.75]
     assert s.trained_reward.tolist() == [0.5, 0.75]
     assert s.no_signal.tolist() == [(0 + 8) / 16, 4 / 8]  # dropped answers taught nothing
-    del metrics[1][verl_logs.DISCARDED_REWARD_SUM]
-    with pytest.raises(ValueError, match="dropped 8 answers but their rewards were not logged"):
-        report.run_series("dapo", 0, metrics, {}, B, G)
 
 
-def test_run_series_ebpo_takes_its_own_zero_advantage_share_and_refuses_gaps():
+def test_run_series_ebpo_takes_its_own_zero_advantage_share():
     metrics = {1: {"critic/score/mean": 0.25, "ebpo/zero_adv_frac": 0.0},
                2: {"critic/score/mean": 0.5, "ebpo/zero_adv_frac": 0.25}}
     s = report.run_series("ebpo", 1, metrics, {}, B, G)
     assert s.no_signal.tolist() == [0.0, 0.25] and s.answers.tolist() == [8, 8]
     assert math.isnan(s.step_time[0]) and s.greedy_after is None
-    with pytest.raises(ValueError, match="expected 1..N"):
-        report.run_series("ebpo", 1, {1: metrics[1], 3: metrics[2]}, {}, B, G)
 
 
 # -- over seeds -------------------------------------------------------------------------------------------
@@ -174,7 +168,7 @@ def _series(algo, seed, rewards, answers=None, greedy=0.5):
     answers = np.full(n, float(B * G)) if answers is None else np.asarray(answers, dtype=float)
     return report.RunSeries(algo=algo, seed=seed, answers=answers, reward=np.asarray(rewards, dtype=float),
                             trained_reward=np.asarray(rewards, dtype=float), no_signal=np.full(n, 0.5),
-                            step_time=np.full(n, 1.0), phases={"gen": 0.6, "update_actor": 0.2, "step": 1.0},
+                            step_time=np.full(n, 1.0),
                             greedy_before=0.0, greedy_after=greedy, wall_s=30.0 + n)
 
 
@@ -247,7 +241,6 @@ def test_outputs_csv_plot_and_time_rows(tmp_path):
     table = report.time_rows(runs)
     assert table[0]["algo"] == "grpo" and table[0]["step_s"] == pytest.approx(1.0)
     assert table[0]["startup_s"] == pytest.approx(30.0)  # wall 42 s minus 12 steps of 1 s
-    assert table[0]["other"] == pytest.approx(1.0 - 0.6 - 0.2)
     assert report.json_safe({"a": [math.nan, np.float64(1.5), np.int64(2)]}) == {"a": [None, 1.5, 2]}
     assert plots.smooth(np.array([1.0, 2.0, 3.0, 4.0]), 2).tolist() == [1.0, 1.5, 2.5, 3.5]
 

@@ -22,7 +22,6 @@ from typing import Callable, Optional
 
 SCORE = "critic/score/mean"  # mean reward of the answers trained on this step
 STEP_TIME = "timing_s/step"
-TIMING_PREFIX = "timing_s/"
 # DAPO (algorithm.filter_groups) in verl's sync replay buffer, summed per step, counted in prompt groups:
 DAPO_EVICTED_GROUPS = "training/filter_groups/evicted_samples"  # groups whose answers all scored the same
 DAPO_SURPLUS_GROUPS = "training/filter_groups/discarded_surplus_samples"  # finished but not needed this step
@@ -70,15 +69,6 @@ def validation_accuracy(metrics: dict[int, dict]) -> dict[int, float]:
         if values:
             out[step] = sum(values) / len(values)
     return out
-
-
-def timings(metrics: dict[int, dict]) -> dict[int, dict[str, float]]:
-    """step -> {phase: seconds} from verl's `timing_s/<phase>` metrics (training steps only)."""
-    return {
-        step: {k[len(TIMING_PREFIX):]: float(v) for k, v in m.items() if k.startswith(TIMING_PREFIX)}
-        for step, m in metrics.items()
-        if step >= 1 and STEP_TIME in m
-    }
 
 
 def dump_group(uid: str) -> str:
