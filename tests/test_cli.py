@@ -51,7 +51,8 @@ def test_version_names_the_package_verl_and_the_extras_installed(capsys, monkeyp
     # an extra counts as installed only when every distribution it requires is
     have = {"verl": "0.9.1", "verl-ebpo": __version__, "TransferQueue": "1", "matplotlib": "3"}
     monkeypatch.setattr(md, "requires", lambda name: ['TransferQueue>=0.1; extra == "cpu"', 'matplotlib; extra == "cpu"',
-                                                      'scikit-learn; extra == "topics"', "numpy"])
+                                                      'scikit-learn; extra == "topics"', 'matplotlib; extra == "topics"',
+                                                      "numpy"])
     monkeypatch.setattr(md, "version", lambda name: have[name] if name in have else (_ for _ in ()).throw(
         md.PackageNotFoundError(name)))
     assert cli.version_line() == (f"verl-ebpo {__version__} (verl 0.9.1, vllm not installed; extras installed: cpu; "

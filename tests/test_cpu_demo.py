@@ -544,3 +544,19 @@ def test_demo_figure_in_each_format_with_its_caption(tmp_path, fmt, magic):
     assert DemoOptions(figure_format=fmt).figure_format == fmt
     with pytest.raises(ValueError):
         DemoOptions(figure_format="jpg")
+
+
+@pytest.mark.parametrize("error, code", [("failed", 2), ("bad option", 2), ("interrupted", 130)])
+def test_demo_exits_as_the_cli_convention_says_with_one_line(tmp_path, capsys, monkeypatch, error, code):
+    """0 done, 2 refused or failed (a failed verl run too, no longer 1), 130 interrupted: one line on stderr."""
+    from verl_ebpo.tools.cpu.launch import TrainerFailed
+    from verl_ebpo.tools.demo import runner
+
+    def stop(options):
+        raise {"failed": TrainerFailed("verl trainer exited with 1\nits log's last lines"),
+               "bad option": ValueError("--out x: not a folder"), "interrupted": KeyboardInterrupt()}[error]
+
+    monkeypatch.setattr(runner, "run_demo", stop)
+    assert cli.main(["demo", "--quick", "--quiet", "--out", str(tmp_path)]) == code
+    err = capsys.readouterr().err
+    assert len(err.strip().splitlines()) == 1 and err.startswith("verl-ebpo demo: ") and "Traceback" not in err
