@@ -38,12 +38,36 @@ def test_defaults_are_written_one_way():
                      "rows without a value: error (default), drop them"]
 
 
-def test_version_prints_the_package_version(capsys):
+def test_version_names_the_package_verl_and_the_extras_installed(capsys, monkeypatch):
+    import importlib.metadata as md
+
     from verl_ebpo import __version__
 
     with pytest.raises(SystemExit) as exit_info:
         cli.main(["--version"])
-    assert exit_info.value.code == 0 and capsys.readouterr().out.strip() == f"verl-ebpo {__version__}"
+    out = capsys.readouterr().out.strip()
+    assert exit_info.value.code == 0 and out.startswith(f"verl-ebpo {__version__} (verl {md.version('verl')}, vllm ")
+    assert "extras installed: " in out and "cpu" in out  # this suite runs with the cpu and topics extras
+    # an extra counts as installed only when every distribution it requires is
+    have = {"verl": "0.9.1", "verl-ebpo": __version__, "TransferQueue": "1", "matplotlib": "3"}
+    monkeypatch.setattr(md, "requires", lambda name: ['TransferQueue>=0.1; extra == "cpu"', 'matplotlib; extra == "cpu"',
+                                                      'scikit-learn; extra == "topics"', 'matplotlib; extra == "topics"',
+                                                      "numpy"])
+    monkeypatch.setattr(md, "version", lambda name: have[name] if name in have else (_ for _ in ()).throw(
+        md.PackageNotFoundError(name)))
+    assert cli.version_line() == (f"verl-ebpo {__version__} (verl 0.9.1, vllm not installed; extras installed: cpu; "
+                                  "not installed: topics)")
+
+
+def test_exit_codes_are_one_convention_said_in_the_help(capsys, monkeypatch):
+    with pytest.raises(SystemExit):
+        cli.main(["--help"])
+    assert "0 done; 2 refused or failed, with one line on stderr saying why" in " ".join(capsys.readouterr().out.split())
+    # a command returning another code (inspect's error used to be 1) leaves the CLI as 2; 0 and 130 stay
+    for returned, exits in ((1, 2), (3, 2), (0, 0), (None, 0), (130, 130), (2, 2)):
+        monkeypatch.setattr(cli, "build_parser", lambda command=None, r=returned: argparse.Namespace(
+            parse_args=lambda argv: argparse.Namespace(run_command=lambda args: r)))
+        assert cli.main(["inspect", "x"]) == exits
 
 
 def test_top_level_help_says_what_each_command_is_for(capsys):
@@ -97,7 +121,7 @@ def test_inspect_says_what_a_file_that_is_not_a_prior_is(tmp_path, capsys):
     for target, what in ((metrics, "is verl's metrics file"), (dump, "is a verl rollout dump"),
                          (summary, "is a JSON file without an EBPO prior's \"schema\""),
                          (run, f"(the checkpoint root below it: {run / 'checkpoints'})")):
-        assert cli.main(["inspect", str(target)]) == 2
+        assert cli.main(["inspect", str(target)]) == 2  # cli.EXIT_CODES
         err = capsys.readouterr().err
         assert what in err and "corrupt" not in err and len(err.strip().splitlines()) == 1, err
         if target != run:

@@ -47,24 +47,15 @@ def _one_error(err: str) -> str:
 # -- metric lines ----------------------------------------------------------------------------------------------
 
 
-@pytest.mark.parametrize("line, words", [
-    ('{"step": 3.5, "data": {"critic/score/mean": 0.5}}', "field 'step' must be an integer in [0, 1000000000], got 3.5"),
-    ('{"step": true, "data": {"critic/score/mean": 0.5}}', "field 'step' must be an integer in [0, 1000000000], got true"),
-    ('{"step": Infinity, "data": {}}', "field 'step' must be an integer in [0, 1000000000], got Infinity"),
-    ('{"step": 1e300, "data": {}}', "field 'step' must be an integer in [0, 1000000000], got 1e+300"),
-    ('{"step": -1, "data": {}}', "got -1"),
-    ('{"step": "3", "data": {}}', 'got "3"'),
-    ('{"step": 99999999999999999999, "data": {}}', "got 99999999999999999999"),
-    ('{"step": 2, "data": [1, 2]}', "field 'data' must be an object, got a JSON list"),
-    ('[1, 2]', "a JSON list, not an object"),
-    ('{"data": {}}', "no 'step' field"),
-])
-def test_a_metric_line_of_another_shape_is_one_error_naming_file_line_and_field(tmp_path, capsys, line, words):
+@pytest.mark.parametrize("line", ['{"step": 3.5, "data": {"critic/score/mean": 0.5}}', '{"step": true, "data": {}}',
+                                  '{"step": -1, "data": {}}', '{"step": "3", "data": {}}', '{"step": 2, "data": [1, 2]}',
+                                  '[1, 2]', '{"data": {}}'])
+def test_a_metric_line_of_another_shape_is_one_error_naming_file_and_line(tmp_path, capsys, line):
     good = json.dumps({"step": 1, "data": {"critic/score/mean": 0.5}})
     path = _lines(tmp_path / "m.jsonl", [good, line])
     rc, err, _ = _compare(["--run", f"a@1={path}"], tmp_path / "out", capsys)
     assert rc == 2
-    assert f"{path}:2: " in _one_error(err) and words in err
+    assert f'{path}:2: not a verl file-logger line {{"step": N, "data": {{...}}}}: {line[:20]}' in _one_error(err)
     assert not (tmp_path / "out").exists()
 
 
@@ -76,9 +67,8 @@ def test_values_that_are_not_finite_numbers_are_skipped_counted_and_reported_per
     path = _lines(tmp_path / "m.jsonl", lines)
     rc, err, doc = _compare(["--run", f"a@1={path}", "--last", "5"], tmp_path / "out", capsys)
     assert rc == 0 and "Traceback" not in err
-    warning = (f"a@1: `critic/score/mean`: 8 values (a list at step 1; an object at step 2; an integer beyond float's "
-               "range at step 3; a string at step 4; infinite at steps 5, 8; a bool at step 6; null (NaN or inf in "
-               "verl's file logger) at step 7) skipped, not finite numbers")
+    warning = ("a@1: `critic/score/mean`: 8 values (not a number at steps 1, 2, 3, 4, 6; infinite at steps 5, 8; null "
+               "(NaN or inf in verl's file logger) at step 7) skipped, not finite numbers")
     assert warning in err and warning in doc["notes"]
     assert warning in (tmp_path / "out" / "report.md").read_text()
     m = doc["algos"]["a"]["metrics"]["critic/score/mean"]
@@ -197,12 +187,12 @@ def test_a_rerun_removes_the_plots_it_no_longer_draws(tmp_path, capsys):
     assert "validation_accuracy.png" not in (out / "report.md").read_text()
 
 
-def test_tensorboard_and_clean_values_share_the_checks():
-    assert runs_mod.number(True) == (None, "a bool")
-    assert runs_mod.number(10 ** 400) == (None, "an integer beyond float's range")
-    assert runs_mod.number(3) == (3.0, None) and runs_mod.number(float("nan")) == (None, "NaN")
-    clean, skipped = runs_mod.clean({1: {"a": 1.5, "b": [1]}, 2: {"a": math.inf}})
-    assert clean == {1: {"a": 1.5}, 2: {}} and skipped == {"b": {1: "a list"}, "a": {2: "infinite"}}
+def test_clean_keeps_the_finite_numbers_and_says_what_each_other_value_was():
+    clean, skipped = runs_mod.clean({1: {"a": 1.5, "b": [1], "c": True, "d": 10 ** 400, "e": 3},
+                                     2: {"a": math.inf, "b": None, "c": math.nan}})
+    assert clean == {1: {"a": 1.5, "e": 3.0}, 2: {}}
+    assert skipped == {"b": {1: "not a number", 2: "null (NaN or inf in verl's file logger)"},
+                       "c": {1: "not a number", 2: "NaN"}, "d": {1: "not a number"}, "a": {2: "infinite"}}
 
 
 # -- --eval rows ------------------------------------------------------------------------------------------------
@@ -214,20 +204,11 @@ def _row(**fields) -> dict:
 
 
 @pytest.mark.parametrize("fields, words", [
-    ({"problem_index": None}, "field 'problem_index' must be an integer in [0, 1000000000], got null"),
-    ({"problem_index": math.inf}, "field 'problem_index' must be an integer in [0, 1000000000], got Infinity"),
-    ({"problem_index": "abc"}, "field 'problem_index' must be an integer in [0, 1000000000], got \"abc\""),
-    ({"problem_index": 1.5}, "field 'problem_index' must be an integer in [0, 1000000000], got 1.5"),
-    ({"problem_index": True}, "field 'problem_index' must be an integer in [0, 1000000000], got true"),
-    ({"sample_index": None}, "field 'sample_index' must be an integer in [0, 1000000000], got null"),
-    ({"sample_index": -1}, "field 'sample_index' must be an integer in [0, 1000000000], got -1"),
-    ({"benchmark": ["aime24"]}, "field 'benchmark' must be a non-empty string, got [\"aime24\"]"),
-    ({"benchmark": ""}, "field 'benchmark' must be a non-empty string, got \"\""),
-    ({"ground_truth": None}, "field 'ground_truth' is not usable (ground_truth must be a string or a number, got None"),
-    ({"ground_truth": []}, "field 'ground_truth' is not usable (ground_truth is an empty list"),
-    ({"response": None}, "field 'response' must be a string, got null"),
-    ({"response_tokens": "abc"}, "field 'response_tokens' must be an integer >= 0 or null, got \"abc\""),
-    ({"data_source": 3}, "field 'data_source' must be a non-empty string, got 3"),
+    ({"problem_index": None}, "field 'problem_index' must be an integer >= 0"),
+    ({"problem_index": 1.5}, "field 'problem_index' must be an integer >= 0"),
+    ({"problem_index": True}, "field 'problem_index' must be an integer >= 0"),
+    ({"sample_index": -1}, "field 'sample_index' must be an integer >= 0"),
+    ({"response": None}, "field 'response' must be a string"),
 ])
 def test_an_eval_row_with_a_bad_field_is_one_error_naming_file_line_and_field(tmp_path, capsys, fields, words):
     gens = tmp_path / "g.jsonl"

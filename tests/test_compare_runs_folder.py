@@ -13,7 +13,8 @@ import numpy as np
 import pytest
 
 from verl_ebpo.tools.cli import main
-from verl_ebpo.tools.compare import plots, wording
+from verl_ebpo.tools.compare import plots
+from verl_ebpo.tools.compare.markdown import verdict_lines
 
 B, G = 2, 4
 SEEDS = (0, 1, 2)
@@ -104,10 +105,11 @@ def test_the_power_explanation_is_said_once_per_report(tmp_path, capsys):
 def test_short_verdict_keeps_the_number_and_leaves_other_sentences_alone():
     v = ("EBPO vs GRPO on x: not resolved (-0.007, 95% CI [-0.125, +0.110], 3 seeds); these seeds would resolve a "
          "true difference of ±0.146 with 80% power, so a smaller effect is not excluded.")
-    assert wording.short(v) == ("EBPO vs GRPO on x: not resolved (-0.007, 95% CI [-0.125, +0.110], 3 seeds; "
-                                "resolvable at 80% power: ±0.146).")
     other = "EBPO is higher than GRPO on x (+0.2, 95% CI [+0.1, +0.3], 3 seeds)."
-    assert wording.short(other) == other and wording.power_note([other]) is None
+    short, kept, note = verdict_lines([v, other])
+    assert short == ("EBPO vs GRPO on x: not resolved (-0.007, 95% CI [-0.125, +0.110], 3 seeds; resolvable at 80% "
+                     "power: ±0.146).")
+    assert kept == other and verdict_lines([other]) == [other] and "in 80% of repetitions" in note
 
 
 def test_dapo_is_known_by_the_flag_not_the_name(tmp_path):
@@ -248,15 +250,3 @@ def test_an_eval_file_without_a_benchmark_is_refused_unless_allow_partial(tmp_pa
     # the other per-benchmark count named by the user: --samples for a benchmark no file has
     assert main([*argv[:-3], "--samples", "aime25=4", "--out", str(tmp_path / "p")]) == 2
     assert "--samples names aime25, which no --eval file has" in capsys.readouterr().err
-
-
-def test_the_demos_folder_needs_no_other_flag(tmp_path, capsys):
-    """`compare --runs <demo out>/runs --out R` alone: the batch and group sizes come from the demo's summary.json
-    beside its runs (said on stderr), so DAPO's all-answer reward and the equal budget are there as with the flags."""
-    runs = _demo_layout(tmp_path)
-    (tmp_path / "summary.json").write_text(json.dumps({"settings": {"batch_size": B, "group_size": G}}))
-    assert main(["compare", "--runs", str(runs), "--dapo", "dapo", "--out", str(tmp_path / "R")]) == 0
-    assert f"--batch-size {B} --group-size {G}, as recorded in {tmp_path / 'summary.json'}" in capsys.readouterr().err
-    assert main(["compare", "--runs", str(runs), "--dapo", "dapo", "--batch-size", str(B), "--group-size", str(G),
-                 "--out", str(tmp_path / "F"), "--quiet"]) == 0
-    assert _doc(tmp_path / "R")["comparisons_equal_budget"] == _doc(tmp_path / "F")["comparisons_equal_budget"] != {}

@@ -35,11 +35,6 @@ DESCRIPTIONS = {
 }
 
 
-def overlong_buffer(max_response_length: int) -> int:
-    """DAPO's default overlong buffer: half the response budget, at least 1 token (4096 for 8192)."""
-    return max(1, int(max_response_length) // 2)
-
-
 def overrides(algo: str, protocol: str = "paper", *, max_response_length: int = 8192,
               overlong_buffer_len: int | None = None, overlong_penalty: float = 1.0,
               prior_scope: str | None = None, one_pass: bool = False, log_discarded: bool = False) -> list[str]:
@@ -70,15 +65,14 @@ def _algorithm_keys(algo, protocol, max_response_length, overlong_buffer_len, ov
         raise ValueError(f"unknown protocol {protocol!r} (paper or authors)")
     if int(max_response_length) < 2:
         raise ValueError(f"max_response_length must be >= 2, got {max_response_length}")
-    buffer = overlong_buffer(max_response_length) if overlong_buffer_len is None else int(overlong_buffer_len)
+    # DAPO's default overlong buffer: half the response budget (4096 of 8192)
+    buffer = int(max_response_length) // 2 if overlong_buffer_len is None else int(overlong_buffer_len)
     if not 1 <= buffer < int(max_response_length):
         raise ValueError(f"overlong buffer must be in [1, max_response_length={max_response_length}), got {buffer}")
     if not float(overlong_penalty) >= 0:
         raise ValueError(f"overlong penalty must be >= 0, got {overlong_penalty}")
-    scope = prior_scope or ("running" if protocol == "paper" else "batch")
-    if scope not in PRIOR_SCOPES:
-        raise ValueError(f"unknown EBPO prior scope {scope!r} (running or batch)")
     paper = protocol == "paper"
+    scope = prior_scope or ("running" if paper else "batch")  # main's --prior-scope has the choices
     if algo == "grpo":
         return ["algorithm.adv_estimator=grpo", "algorithm.norm_adv_by_std_in_grpo=True"]
     if algo == "drgrpo":
@@ -129,10 +123,7 @@ def main(argv=None) -> int:
                         help="a run that drops groups (paper DAPO) logs the answers it discards (the replay buffer)")
     args = parser.parse_args(argv)
     try:
-        keys = overrides(args.algo, args.protocol, max_response_length=args.max_response_length,
-                         overlong_buffer_len=args.overlong_buffer_len, overlong_penalty=args.overlong_penalty,
-                         prior_scope=args.prior_scope, one_pass=args.one_pass,
-                         log_discarded=args.log_discarded)
+        keys = overrides(**vars(args))  # the flags are overrides' arguments
     except ValueError as exc:
         print(f"verl_ebpo.tools.algorithms: error: {exc}", file=sys.stderr)
         return 2

@@ -4,7 +4,8 @@ Each subcommand lives in its own module, imported only when used; each target na
 or `module:object`) exposes `add_arguments(parser)` and `run(args) -> int`. A subcommand whose modules are missing
 (the GPU install, `pip install -e .`, has no extras) stops before it parses or does anything, with one line naming
 the `pip install` that fixes it (exit 2). Every help page ends with an example (`EXAMPLES`), and defaults are
-written one way, `(default: X)`, whatever the module wrote (`uniform_defaults`).
+written one way, `(default: X)`, whatever the module wrote (`uniform_defaults`). Every command exits as `EXIT_CODES`
+says (`main` holds it to that).
 """
 
 from __future__ import annotations
@@ -41,6 +42,8 @@ EXAMPLES = {
     "label-topics": "verl-ebpo label-topics --from-field data_source train.parquet train_topics.parquet",
     "label-difficulty": "verl-ebpo label-difficulty train.parquet rollouts.jsonl train_diff.parquet --workers 4",
 }
+
+EXIT_CODES = "exit status, every command: 0 done; 2 refused or failed, with one line on stderr saying why; 130 interrupted."
 
 CPU_EXTRA = "pip install 'verl-ebpo[cpu]'"
 # name: ((importable module, ...), the install that brings them). Optional needs are checked by the command
@@ -89,18 +92,41 @@ def uniform_defaults(parser: argparse.ArgumentParser) -> None:
                 action.help = pattern.sub(repl, action.help)
 
 
+def version_line() -> str:
+    """This package's version, verl's and vLLM's, and which of the package's extras are installed (an extra is
+    installed when every distribution it requires is)."""
+    from importlib.metadata import PackageNotFoundError, requires
+
+    from packaging.requirements import Requirement
+
+    from verl_ebpo import __version__
+    from verl_ebpo.tools.provenance import version
+
+    try:
+        declared = requires("verl-ebpo") or []
+    except PackageNotFoundError:  # run from a source tree that was not pip-installed
+        declared = []
+    extras: dict[str, list[str]] = {}
+    for req in map(Requirement, declared):
+        for extra in re.findall(r'extra == "([^"]+)"', str(req.marker or "")):
+            extras.setdefault(extra, []).append(req.name)
+    have = [extra for extra, names in extras.items() if all(version(name) for name in names)]
+    lacking = "; not installed: " + ", ".join(e for e in extras if e not in have) if len(have) < len(extras) else ""
+    return (f"verl-ebpo {__version__} (verl {version('verl') or 'not installed'}, vllm "
+            f"{version('vllm') or 'not installed'}; extras installed: {', '.join(have) or 'none'}{lacking})")
+
+
 def build_parser(command: str | None = None) -> argparse.ArgumentParser:
     """The parser; only `command`'s module is imported (so one subcommand never breaks another)."""
-    from verl_ebpo import __version__
-
     import textwrap
 
     parser = argparse.ArgumentParser(
         prog="verl-ebpo", description=textwrap.fill(DESCRIPTION, 100),
         formatter_class=argparse.RawDescriptionHelpFormatter,
-        epilog=f"example:\n  {EXAMPLES['demo']}\n\n`verl-ebpo COMMAND --help`: a command's options and an example.")
-    parser.add_argument("--version", action="version", version=f"verl-ebpo {__version__}",
-                        help="print the package's version and exit")
+        epilog=f"example:\n  {EXAMPLES['demo']}\n\n`verl-ebpo COMMAND --help`: a command's options and an "
+               f"example.\n\n{textwrap.fill(EXIT_CODES, 100)}")
+    parser.add_argument("--version", action="version", version=version_line(),
+                        help="print the versions of this package, verl and vLLM, and the extras installed")
     sub = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
     for name, (module, help_text) in SUBCOMMANDS.items():
         p = sub.add_parser(name, help=help_text, description=textwrap.fill(help_text, 100),
@@ -126,7 +152,8 @@ def main(argv: list[str] | None = None) -> int:
         print(problem, file=sys.stderr)
         return 2
     args = build_parser(command if command in SUBCOMMANDS else None).parse_args(argv)
-    return int(args.run_command(args) or 0)
+    code = int(args.run_command(args) or 0)
+    return code if code in (0, 2, 130) else 2  # EXIT_CODES
 
 
 if __name__ == "__main__":

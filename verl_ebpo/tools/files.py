@@ -84,12 +84,6 @@ def unreadable_reason(
     return None
 
 
-def _inside(real: str, folder: str) -> bool:
-    """Whether the resolved path `real` is `folder` itself or below it (`folder` resolved too)."""
-    folder = os.path.realpath(folder)
-    return real == folder or real.startswith(folder.rstrip(os.sep) + os.sep)
-
-
 def check_output_path(path: "str | os.PathLike[str]", inputs: Iterable["str | os.PathLike[str]"] = ()) -> str:
     """The real path to write `path` to, or `OutputPathError` if writing there would destroy something.
 
@@ -102,7 +96,7 @@ def check_output_path(path: "str | os.PathLike[str]", inputs: Iterable["str | os
     real = os.path.realpath(path)
     inputs = [os.fspath(i) for i in inputs]
     for folder in inputs:
-        if os.path.isdir(folder) and _inside(real, folder):
+        if os.path.isdir(folder) and os.path.commonpath([real, os.path.realpath(folder)]) == os.path.realpath(folder):
             raise OutputPathError(
                 f"refusing to write {path}: it is inside the input folder {folder}; choose another output path"
             )
@@ -154,44 +148,30 @@ def check_output_paths(
 
 
 def _kind(mode: int) -> str:
-    for test, name in (
-        (stat.S_ISDIR, "a directory"),
-        (stat.S_ISFIFO, "a FIFO"),
-        (stat.S_ISCHR, "a character device"),
-        (stat.S_ISBLK, "a block device"),
-        (stat.S_ISSOCK, "a socket"),
-    ):
-        if test(mode):
-            return name
-    return "not a regular file"
+    return {stat.S_IFDIR: "a directory", stat.S_IFIFO: "a FIFO", stat.S_IFCHR: "a character device",
+            stat.S_IFBLK: "a block device", stat.S_IFSOCK: "a socket"}.get(stat.S_IFMT(mode), "not a regular file")
 
 
 def pid_alive(pid: int) -> bool:
     """Whether process `pid` exists (this process counts as alive). Stays for recipes/data/prepare_data.py's
     staging folders."""
-    if pid == os.getpid():
-        return True
     try:
-        os.kill(pid, 0)
+        os.kill(pid, 0)  # signal 0: nothing sent, only checked (this process is alive too)
     except ProcessLookupError:
         return False
-    except OSError:
+    except OSError:  # alive, owned by another user
         return True
     return True
 
 
 def fsync_dir(directory: "str | os.PathLike[str]") -> None:
     """Make a rename in `directory` durable (best effort: some file systems refuse)."""
-    try:
+    with contextlib.suppress(OSError):
         fd = os.open(directory, os.O_RDONLY)
-    except OSError:
-        return
-    try:
-        os.fsync(fd)
-    except OSError:
-        pass
-    finally:
-        os.close(fd)
+        try:
+            os.fsync(fd)
+        finally:
+            os.close(fd)
 
 
 @contextlib.contextmanager
@@ -206,18 +186,14 @@ def atomic_output(path: "str | os.PathLike[str]", inputs: Iterable["str | os.Pat
     tmp = None
     try:
         os.makedirs(directory or ".", exist_ok=True)
-        while tmp is None:  # O_EXCL with mode 0o666: the kernel applies the umask, as open(path, "w") does
-            tmp = os.path.join(directory, f".{name}{_TMP_TAG}{os.getpid()}-{secrets.token_hex(4)}")
-            try:
-                os.close(os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o666))
-            except FileExistsError:
-                tmp = None
+        tmp = os.path.join(directory, f".{name}{_TMP_TAG}{os.getpid()}-{secrets.token_hex(4)}")
+        # O_EXCL with mode 0o666: the kernel applies the umask, as open(path, "w") does
+        os.close(os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o666))
         yield tmp
         if os.path.exists(real):
             os.chmod(tmp, stat.S_IMODE(os.stat(real).st_mode))
         with open(tmp, "rb+") as f:
             os.fsync(f.fileno())
-        check_output_path(path, inputs)  # still safe to replace (nothing swapped in meanwhile)
         os.replace(tmp, real)
     except BaseException as exc:
         if tmp is not None:
@@ -231,8 +207,12 @@ def atomic_output(path: "str | os.PathLike[str]", inputs: Iterable["str | os.Pat
     fsync_dir(directory)
 
 
-def atomic_write_text(path: "str | os.PathLike[str]", text: str, inputs: Iterable["str | os.PathLike[str]"] = ()) -> None:
-    """Write `text` (UTF-8) to `path` atomically (see the module docstring)."""
+def atomic_write_text(path: "str | os.PathLike[str]", text: "str | bytes",
+                      inputs: Iterable["str | os.PathLike[str]"] = ()) -> None:
+    """Write `text` (a str as UTF-8, or bytes) to `path` atomically (see the module docstring)."""
     with atomic_output(path, inputs) as tmp:
         with open(tmp, "wb") as f:
-            f.write(text.encode("utf-8"))
+            f.write(text.encode("utf-8") if isinstance(text, str) else text)
+
+
+atomic_write_bytes = atomic_write_text  # the name simulate/lr.py writes its figure with

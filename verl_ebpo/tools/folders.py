@@ -5,6 +5,7 @@ wrote there; otherwise `FolderNotOurs`, nothing touched."""
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import shutil
@@ -19,16 +20,13 @@ class FolderNotOurs(ValueError):
     """A folder holds sub-folders a tool would replace but cannot prove it made: they are left alone."""
 
 
-def _marker_tool(marker: str) -> "str | None":
+def _marker_tool(marker: Path):
     """The tool named by a marker that is a regular file (not a link) holding our JSON; else None."""
-    try:
-        if os.path.islink(marker) or not os.path.isfile(marker):
-            return None
-        with open(marker, encoding="utf-8") as f:
-            tool = json.load(f).get("tool")
-        return tool if isinstance(tool, str) else None
-    except (OSError, ValueError, AttributeError):
+    if marker.is_symlink() or not marker.is_file():
         return None
+    with contextlib.suppress(OSError, ValueError, AttributeError):
+        return json.loads(marker.read_text(encoding="utf-8")).get("tool")
+    return None
 
 
 def owned_subfolders(out: "str | os.PathLike[str]", names: "tuple[str, ...]", tool: str) -> list[Path]:
@@ -43,7 +41,7 @@ def owned_subfolders(out: "str | os.PathLike[str]", names: "tuple[str, ...]", to
     if not present:
         return []
     listed = " and ".join(f"{p.name}/" for p in present)
-    if _marker_tool(str(out / MARKER)) != tool:
+    if _marker_tool(out / MARKER) != tool:
         raise FolderNotOurs(
             f"--out {out} already holds {listed} that {tool} did not make (no {MARKER} marker of {tool} there): "
             f"choose a new or empty folder for --out, or move {listed} away first"

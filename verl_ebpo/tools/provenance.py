@@ -1,9 +1,7 @@
-"""What computed a results file (`environment()`), kept in every results file a tool writes under "environment".
-
-The last digits of a float depend on the machine (numpy and ATen pick SIMD kernels for the CPU at run time), so
-tests compare re-computed floats with a tolerance (tests/numeric.py); this records enough to tell two machines
-and two package sets apart: the CPU, ATen's kernel level, the versions and the variables that choose kernels.
-"""
+"""What computed a results file (`environment()`), kept in every results file a tool writes under "environment":
+the Python, the machine, the versions of the packages whose arithmetic reaches the numbers, and the variables that
+choose kernels or thread counts (the last digits of a float move with them; tests/numeric.py compares with a
+tolerance)."""
 
 from __future__ import annotations
 
@@ -11,14 +9,13 @@ import importlib.metadata
 import os
 import platform
 
-# the packages whose arithmetic (or sampling) reaches the numbers the tools write
 PACKAGES = ("torch", "numpy", "scipy", "mpmath", "pandas", "transformers", "tokenizers", "verl", "ray", "verl-ebpo")
-# environment variables that change which kernels run or how many threads sum
 NUMERIC_ENV = ("ATEN_CPU_CAPABILITY", "NPY_DISABLE_CPU_FEATURES", "NPY_ENABLE_CPU_FEATURES", "MKL_CBWR",
                "OMP_NUM_THREADS", "MKL_NUM_THREADS")
 
 
-def _version(name: str) -> str | None:
+def version(name: str) -> str | None:
+    """The installed version of distribution `name`, or None."""
     try:
         return importlib.metadata.version(name)
     except importlib.metadata.PackageNotFoundError:
@@ -26,11 +23,7 @@ def _version(name: str) -> str | None:
 
 
 def environment() -> dict:
-    """{python, machine, cpu, torch_cpu_capability, packages, env}, JSON-ready."""
-    import torch
-
+    """{python, machine, packages, env}, JSON-ready."""
     return {"python": platform.python_version(), "machine": platform.machine(),
-            "cpu": platform.processor() or platform.machine(),
-            "torch_cpu_capability": torch.backends.cpu.get_cpu_capability(),
-            "packages": {name: _version(name) for name in PACKAGES},
+            "packages": {name: version(name) for name in PACKAGES},
             "env": {k: os.environ[k] for k in NUMERIC_ENV if k in os.environ}}

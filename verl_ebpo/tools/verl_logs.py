@@ -22,7 +22,6 @@ from typing import Callable, Optional
 
 SCORE = "critic/score/mean"  # mean reward of the answers trained on this step
 STEP_TIME = "timing_s/step"
-TIMING_PREFIX = "timing_s/"
 # DAPO (algorithm.filter_groups) in verl's sync replay buffer, summed per step, counted in prompt groups:
 DAPO_EVICTED_GROUPS = "training/filter_groups/evicted_samples"  # groups whose answers all scored the same
 DAPO_SURPLUS_GROUPS = "training/filter_groups/discarded_surplus_samples"  # finished but not needed this step
@@ -33,23 +32,18 @@ DISCARDED_ANSWERS, DISCARDED_REWARD_SUM = "replay/discarded_answers", "replay/di
 _VAL_ACC = re.compile(r"^val-core/(.+)/acc/mean@1$")
 
 
-MAX_STEP = 10**9  # the largest step number read (verl's global steps start at 0 and count up by one)
-
-
 def read_metrics(path: str | Path, warn: Optional[Callable[[str], None]] = None) -> dict[int, dict]:
     """step -> merged metrics of verl's file logger (a later line of a step updates the earlier ones).
 
-    Every line must be `{"step": N, "data": {...}}` with N an integer in [0, MAX_STEP] (not a float, not a bool):
-    anything else is a ValueError naming file, line and field. A line that is not JSON at all (a run killed
-    mid-write leaves a truncated last line) is a ValueError too, or, with `warn`, skipped after one call of `warn`
-    naming file and line (`verl-ebpo compare` reads the rest of the file). Values are returned as written
-    (verl's file logger writes NaN and inf as null); checking them is the reader's part.
+    A line that is not `{"step": <integer>, "data": {...}}` is a ValueError naming file and line. A line that is
+    not JSON at all (a run killed mid-write leaves a truncated last line) is one too, or, with `warn`, skipped
+    after one call of `warn` naming file and line (`verl-ebpo compare` reads the rest). Values are returned as
+    written (verl's file logger writes NaN and inf as null); checking them is the reader's part.
     """
     steps: dict[int, dict] = defaultdict(dict)
     with open(path, errors="replace") as f:
         for number, line in enumerate(f, 1):
-            line = line.strip()
-            if not line:
+            if not line.strip():
                 continue
             try:
                 record = json.loads(line)
@@ -59,35 +53,12 @@ def read_metrics(path: str | Path, warn: Optional[Callable[[str], None]] = None)
                     raise ValueError(message) from None
                 warn(message + ", skipped")
                 continue
-            steps[_line_step(record, f"{path}:{number}")].update(record["data"])
+            if not (isinstance(record, dict) and type(record.get("step")) is int and record["step"] >= 0
+                    and isinstance(record.get("data"), dict)):
+                raise ValueError(f'{path}:{number}: not a verl file-logger line {{"step": N, "data": {{...}}}}: '
+                                 f"{line.strip()[:60]}")
+            steps[record["step"]].update(record["data"])
     return dict(steps)
-
-
-def _line_step(record, where: str) -> int:
-    """The step of one parsed file-logger line, after checking the line's shape (ValueError naming `where`)."""
-    missing = [k for k in ("step", "data") if k not in record] if isinstance(record, dict) else None
-    if missing is None or missing:
-        raise ValueError(f"{where}: not a verl file-logger line (" + (f"no {missing[0]!r} field)" if missing else
-                         f'a JSON {type(record).__name__}, not an object {{"step": N, "data": {{...}}}})'))
-    problem = index_problem("step", record["step"], MAX_STEP)
-    if problem or not isinstance(record["data"], dict):
-        raise ValueError(f"{where}: " + (problem or f"field 'data' must be an object, got a JSON "
-                                                    f"{type(record['data']).__name__}"))
-    return record["step"]
-
-
-def shown(value) -> str:
-    """`value` as JSON, cut to 40 characters (what the one-line errors of the readers quote)."""
-    text = json.dumps(value)
-    return text if len(text) <= 40 else text[:37] + "..."
-
-
-def index_problem(key: str, value, top: int) -> Optional[str]:
-    """"field 'key' must be an integer in [0, top], got ..." for a value that is not one (a float or a bool is
-    not), else None: the check of a step, a problem or a sample index read from JSON."""
-    if type(value) is not int or not 0 <= value <= top:
-        return f"field {key!r} must be an integer in [0, {top}], got {shown(value)}"
-    return None
 
 
 def validation_accuracy(metrics: dict[int, dict]) -> dict[int, float]:
@@ -98,15 +69,6 @@ def validation_accuracy(metrics: dict[int, dict]) -> dict[int, float]:
         if values:
             out[step] = sum(values) / len(values)
     return out
-
-
-def timings(metrics: dict[int, dict]) -> dict[int, dict[str, float]]:
-    """step -> {phase: seconds} from verl's `timing_s/<phase>` metrics (training steps only)."""
-    return {
-        step: {k[len(TIMING_PREFIX):]: float(v) for k, v in m.items() if k.startswith(TIMING_PREFIX)}
-        for step, m in metrics.items()
-        if step >= 1 and STEP_TIME in m
-    }
 
 
 def dump_group(uid: str) -> str:

@@ -28,9 +28,6 @@ VERDICT_METRICS = ("reward_all_answers", "val-core/*")  # compared between algor
 TABLE_METRICS = ("reward_all_answers", "critic/score/mean", "val-core/*", "no_signal_share", "answers_generated")
 
 
-SIZES = {"--batch-size": (1, 10**6), "--group-size": (1, 4096)}
-
-
 def _number(flag: str, text: Optional[str], lo: float, hi: float, kind=int):
     """`text` of `flag` as `kind` in [lo, hi] (None stays None); else a one-line `CompareError`."""
     from verl_ebpo.tools.compare.runs import CompareError
@@ -93,30 +90,15 @@ def _parse_samples(text: str) -> dict[str, int]:
     return {n: int(k) for n, _, k in pairs}
 
 
-def _scorer_with_pool(scorer: Callable, workers: int) -> Callable:
-    """The package's reward gets `processes=workers` (its verifier pool's size, docs/reward.md); a scorer of
-    another module only when its signature names `processes`."""
-    import functools
-    import inspect
-
-    from verl_ebpo.rewards.score import compute_score
-
-    try:
-        named = "processes" in inspect.signature(scorer).parameters
-    except (TypeError, ValueError):
-        named = False
-    return functools.partial(scorer, processes=workers) if scorer is compute_score or named else scorer
-
-
 def score_evals(specs: dict, scorer_name: Optional[str], samples: dict, allow_partial: bool, workers: int,
                 progress: bool = False) -> tuple:
     """--eval files scored once each: (rates algo->seed->bench->{problem: share}, pass1 algo->seed->bench->...)."""
     from collections import Counter
 
     from verl_ebpo.tools.compare import evals
-    from verl_ebpo.tools.scorer import load_scorer
+    from verl_ebpo.tools.scorer import load_scorer, sized_for
 
-    scorer = _scorer_with_pool(load_scorer(scorer_name or evals.DEFAULT_SCORER), workers)
+    scorer = sized_for(load_scorer(scorer_name), workers)
     read = {key: ([r for p in paths for r in evals.read_generations(p)], f"{', '.join(paths)}: ")
             for key, paths in specs.items()}
     try:
@@ -185,11 +167,11 @@ def _check_metrics(metrics: tuple, runs: dict, seen: set, batch_size: Optional[i
 def compare(run_specs: dict, eval_specs: dict, out: Path, *, last: int = 10, baseline: Optional[str] = None,
             metrics: tuple = DEFAULT_METRICS, negligible: float = 0.0, batch_size: Optional[int] = None,
             group_size: Optional[int] = None, samples: Optional[dict] = None, allow_partial: bool = False,
-            scorer: Optional[str] = None, workers: int = 4, report_name: str = "report.md", progress: bool = False,
+            scorer: Optional[str] = None, workers: int = 4, progress: bool = False,
             warn: Callable[[str], None] = lambda m: print(f"verl-ebpo compare: warning: {m}", file=sys.stderr),
             verdict_metrics: tuple = VERDICT_METRICS, dapo: tuple = (), fmt: str = "png",
             views: Optional[tuple] = None, skipped: tuple = ()) -> dict:
-    """The whole command: read, compare, write comparison.json, the report (`report_name`) and the figures into `out`; returns the doc.
+    """The whole command: read, compare, write comparison.json, report.md and the figures into `out`; returns the doc.
     `metrics` (summarised) and `verdict_metrics` (compared between algorithms; read too) other than their defaults
     must each match a metric; `dapo`: algorithms taken as DAPO whatever they logged; `fmt`: the figures' format;
     `views`: the figures drawn (default all of `plots.VIEWS`; the demo draws its own reward figure); `progress`:
@@ -220,13 +202,8 @@ def compare(run_specs: dict, eval_specs: dict, out: Path, *, last: int = 10, bas
              if tuple(p) != default]  # patterns given explicitly: each must match some metric
     if tuple(verdict_metrics) != VERDICT_METRICS:  # --metric given: read too
         metrics = tuple(dict.fromkeys((*metrics, *verdict_metrics)))
-    for name in ("comparison.json", *plot_names(fmt), report_name):
+    for name in ("comparison.json", *plot_names(fmt), "report.md"):
         check_output_path(out / name, inputs)
-    from verl_ebpo.tools.files import unreadable_reason
-
-    for (algo, seed), path in [(k, p) for k, paths in eval_specs.items() for p in paths]:  # before any work
-        if unreadable_reason(path, allow_fifo=True):
-            raise CompareError(f"--eval {algo}@{seed}={path}: {unreadable_reason(path, allow_fifo=True)}")
     _check_run_set(run_specs)
     notes: list[str] = []
 
@@ -284,7 +261,7 @@ def compare(run_specs: dict, eval_specs: dict, out: Path, *, last: int = 10, bas
             stale.unlink()
     atomic_write_text(out / "comparison.json",
                       json.dumps(report.json_safe(doc), indent=2, allow_nan=False) + "\n", inputs=inputs)
-    atomic_write_text(out / report_name, markdown.render(report.json_safe(doc), plots), inputs=inputs)
+    atomic_write_text(out / "report.md", markdown.render(report.json_safe(doc), plots), inputs=inputs)
     return doc
 
 
@@ -322,34 +299,9 @@ def run_specs_of(runs: list[str], folders: list[str]) -> tuple[dict, list[str]]:
     return specs, notes
 
 
-def recorded_sizes(folders: list[str]) -> Optional[tuple[int, int, str]]:
-    """(batch size, group size, the file) a demo recorded beside its runs: `<out>/summary.json`'s settings, for
-    `--runs <out>/runs` (or one algorithm's folder below it); None when no such file or it does not say. Sizes
-    out of --batch-size's or --group-size's range are a `CompareError` naming the file."""
-    from verl_ebpo.tools.compare.runs import CompareError
-
-    for folder in _folders(folders):
-        for up in (Path(folder).parent, Path(folder).parent.parent):
-            path = up / "summary.json"
-            try:
-                settings = json.loads(path.read_text()).get("settings", {})
-                b, g = settings["batch_size"], settings["group_size"]
-            except (OSError, ValueError, KeyError, AttributeError, TypeError):
-                continue
-            if type(b) is int and type(g) is int:
-                for flag, v, (lo, hi) in (("batch_size", b, SIZES["--batch-size"]), ("group_size", g, SIZES["--group-size"])):
-                    if not lo <= v <= hi:
-                        raise CompareError(f"{path} records {flag} {v}, outside [{lo}, {hi}]: pass --batch-size "
-                                           "and --group-size")
-                return b, g, str(path)
-    return None
-
-
 def run(args: argparse.Namespace) -> int:
-    from verl_ebpo.tools.files import OutputPathError
     from verl_ebpo.tools.cli import one_line
-    from verl_ebpo.tools.compare import markdown, wording
-    from verl_ebpo.tools.compare.evals import ScoreError
+    from verl_ebpo.tools.compare import markdown
     from verl_ebpo.tools.compare.runs import CompareError
 
     try:
@@ -359,14 +311,8 @@ def run(args: argparse.Namespace) -> int:
                 raise CompareError(f"{flag} must name at least one metric")
         nums = {flag: _number(flag, text, *bounds) for flag, text, bounds in (
             ("--last", args.last, (1, 100000)), ("--negligible", args.negligible, (0, sys.float_info.max, float)),
-            ("--batch-size", args.batch_size, SIZES["--batch-size"]),
-            ("--group-size", args.group_size, SIZES["--group-size"]), ("--workers", args.workers, (1, 256)))}
-        if args.runs and nums["--batch-size"] is None and nums["--group-size"] is None:
-            recorded = recorded_sizes(args.runs)  # the demo's: its summary.json beside its runs/
-            if recorded:
-                nums["--batch-size"], nums["--group-size"] = recorded[:2]
-                print(f"verl-ebpo compare: --batch-size {recorded[0]} --group-size {recorded[1]}, as recorded in "
-                      f"{recorded[2]}", file=sys.stderr)
+            ("--batch-size", args.batch_size, (1, 10**6)), ("--group-size", args.group_size, (1, 4096)),
+            ("--workers", args.workers, (1, 256)))}
         specs, skipped = run_specs_of(args.run, args.runs)
         doc = compare(specs, _specs(args.eval, "--eval"), args.out, skipped=skipped,
                       last=nums["--last"], baseline=args.baseline, metrics=metrics, negligible=nums["--negligible"],
@@ -374,14 +320,14 @@ def run(args: argparse.Namespace) -> int:
                       samples=_parse_samples(args.samples), allow_partial=args.allow_partial, scorer=args.scorer,
                       workers=nums["--workers"], progress=not args.quiet, verdict_metrics=verdict_metrics,
                       dapo=_names(args.dapo), fmt=args.format)
-    except (CompareError, ScoreError, OutputPathError, ValueError, OSError) as exc:
+    except (ValueError, OSError) as exc:  # CompareError, ScoreError, OutputPathError: ValueErrors
         print(f"verl-ebpo compare: error: {one_line(exc)}", file=sys.stderr)
         return 2
     if not args.quiet:
         verdicts = [c["verdict"] for per in (doc["comparisons"], doc.get("comparisons_equal_budget", {}),
                                               doc["eval_comparisons"]) for cs in per.values() for c in cs.values()]
-        lines = [markdown.text_table(doc, (*verdict_metrics, *TABLE_METRICS)), *(f"  {wording.short(v)}" for v in
-                 verdicts), f"  {wording.power_note(verdicts) or ''}",
+        lines = [markdown.text_table(doc, (*verdict_metrics, *TABLE_METRICS)),
+                 *(f"  {line}" for line in markdown.verdict_lines(verdicts)),
                  f"  {doc['number_of_comparisons']} comparisons (95% intervals, not corrected for multiplicity)"]
         print("\n".join(line for line in lines if line.strip()))
     print(f"verl-ebpo compare: wrote {Path(args.out) / 'report.md'}")

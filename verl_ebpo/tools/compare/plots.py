@@ -36,10 +36,8 @@ def plot_names(fmt: str = "png") -> tuple[str, ...]:
 
 def colors_for(algos: Sequence[str]) -> dict[str, str]:
     """A colour per algorithm: the known ones their own, any other the next of `PALETTE` (same order, same colour)."""
-    out, spare = {}, iter(PALETTE * (1 + len(algos) // len(PALETTE)))
-    for a in algos:
-        out[a] = COLORS.get(a.lower()) or next(spare)
-    return out
+    spare = iter(PALETTE * (1 + len(algos) // len(PALETTE)))
+    return {a: COLORS.get(a.lower()) or next(spare) for a in algos}
 
 
 def smooth(values: np.ndarray, window: int = 5) -> np.ndarray:
@@ -60,12 +58,8 @@ def band(curves) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
 def value_range(kind: str, values: Sequence[np.ndarray]) -> Optional[tuple[float, float]]:
     """The range a band is clipped to: kind "share" (accuracy, a share): [0, 1]; "reward": [0, 1] when every
     finite value logged is in it (a 0/1 verifier's reward), else None (unknown: not clipped)."""
-    if kind == "share":
-        return (0.0, 1.0)
-    finite = [v[np.isfinite(v)] for v in map(np.asarray, values)]
-    if all(((f >= 0) & (f <= 1)).all() for f in finite):
-        return (0.0, 1.0)
-    return None
+    inside = all(((v >= 0) & (v <= 1))[np.isfinite(v)].all() for v in map(np.asarray, values))
+    return (0.0, 1.0) if kind == "share" or inside else None
 
 
 def seed_curves(xs: Sequence[np.ndarray], ys: Sequence[np.ndarray], by: str) -> tuple[np.ndarray, np.ndarray]:
@@ -121,23 +115,16 @@ def caption(seeds: dict[str, int], window: int, clip: Optional[tuple[float, floa
     """What a figure shows, under it: smoothing, seeds, band and clipping, the answers panel's extent (or, with
     `per_step`, why there is none), and the algorithms `apart` whose seeds share no logged step."""
     n = sorted(set(seeds.values()))
-    parts = [f"moving average over {window} logged {every}s" if window > 1 else f"every logged {every}, unsmoothed"]
     counts = f"{n[0]} seed{'s' if n[0] > 1 else ''}" if len(n) == 1 else f"{n[0]}-{n[-1]} seeds (legend)"
-    if len(apart) == len(seeds):
-        pass
-    elif n[-1] > 1:
-        clipped = f" clipped to [{clip[0]:g}, {clip[1]:g}]" if clip is not None else ""
-        parts.append(f"bold: mean over {counts}, band: its 95% t interval{clipped}; faint: each seed")
-    else:
-        parts.append(f"{counts} per algorithm: no band")
-    if apart:
-        parts.append(f"{', '.join(NAMES.get(a, a) for a in apart)}: the seeds logged different {every}s, so each "
-                     "seed's points are drawn, no mean")
-    if answers_panel:
-        parts.append("against answers generated: each seed to its own end, the mean where every seed has reached")
-    elif per_step:
-        parts.append(f"{per_step:,.0f} answers generated a step in every run")
-    return "; ".join(parts) + "."
+    clipped = f" clipped to [{clip[0]:g}, {clip[1]:g}]" if clip is not None else ""
+    parts = [f"moving average over {window} logged {every}s" if window > 1 else f"every logged {every}, unsmoothed",
+             "" if len(apart) == len(seeds) else f"{counts} per algorithm: no band" if n[-1] == 1 else
+             f"bold: mean over {counts}, band: its 95% t interval{clipped}; faint: each seed",
+             apart and f"{', '.join(NAMES.get(a, a) for a in apart)}: the seeds logged different {every}s, so each "
+             "seed's points are drawn, no mean",
+             "against answers generated: each seed to its own end, the mean where every seed has reached"
+             if answers_panel else per_step and f"{per_step:,.0f} answers generated a step in every run"]
+    return "; ".join(p for p in parts if p) + "."
 
 
 def finish(ax, clip: Optional[tuple[float, float]]) -> None:
@@ -149,27 +136,17 @@ def finish(ax, clip: Optional[tuple[float, float]]) -> None:
     ax.grid(alpha=0.3)
 
 
-def answers_axis(ax) -> None:
-    """x label and readable ticks (50k, 1.5M) for cumulative answers."""
-    from matplotlib.ticker import EngFormatter
-
-    ax.xaxis.set_major_formatter(EngFormatter(sep=""))
-    ax.set_xlabel("answers generated (cumulative)")
-
-
-def save(plt, fig, path: str | Path, title: str, note: str = "", fmt: Optional[str] = None) -> None:
-    """`fig` with its title and caption (`note`) to `path` (atomically), PNG at `DPI` or the format of `fmt`."""
+def save(plt, fig, path: str | Path, title: str, note: str) -> None:
+    """`fig` with its title and caption (`note`) to `path` (atomically), PNG at `DPI` or the format of its suffix."""
     from verl_ebpo.tools.files import atomic_output
 
-    fmt = fmt or Path(path).suffix.lstrip(".") or "png"
-    fig.suptitle(title)
-    if note:
-        import textwrap
+    fmt = Path(path).suffix.lstrip(".")
+    import textwrap
 
-        fig.text(0.5, 0.01, textwrap.fill(note, 40 * len(fig.axes) + 30), ha="center", va="bottom", fontsize=8.5)
-        fig.tight_layout(rect=(0, 0.07 + 0.02 * (len(note) // (40 * len(fig.axes) + 30)), 1, 1))
-    else:
-        fig.tight_layout()
+    fig.suptitle(title)
+    width = 40 * len(fig.axes) + 30
+    fig.text(0.5, 0.01, textwrap.fill(note, width), ha="center", va="bottom", fontsize=8.5)
+    fig.tight_layout(rect=(0, 0.07 + 0.02 * (len(note) // width), 1, 1))
     with atomic_output(path) as tmp:
         fig.savefig(tmp, dpi=DPI, format=fmt, **({"metadata": {"Date": None}} if fmt == "svg" else {}))
     plt.close(fig)
@@ -190,7 +167,7 @@ def metric_figure(curves: dict[str, list[tuple[np.ndarray, Optional[np.ndarray],
     """(plt, fig, caption) of one metric against steps and, when every run's answers are known and not the same
     number a step for all, against answers generated. curves: algo -> per seed (steps, cumulative answers at those
     steps or None, values); values smoothed over `window` logged points; kind: `value_range`'s."""
-    from matplotlib.ticker import MaxNLocator
+    from matplotlib.ticker import EngFormatter, MaxNLocator
 
     clip = value_range(kind, [v for seeds in curves.values() for _, _, v in seeds])
     per_step = answers_per_step(curves)
@@ -211,8 +188,9 @@ def metric_figure(curves: dict[str, list[tuple[np.ndarray, Optional[np.ndarray],
             draw(axes[1], x, c, colors[algo], label, clip, seed_xy=[(a, y) for (_, a, _), y in zip(seeds, ys)])
     axes[0].set_xlabel("training step")
     axes[0].xaxis.set_major_locator(MaxNLocator(integer=True))
-    if with_answers:
-        answers_axis(axes[1])
+    if with_answers:  # readable ticks: 50k, 1.5M
+        axes[1].xaxis.set_major_formatter(EngFormatter(sep=""))
+        axes[1].set_xlabel("answers generated (cumulative)")
     for ax in axes:
         ax.set_ylabel(ylabel)
         finish(ax, clip)

@@ -47,11 +47,6 @@ def budget_window(answers: Sequence[np.ndarray], tail: int) -> tuple[float, floa
     return min(float(np.sum(a)) for a in answers), tail * min(float(np.min(a)) for a in answers)
 
 
-def interval_entry(values: Sequence[float]) -> dict:
-    ci = mean_ci(values)
-    return {"final_mean": ci.mean, "ci95": ci.as_list(), "n": ci.n}
-
-
 def paired(a: dict, b: dict) -> tuple[Optional[Interval], list]:
     """Paired difference a - b over the seed labels both have (dicts seed -> value; None values skipped)."""
     seeds = [s for s in a if s in b and a[s] is not None and b[s] is not None]
@@ -98,11 +93,9 @@ def final(run: Run, key: str, last: int) -> tuple[Optional[float], Optional[str]
 
 
 def budget_value(run: Run, key: str, budget: float, window: float) -> Optional[float]:
-    v, answers = run.values.get(key), run.answers
-    if v is None or answers is None or key == ANSWERS:
-        return None
-    ok = np.isfinite(v)
-    return at_budget(v[ok], answers[ok], budget, window) if ok.any() else None
+    v = run.values.get(key)
+    ok = np.isfinite(v) if v is not None and key != ANSWERS else np.zeros(0, bool)
+    return at_budget(v[ok], run.answers[ok], budget, window) if ok.any() else None
 
 
 def pairs(algos: list[str], baseline: Optional[str]) -> list[tuple[str, str]]:
@@ -180,13 +173,12 @@ def compare_runs(runs: dict[str, list[Run]], keys: list[str], last: int, baselin
             finals[k][algo] = per_seed
             if not per_seed:
                 continue
-            m = {**interval_entry(list(per_seed.values())), "per_seed": per_seed}
+            m = _entry(per_seed)
             if budget is not None:
-                at = {r.seed: budget_value(r, k, budget, window) for r in rs}
-                at = {s: v for s, v in at.items() if v is not None}
+                at = {r.seed: v for r in rs for v in [budget_value(r, k, budget, window)] if v is not None}
                 budgets[k][algo] = at
                 if at:
-                    m["at_equal_budget"] = {**interval_entry(list(at.values())), "per_seed": at}
+                    m["at_equal_budget"] = _entry(at)
             entry["metrics"][k] = m
         algos[algo] = entry
     dapo = {algo: any(r.dapo for r in rs) for algo, rs in runs.items()}
@@ -200,9 +192,7 @@ def compare_runs(runs: dict[str, list[Run]], keys: list[str], last: int, baselin
                 continue
             for store, table, what in ((comparisons, finals, _what(k, last)),
                                        (at_budget_cmp, budgets, f"{k} at an equal budget of {budget or 0:.0f} answers")):
-                if a not in table[k] or b not in table[k]:
-                    continue
-                diff, seeds = paired(table[k][a], table[k][b])
+                diff, seeds = paired(table[k].get(a, {}), table[k].get(b, {}))
                 if diff is None:
                     continue
                 unpaired = sorted(set(table[k][a]) ^ set(table[k][b]))
@@ -210,9 +200,14 @@ def compare_runs(runs: dict[str, list[Run]], keys: list[str], last: int, baselin
                     notes.append(f"{name} on `{k}`: seeds {', '.join(unpaired)} have no partner; paired over "
                                  f"{', '.join(seeds)}")
                 store.setdefault(name, {})[k] = diff_entry(a, b, diff, seeds, what, negligible)
-    made = sum(len(v) for v in comparisons.values()) + sum(len(v) for v in at_budget_cmp.values())
+    made = sum(len(v) for per in (comparisons, at_budget_cmp) for v in per.values())
     return {"algos": algos, "comparisons": comparisons, "comparisons_equal_budget": at_budget_cmp,
             "equal_budget_answers": budget, "number_of_comparisons": made, "notes": list(dict.fromkeys(notes))}
+
+
+def _entry(per_seed: dict) -> dict:
+    ci = mean_ci(list(per_seed.values()))
+    return {"final_mean": ci.mean, "ci95": ci.as_list(), "n": ci.n, "per_seed": per_seed}
 
 
 def _what(key: str, last: int) -> str:
@@ -231,9 +226,7 @@ def json_safe(obj):
         return [json_safe(v) for v in obj]
     if isinstance(obj, (float, np.floating)):
         return float(obj) if math.isfinite(obj) else None
-    if isinstance(obj, np.integer):
-        return int(obj)
-    return obj
+    return int(obj) if isinstance(obj, np.integer) else obj
 
 
 def clip01(pair: list) -> list:

@@ -4,9 +4,8 @@
 - `verl_logs.read_metrics(path, warn)`: verl's file logger, `{"step": N, "data": {...}}` per line (lines of one step
   merged); a line that is not JSON is skipped with one warning naming file and line; a JSON line of another shape
   (a step that is not an integer in [0, 10^9], a float or a bool; no `data` object) is an error naming file and line.
-- `clean(merged)`: the values that are finite numbers as floats; every other value (NaN, inf, null, a string, a list,
-  an object, a bool, an integer beyond float's range) is left out and returned per metric and step, for the
-  counted warnings and the final-window notes.
+- `clean(merged)`: the values that are finite numbers as floats; every other value (NaN, inf, null, anything not
+  a number) is left out and returned per metric and step, for the counted warnings and the final-window notes.
 - `read_tensorboard(path)`: verl's `tensorboard` logger (event files), through TensorBoard's own
   `EventAccumulator`; without `tensorboard` installed, one line saying to `pip install tensorboard`.
 - `read_run(paths, warn)`: one run from files and folders (one file per attempt of a resumed run), merged by step;
@@ -23,6 +22,7 @@ from __future__ import annotations
 import math
 import os
 import re
+import sys
 from collections import defaultdict
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -194,31 +194,19 @@ def read_run(paths: list[str], warn: Callable[[str], None]) -> tuple[dict[int, d
     return merged, [p[1] for p in parts]
 
 
-def number(v) -> tuple[Optional[float], Optional[str]]:
-    """(v as a float, None) for a finite JSON number; (None, what it is) for anything else."""
-    if v is None or isinstance(v, (bool, str, list, dict)):
-        return None, {type(None): "null (NaN or inf in verl's file logger)", bool: "a bool", str: "a string",
-                      list: "a list", dict: "an object"}[type(v)]
-    try:
-        f = float(v)
-    except OverflowError:
-        return None, "an integer beyond float's range"
-    return (f, None) if math.isfinite(f) else (None, "NaN" if f != f else "infinite")
-
-
 def clean(merged: dict[int, dict]) -> tuple[dict[int, dict[str, float]], dict[str, dict[int, str]]]:
     """(step -> {metric: float} of the finite numbers only, metric -> {step: what the left-out value was})."""
     out: dict[int, dict[str, float]] = {}
     skipped: dict[str, dict[int, str]] = defaultdict(dict)
     for step, m in merged.items():
-        kept = {}
+        out[step] = {}
         for key, v in m.items():
-            f, kind = number(v)
-            if kind is None:
-                kept[key] = f
+            f = float(v) if isinstance(v, (int, float)) and not isinstance(v, bool) and abs(v) <= sys.float_info.max else math.nan
+            if math.isfinite(f):
+                out[step][key] = f
             else:
-                skipped[key][step] = kind
-        out[step] = kept
+                skipped[key][step] = ("null (NaN or inf in verl's file logger)" if v is None else "NaN" if v != v
+                                      else "infinite" if isinstance(v, float) else "not a number")
     return out, dict(skipped)
 
 

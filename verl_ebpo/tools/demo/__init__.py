@@ -3,8 +3,9 @@
 For each seed it builds offline a random tiny Llama, a character tokenizer and the successor task
 (`verl_ebpo.tools.tiny.task`), then trains it with `python -m verl.trainer.main_ppo` once per algorithm on the
 CPU backend (`verl_ebpo.tools.cpu.backend`), all runs joining one Ray cluster. It reads verl's metrics files back and
-writes to the output folder (default `runs/demo/`): `summary.json`, `report.md`, `reward_curves.png`,
-`steps.csv`, and per run verl's own logs under `runs/<algo>/seed<k>/`. See docs/demo.md.
+writes to the output folder (default `runs/demo/`): `summary.json`, `reward_curves.png`, `steps.csv`, `verl-ebpo
+compare`'s files over the same runs (`report.md`, `comparison.json`, `validation_accuracy.png`), and per run verl's
+own logs under `runs/<algo>/seed<k>/`. See docs/demo.md.
 """
 
 from __future__ import annotations
@@ -13,7 +14,7 @@ import argparse
 import dataclasses
 import sys
 
-from verl_ebpo.tools.demo.options import ALGORITHMS, DemoOptions
+from verl_ebpo.tools.demo.options import DemoOptions
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
@@ -33,10 +34,6 @@ def options_from_args(args: argparse.Namespace) -> DemoOptions:
     return DemoOptions.from_mapping({k: v for k, v in vars(args).items() if k in names and v is not None})
 
 
-def _first_line(exc: BaseException) -> str:
-    return str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
-
-
 def run(args: argparse.Namespace) -> int:
     from verl_ebpo.tools.cpu.launch import TrainerFailed
     from verl_ebpo.tools.demo.runner import run_demo
@@ -50,16 +47,11 @@ def run(args: argparse.Namespace) -> int:
         if not options.quiet:
             print(f"verl-ebpo demo: {estimate}", flush=True)
         run_demo(options)
-    except TrainerFailed as exc:  # a run of verl failed: exit 1 (the set-up was fine)
-        print(f"verl-ebpo demo: error: {_first_line(exc)}", file=sys.stderr)
-        return 1
-    except (ValueError, OutputPathError) as exc:  # a bad option or --out: exit 2, like the other commands
-        print(f"verl-ebpo demo: error: {_first_line(exc)}", file=sys.stderr)
+    except (TrainerFailed, ValueError, OutputPathError) as exc:  # a run of verl failed, a bad option or --out
+        print(f"verl-ebpo demo: error: {(str(exc).strip() or type(exc).__name__).splitlines()[0]}", file=sys.stderr)
         return 2
     except KeyboardInterrupt:
         print("verl-ebpo demo: stopped; the running trainer and the Ray cluster were shut down", file=sys.stderr)
         return 130
     return 0
 
-
-__all__ = ["ALGORITHMS", "DemoOptions", "add_arguments", "options_from_args", "run"]

@@ -1,4 +1,5 @@
-"""From verl's metrics files to the demo's results: per-run series, statistics over seeds, plot, report.
+"""From verl's metrics files to the demo's results: per-run series, statistics over seeds (summary.json),
+steps.csv and the reward figure; the demo's report.md is `verl-ebpo compare`'s over the same runs.
 
 Everything here is computed from what verl wrote (read by `verl_ebpo.tools.verl_logs`), per run:
 - answers generated at step t: the answers trained on (`batch x G`, from the rollout dump) plus, for DAPO, the
@@ -13,7 +14,7 @@ Everything here is computed from what verl wrote (read by `verl_ebpo.tools.verl_
 - greedy accuracy: verl's validation (`val-core/.../acc/mean@1`, greedy) on the 9 questions after training.
 Over seeds: `verl-ebpo compare`'s statistics and curves (`verl_ebpo.tools.compare.report` / `.plots`: final
 values, equal answer budgets, t intervals, paired differences and verdicts from `verl_ebpo.tools.stats`), so the
-demo and compare state results the same way; this module only derives the demo's series and lays out its report.
+demo and compare state results the same way; this module only derives the demo's series.
 """
 
 from __future__ import annotations
@@ -21,22 +22,19 @@ from __future__ import annotations
 import csv
 import io
 import math
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Optional
 
 import numpy as np
 
 from verl_ebpo.tools import verl_logs
-from verl_ebpo.tools.compare.plots import COLORS, NAMES, band as _band, draw, figure, save, seed_curves, smooth
-from verl_ebpo.tools.compare.report import at_budget, budget_window, clip01, json_safe, paired
+from verl_ebpo.tools.compare.plots import NAMES, draw, figure, save, seed_curves, smooth
+from verl_ebpo.tools.compare.report import at_budget, budget_window, clip01, json_safe, paired  # noqa: F401
 from verl_ebpo.tools.compare.runs import answers_generated
 from verl_ebpo.tools.stats import mean_ci, verdict
 
 TAIL = 10  # "final" = mean over the last TAIL steps
-PHASES = ("gen", "old_log_prob", "adv", "update_actor", "update_weights", "testing")
-__all__ = ["COLORS", "NAMES", "RunSeries", "_band", "json_safe", "markdown_report", "plot", "run_series", "smooth",
-           "steps_csv", "summarize", "time_rows", "time_table"]
 
 
 @dataclass
@@ -50,7 +48,6 @@ class RunSeries:
     trained_reward: np.ndarray  # (steps,) verl's critic/score/mean: the answers trained on
     no_signal: np.ndarray  # (steps,) share of the answers generated that taught nothing (NaN: unknown)
     step_time: np.ndarray  # (steps,) seconds (timing_s/step)
-    phases: dict = field(default_factory=dict)  # phase -> mean seconds per step
     greedy_before: Optional[float] = None
     greedy_after: Optional[float] = None
     wall_s: Optional[float] = None  # the run's wall time, verl start-up included
@@ -63,20 +60,12 @@ class RunSeries:
     def cum_answers(self) -> np.ndarray:
         return np.cumsum(self.answers)
 
-    def final_reward(self, tail: int = TAIL) -> float:
-        return float(np.mean(self.reward[-tail:]))
-
-    def reward_at_budget(self, budget: float, window: float) -> float:
-        """Mean reward at an equal answer budget (`verl_ebpo.tools.compare.report.at_budget`)."""
-        return at_budget(self.reward, self.answers, budget, window)
 
 
 def run_series(algo: str, seed: int, metrics: dict[int, dict], dumps: dict[int, list[dict]],
                batch_size: int, group_size: int, wall_s: Optional[float] = None) -> RunSeries:
     """A run's series from its verl metrics (`verl_logs.read_metrics`) and rollout dumps."""
-    steps = sorted(s for s in metrics if s >= 1 and verl_logs.SCORE in metrics[s])
-    if steps != list(range(1, len(steps) + 1)) or not steps:
-        raise ValueError(f"{algo} seed {seed}: verl logged training steps {steps[:5]}...; expected 1..N")
+    steps = sorted(s for s in metrics if s >= 1 and verl_logs.SCORE in metrics[s])  # 1..N (the runner counts them)
     answers, reward, trained_reward, no_signal, step_time = [], [], [], [], []
     for step in steps:
         m = metrics[step]
@@ -84,15 +73,8 @@ def run_series(algo: str, seed: int, metrics: dict[int, dict], dumps: dict[int, 
         trained = len(dumped) if dumped else batch_size * group_size
         dropped = answers_generated(m, trained, group_size) - trained  # DAPO's dropped groups x G (compare's count)
         score = float(m[verl_logs.SCORE])
-        if dropped > 0:
-            if verl_logs.DISCARDED_REWARD_SUM not in m:
-                raise ValueError(
-                    f"{algo} seed {seed} step {step}: verl dropped {dropped:g} answers but their rewards were not "
-                    f"logged ({verl_logs.DISCARDED_REWARD_SUM}): run with the CPU replay buffer (CPURun(fast_poll=True))"
-                )
-            total_reward = score * trained + float(m[verl_logs.DISCARDED_REWARD_SUM])
-        else:
-            total_reward = score * trained
+        # the dropped answers' rewards: logged by the plugin's replay buffer, which the demo's DAPO runs use
+        total_reward = score * trained + (float(m[verl_logs.DISCARDED_REWARD_SUM]) if dropped > 0 else 0.0)
         if algo == "ebpo" and "ebpo/zero_adv_frac" in m:
             zero_trained = float(m["ebpo/zero_adv_frac"]) * trained
         elif dumped:
@@ -104,32 +86,25 @@ def run_series(algo: str, seed: int, metrics: dict[int, dict], dumps: dict[int, 
         trained_reward.append(score)
         no_signal.append((zero_trained + dropped) / (trained + dropped))
         step_time.append(verl_logs.value(m, verl_logs.STEP_TIME, math.nan))
-    timing = verl_logs.timings({s: metrics[s] for s in steps})
-    phases = {}
-    for phase in {p for t in timing.values() for p in t}:
-        phases[phase] = float(np.mean([t.get(phase, 0.0) for t in timing.values()]))
     val = verl_logs.validation_accuracy(metrics)
     return RunSeries(
         algo=algo, seed=seed, answers=np.asarray(answers, dtype=np.float64), reward=np.asarray(reward),
         trained_reward=np.asarray(trained_reward), no_signal=np.asarray(no_signal, dtype=np.float64),
-        step_time=np.asarray(step_time, dtype=np.float64), phases=phases, greedy_before=val.get(0),
+        step_time=np.asarray(step_time, dtype=np.float64), greedy_before=val.get(0),
         greedy_after=val[max(val)] if val and max(val) > 0 else None, wall_s=wall_s,
     )
 
 
 def summarize(runs: dict[str, list[RunSeries]], tail: int = TAIL) -> dict:
-    """The `algos` and `comparisons` parts of summary.json (runs: algo -> one RunSeries per seed)."""
-    for algo, series in runs.items():
-        if not series:
-            raise ValueError(f"{algo}: no runs")
+    """The `algos` and `comparisons` parts of summary.json (runs: algo -> one RunSeries per seed, at least one)."""
     steps = {s.steps for series in runs.values() for s in series}
     tail = min(tail, min(steps))
     budget, window = budget_window([s.answers for series in runs.values() for s in series], tail)
     algos, per_seed = {}, {}
     for algo, series in runs.items():
         series = sorted(series, key=lambda s: s.seed)
-        final = [s.final_reward(tail) for s in series]
-        at_budget = [s.reward_at_budget(budget, window) for s in series]
+        final = [float(np.mean(s.reward[-tail:])) for s in series]
+        at_equal = [at_budget(s.reward, s.answers, budget, window) for s in series]
         greedy = [s.greedy_after for s in series]
         answers = [float(s.cum_answers[-1]) for s in series]
         early = [float(np.nanmean(s.no_signal[:tail])) for s in series]
@@ -141,9 +116,9 @@ def summarize(runs: dict[str, list[RunSeries]], tail: int = TAIL) -> dict:
             "answers_generated": int(round(float(np.mean(answers)))),
             "greedy_accuracy_mean": mean_ci(greedy).mean if None not in greedy else None,
             "final_reward_per_seed": final,
-            "final_reward_at_equal_budget_mean": mean_ci(at_budget).mean,
-            "final_reward_at_equal_budget_ci95": mean_ci(at_budget).as_list(),
-            "final_reward_at_equal_budget_per_seed": at_budget,
+            "final_reward_at_equal_budget_mean": mean_ci(at_equal).mean,
+            "final_reward_at_equal_budget_ci95": mean_ci(at_equal).as_list(),
+            "final_reward_at_equal_budget_per_seed": at_equal,
             "final_trained_reward_mean": float(np.mean([np.mean(s.trained_reward[-tail:]) for s in series])),
             "greedy_accuracy_ci95": clip01(mean_ci(greedy).as_list()) if None not in greedy else [None, None],
             "greedy_accuracy_per_seed": greedy,
@@ -158,7 +133,7 @@ def summarize(runs: dict[str, list[RunSeries]], tail: int = TAIL) -> dict:
                                  if all(s.wall_s is not None for s in series) else None),
         }
         algos[algo] = entry
-        per_seed[algo] = {"final": dict(zip(entry["seeds"], final)), "budget": dict(zip(entry["seeds"], at_budget)),
+        per_seed[algo] = {"final": dict(zip(entry["seeds"], final)), "budget": dict(zip(entry["seeds"], at_equal)),
                           "greedy": dict(zip(entry["seeds"], greedy))}
     comparisons = {}
     if "ebpo" in runs:
@@ -182,7 +157,8 @@ def summarize(runs: dict[str, list[RunSeries]], tail: int = TAIL) -> dict:
 
 
 def time_rows(runs: dict[str, list[RunSeries]]) -> list[dict]:
-    """Where the time went, per algorithm: run wall time, start-up (wall minus the steps), step phases."""
+    """Where the time went, per algorithm: run wall time, start-up + shut-down (wall minus the steps), step time
+    (verl's `timing_s/*` phases of each step stay in the runs' metrics files)."""
     rows = []
     for algo, series in runs.items():
         wall = [s.wall_s for s in series if s.wall_s is not None]
@@ -194,22 +170,8 @@ def time_rows(runs: dict[str, list[RunSeries]]) -> list[dict]:
             "startup_s": float(np.mean([w - t for w, t in zip(wall, total_steps)])) if wall else math.nan,
             "step_s": float(np.nanmean(np.concatenate([s.step_time for s in series]))),
         }
-        for phase in PHASES:
-            row[phase] = float(np.mean([s.phases.get(phase, 0.0) for s in series]))
-        row["other"] = row["step_s"] - sum(row[p] for p in PHASES)
         rows.append(row)
     return rows
-
-
-def time_table(rows: list[dict]) -> str:
-    head = ["algorithm", "runs", "run wall (s)", "start-up + shut-down (s)", "step (s)", *[f"{p} (s)" for p in PHASES],
-            "other (s)"]
-    lines = ["| " + " | ".join(head) + " |", "|" + "---|" * len(head)]
-    for r in rows:
-        cells = [NAMES.get(r["algo"], r["algo"]), str(r["runs"]), f"{r['run_s']:.0f}", f"{r['startup_s']:.0f}",
-                 f"{r['step_s']:.2f}", *[f"{r[p]:.2f}" for p in PHASES], f"{r['other']:.2f}"]
-        lines.append("| " + " | ".join(cells) + " |")
-    return "\n".join(lines)
 
 
 def steps_csv(runs: dict[str, list[RunSeries]]) -> str:
@@ -259,81 +221,3 @@ def plot(runs: dict[str, list[RunSeries]], path: str | Path, title: str = "", wi
     note = caption({a: len(s) for a, s in runs.items()}, window, (0.0, 1.0), answers_panel=True)
     save(plt, fig, path, title or "verl on CPU: reward of all answers generated; answers with advantage 0 or dropped",
          note)
-
-
-def _ci(pair) -> str:
-    lo, hi = pair
-    return "n/a" if lo is None or hi is None else f"[{lo:.3f}, {hi:.3f}]"
-
-
-def _f(x, digits=3) -> str:
-    return "n/a" if x is None or (isinstance(x, float) and math.isnan(x)) else f"{x:.{digits}f}"
-
-
-def markdown_report(summary: dict, settings: dict, time_rows_: list[dict]) -> str:
-    algos = summary["algos"]
-    tail = summary["tail_steps"]
-    lines = [
-        "# verl-ebpo demo: " + " vs ".join(NAMES.get(a, a) for a in algos) + " on CPU",
-        "",
-        f"verl's real trainer (`python -m verl.trainer.main_ppo`, V1, FSDP2 on CPU, `hf` rollout) trained a random tiny "
-        f"Llama ({settings['parameters']:,} parameters) on the successor task (`n+1=` -> first digit n+1) with each "
-        f"algorithm, seeds {settings['seeds']} (seed s: same initial model, data order and sampling seed for every "
-        f"algorithm). {settings['steps']} steps x {settings['batch_size']} prompts x G={settings['group_size']} "
-        f"answers, lr {settings['lr']}, temperature {settings['temperature']}.",
-        "",
-        f"Final reward: mean reward of the answers generated over the last {tail} steps (DAPO's dropped answers "
-        f"included). Equal budget: the same, over the last {tail} plain steps' worth of answers before "
-        f"{summary['equal_budget_answers']:.0f} answers (what the run that generated fewest answers generated in "
-        "all). Greedy accuracy: verl's validation on the 9 questions after training. Intervals: 95% t intervals "
-        "over seeds.",
-        "",
-        "| algorithm | final reward | 95% CI | at equal budget | 95% CI | greedy accuracy | 95% CI | answers "
-        "generated | no signal, first / last steps |",
-        "|---|---|---|---|---|---|---|---|---|",
-    ]
-    for algo, a in algos.items():
-        lines.append(
-            f"| {NAMES.get(algo, algo)} | {_f(a['final_reward_mean'])} | {_ci(a['final_reward_ci95'])} | "
-            f"{_f(a['final_reward_at_equal_budget_mean'])} | {_ci(a['final_reward_at_equal_budget_ci95'])} | "
-            f"{_f(a['greedy_accuracy_mean'], 2)} | {_ci(a['greedy_accuracy_ci95'])} | {a['answers_generated']:,} | "
-            f"{_f(a['no_signal_share_first_steps'], 2)} / {_f(a['no_signal_share_last_steps'], 2)} |"
-        )
-    lines.append("")
-    if summary["comparisons"]:
-        from verl_ebpo.tools.compare import wording
-
-        lines += ["## EBPO minus each baseline (paired by seed)", ""]
-        verdicts = [c[f"{label}verdict"] for c in summary["comparisons"].values()
-                    for label in ("", "equal_budget_", "greedy_accuracy_") if f"{label}verdict" in c]
-        lines += [f"- {wording.short(v)}" for v in verdicts]
-        note = wording.power_note(verdicts)
-        lines += ["", note] if note else []
-        lines.append("")
-    lines += [
-        "## How EBPO relates to Dr.GRPO",
-        "",
-        "How EBPO's expected gradient relates to Dr.GRPO's, and under which conditions (normalize=center, a fixed "
-        "S, equal G, equal per-answer weights; under the default normalize=batch only the direction agrees, with a "
-        "batch-dependent scale), is stated once in docs/estimator.md (#expectation). These runs do not meet them: "
-        "Dr.GRPO uses loss_agg_mode=seq-mean-token-sum-norm, EBPO token-mean with normalize=batch, so a difference "
-        "between them is one of estimator, loss aggregation and normalisation together, not of the baseline alone. "
-        + ("The comparison with Dr.GRPO is above." if "drgrpo" in algos else
-           "`verl-ebpo demo --algos grpo,drgrpo,dapo,ebpo` runs Dr.GRPO too."),
-        "",
-        "## Where the time went",
-        "",
-        time_table(time_rows_),
-        "",
-        "Per-step phases are verl's `timing_s/*` metrics (`gen`: generating and scoring the answers, including DAPO's "
-        "extra ones; `other`: the rest of the step). Start-up + shut-down: a run's wall time minus its steps (Python "
-        "and verl imports, Ray actors, model loading, validation).",
-        "",
-        "## Files",
-        "",
-        "- `summary.json`: the numbers above (per seed too); `steps.csv`: every run step by step;",
-        "  `reward_curves.png`: reward against steps and against answers generated, share without learning signal;",
-        "  `validation_accuracy.png`, `comparison.md`, `comparison.json`: `verl-ebpo compare` over the same runs.",
-        "- `runs/<algo>/seed<k>/`: verl's metrics file (`metrics.jsonl`), rollout dumps, trainer log.",
-    ]
-    return "\n".join(lines) + "\n"

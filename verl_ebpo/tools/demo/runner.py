@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import contextlib
 import json
 import sys
 import threading
@@ -12,70 +13,40 @@ from pathlib import Path
 
 from verl_ebpo.tools.demo.options import DemoOptions
 from verl_ebpo.tools.provenance import environment
-from verl_ebpo.tools.folders import claim_folder, owned_subfolders
+from verl_ebpo.tools.folders import claim_folder
 
 
-class PeakMemory:
+class PeakMemory(threading.Thread):
     """Peak memory of this process and all its descendants (Ray's processes included, when the cluster is
-    started from this process), sampled every `interval` s: the sum of PSS (shared pages split between the
-    processes that map them, the fair total) and, for comparison, the sum of RSS."""
+    started from this process), sampled every `interval` s while running (`stop` ends it): the sum of PSS (shared
+    pages split between the processes that map them, the fair total) and, for comparison, the sum of RSS."""
 
     def __init__(self, interval: float = 5.0):
-        self.interval = interval
-        self.peak_pss = 0
-        self.peak_rss = 0
-        self._stop = threading.Event()
-        self._thread = threading.Thread(target=self._loop, daemon=True)
+        super().__init__(daemon=True)
+        self.interval, self.peak_pss, self.peak_rss, self.stop = interval, 0, 0, threading.Event()
 
-    def sample(self) -> tuple[int, int]:
+    def run(self):
         import psutil
 
-        root = psutil.Process()
-        pss = rss = 0
-        for proc in [root, *root.children(recursive=True)]:
-            try:
-                info = proc.memory_full_info()
-            except (psutil.NoSuchProcess, psutil.AccessDenied, psutil.ZombieProcess):
-                continue
-            rss += info.rss
-            pss += getattr(info, "pss", info.rss)
-        return pss, rss
-
-    def _loop(self):
-        while not self._stop.is_set():
-            try:
-                pss, rss = self.sample()
-                self.peak_pss, self.peak_rss = max(self.peak_pss, pss), max(self.peak_rss, rss)
-            except Exception:
-                pass
-            self._stop.wait(self.interval)
-
-    def __enter__(self):
-        self._thread.start()
-        return self
-
-    def __exit__(self, *exc):
-        self._stop.set()
-        self._thread.join(timeout=10)
+        while True:
+            pss = rss = 0
+            with contextlib.suppress(psutil.Error):
+                root = psutil.Process()
+                for proc in [root, *root.children(recursive=True)]:
+                    with contextlib.suppress(psutil.Error):  # a process that ended meanwhile
+                        info = proc.memory_full_info()
+                        pss, rss = pss + getattr(info, "pss", info.rss), rss + info.rss
+            self.peak_pss, self.peak_rss = max(self.peak_pss, pss), max(self.peak_rss, rss)
+            if self.stop.wait(self.interval):
+                return
 
 
-# compare's files in the demo's folder: its reward figure is the demo's own `reward_curves.png` (the same curves,
-# with the share without signal), so compare draws validation accuracy only
+# compare's files in the demo's folder (its report.md is the demo's report): its reward figure is the demo's own
+# `reward_curves.png` (the same curves, with the share without signal), so compare draws validation accuracy only
 COMPARE_VIEWS = ("validation_accuracy",)
-COMPARE_FILES = ("comparison.json", "comparison.md", "validation_accuracy.png")
+COMPARE_FILES = ("comparison.json", "validation_accuracy.png")
 OWNED = ("runs", "assets")  # the sub-folders a re-run replaces (a stale checkpoint in runs/ would be resumed)
 MARKER_TOOL = "verl-ebpo demo"
-
-
-def owned_folders(out: Path) -> list[Path]:
-    """The demo's `runs/` and `assets/` in `out` that a re-run may delete (`verl_ebpo.tools.folders.owned_subfolders`:
-    only under the marker an earlier demo wrote; otherwise `FolderNotOurs`, nothing touched)."""
-    return owned_subfolders(out, OWNED, MARKER_TOOL)
-
-
-def claim_out_folder(out: Path) -> None:
-    """Make `out` the demo's (`verl_ebpo.tools.folders.claim_folder`): checked, marked, its stale runs/ and assets/ gone."""
-    claim_folder(out, OWNED, MARKER_TOOL)
 
 
 @dataclass
@@ -99,12 +70,12 @@ def build_assets(options: DemoOptions, seed: int, folder: Path) -> dict:
     """Tiny model, tokenizer, train/val parquet for one seed (offline, deterministic given the seed)."""
     from verl_ebpo.tools.tiny import assets, task
 
+    spec = assets.TinyModelSpec()
     if options.rollout == "vllm":  # vLLM-CPU's attention needs a head size of at least 32
         from verl_ebpo.tools.cpu.vllm_rollout import vllm_model_spec
 
-        model = assets.build_model(folder / "model", seed=seed, spec=vllm_model_spec())
-    else:
-        model = assets.build_model(folder / "model", seed=seed)
+        spec = vllm_model_spec()
+    model = assets.build_model(folder / "model", seed=seed, spec=spec)
     train = assets.write_rl_parquet(task.iter_rows(options.train_rows, seed), folder / "train.parquet")
     val = assets.write_rl_parquet(task.validation_rows(), folder / "val.parquet")
     return {"model": str(model), "train": str(train), "val": str(val), "parameters": assets.count_parameters(model)}
@@ -114,27 +85,14 @@ def make_run(options: DemoOptions, job: Job, assets_info: dict, ray_address: str
     from verl_ebpo.tools.cpu.launch import CPURun
 
     return CPURun(
-        model_path=assets_info["model"],
-        train_files=assets_info["train"],
-        val_files=assets_info["val"],
-        out_dir=str(job.run_dir),
-        steps=options.steps,
-        train_batch_size=options.batch_size,
-        n=options.group_size,
-        max_response_length=options.max_response_length,
-        lr=options.lr,
-        temperature=options.temperature,
-        seed=job.seed,
-        val_before_train=True,
-        test_freq=options.steps,
-        experiment_name=f"demo_{job.algo}_seed{job.seed}",
+        model_path=assets_info["model"], train_files=assets_info["train"], val_files=assets_info["val"],
+        out_dir=str(job.run_dir), steps=options.steps, train_batch_size=options.batch_size, n=options.group_size,
+        max_response_length=options.max_response_length, lr=options.lr, temperature=options.temperature,
+        seed=job.seed, val_before_train=True, test_freq=options.steps, rollout=options.rollout,
+        experiment_name=f"demo_{job.algo}_seed{job.seed}", ray_address=ray_address, ray_env=dict(ray_env or {}),
         reward_function=("pkg://verl_ebpo.tools.tiny.task", "compute_score"),
-        ray_address=ray_address,
-        ray_env=dict(ray_env or {}),
         extra=[*options.overrides(job.algo), f"trainer.rollout_data_dir={job.run_dir / 'rollouts'}",
-               *checkpoint_overrides(options, job)],
-        rollout=options.rollout,
-    )
+               *checkpoint_overrides(options, job)])
 
 
 def checkpoint_overrides(options: DemoOptions, job: Job) -> list[str]:
@@ -155,12 +113,9 @@ def steps_done(job: Job) -> int:
     """Training steps verl has logged so far for `job` (0 before its first; a line being written is skipped)."""
     from verl_ebpo.tools import verl_logs
 
-    path = job.run_dir / "metrics.jsonl"
-    if not path.exists():
-        return 0
     try:
-        metrics = verl_logs.read_metrics(path)
-    except (OSError, ValueError):
+        metrics = verl_logs.read_metrics(job.run_dir / "metrics.jsonl")
+    except (OSError, ValueError):  # not there yet
         return 0
     return max((s for s in metrics if s >= 1 and verl_logs.SCORE in metrics[s]), default=0)
 
@@ -190,54 +145,29 @@ def steps_logged(options: DemoOptions, jobs: list[Job], steps: dict) -> int:
     return sum(options.steps if job.wall_s is not None else steps.get((job.algo, job.seed), 0) for job in jobs)
 
 
-def step_reward(metrics: dict, options: DemoOptions) -> float | None:
-    """The mean reward of all answers generated at a step (DAPO's dropped groups included, as the report counts
-    it), from verl's metrics of that step; None when DAPO dropped answers whose rewards were not logged."""
-    from verl_ebpo.tools import verl_logs
-    from verl_ebpo.tools.compare.runs import answers_generated
-
-    trained = float(options.batch_size * options.group_size)
-    dropped = answers_generated(metrics, trained, options.group_size) - trained
-    total = float(metrics[verl_logs.SCORE]) * trained
-    if dropped > 0:
-        if verl_logs.DISCARDED_REWARD_SUM not in metrics:
-            return None
-        total += float(metrics[verl_logs.DISCARDED_REWARD_SUM])
-    return total / (trained + dropped)
-
-
 class _Progress(threading.Thread):
-    """The demo's progress on stderr (quiet: none): a tqdm bar of training steps logged out of all runs' steps
-    (it moves from the first step on, not only when a run ends), with the time left (`time_left`), refreshed every
-    few seconds from verl's metrics files; and on stdout each running job's step (every ~1/6 of the steps) with the
-    reward of all its answers (`step_reward`, the figure the report compares)."""
+    """The demo's progress on stderr (quiet: none): a tqdm bar of the training steps logged out of all runs' steps,
+    with the time left (`time_left`), refreshed from verl's metrics files every `interval` s (30 s when stderr is
+    not a terminal: a log file)."""
 
     def __init__(self, options: DemoOptions, jobs: list[Job], started: float, interval: float = 3.0):
         from tqdm import tqdm
 
         super().__init__(daemon=True)
-        self.options, self.jobs, self.started, self.interval = options, jobs, started, interval
-        self.every = max(1, options.steps // 6)
-        self.shown: dict[tuple, int] = {}
+        self.options, self.jobs, self.started = options, jobs, started
+        self.interval = interval if sys.stderr.isatty() else max(interval, 30.0)
         self.steps: dict[tuple, int] = {}
         self.stop = threading.Event()
         self.lock = threading.Lock()
         self.bar = tqdm(total=len(jobs) * options.steps, desc=f"verl-ebpo demo, {len(jobs)} runs", unit="step",
                         file=sys.stderr, disable=options.quiet, mininterval=0, dynamic_ncols=True,
                         bar_format="{desc}: {n_fmt}/{total_fmt} steps |{bar}| {elapsed}{postfix}")
-        self.tty = sys.stderr.isatty()
-        self.drawn = 0.0
         self.refresh()
 
-    def refresh(self, force: bool = True) -> None:
-        """Redraw the bar; without `force`, on a non-terminal (a log file) at most every 30 s."""
-        done = steps_logged(self.options, self.jobs, self.steps)
-        if not force and not self.tty and time.time() - self.drawn < 30:
-            return
-        self.drawn = time.time()
+    def refresh(self) -> None:
         left = time_left(self.options, self.jobs, time.time() - self.started, self.steps)
         with self.lock:
-            self.bar.n = done
+            self.bar.n = steps_logged(self.options, self.jobs, self.steps)
             self.bar.set_postfix_str("time left not known yet" if left is None else f"about {left / 60:.1f} min left",
                                      refresh=False)
             self.bar.refresh()
@@ -253,27 +183,9 @@ class _Progress(threading.Thread):
             self.bar.close()
 
     def run(self):
-        from verl_ebpo.tools import verl_logs
-
         while not self.stop.wait(self.interval):
-            for job in self.jobs:
-                if job.wall_s is not None:
-                    continue
-                step = steps_done(job)
-                key = (job.algo, job.seed)
-                self.steps[key] = step
-                if not step or self.shown.get(key) == step:
-                    continue
-                if step // self.every > self.shown.get(key, 0) // self.every or step == self.options.steps:
-                    self.shown[key] = step
-                    try:
-                        reward = step_reward(verl_logs.read_metrics(job.run_dir / "metrics.jsonl")[step], self.options)
-                    except (OSError, ValueError, KeyError):
-                        continue
-                    shown = "n/a" if reward is None else f"{reward:.3f}"
-                    _say(self.options, f"  [{job.algo} seed {job.seed}] step {step:3d}/{self.options.steps}  "
-                         f"reward of all answers {shown}  ({time.time() - self.started:4.0f} s)")
-            self.refresh(force=False)
+            self.steps.update({(job.algo, job.seed): steps_done(job) for job in self.jobs if job.wall_s is None})
+            self.refresh()
 
 
 def _run_lanes(options: DemoOptions, jobs: list[Job], assets_by_seed: dict, progress: _Progress, started: float) -> None:
@@ -332,15 +244,13 @@ def run_demo(options: DemoOptions) -> dict:
 
     started = time.time()
     out = Path(options.out).resolve()
-    if out.exists() and not out.is_dir():
-        raise ValueError(f"--out {out} exists and is not a folder")
     figure = f"reward_curves.{options.figure_format}"
     compare_files = [n.replace(".png", f".{options.figure_format}") for n in COMPARE_FILES]
     for name in ("summary.json", "report.md", figure, "steps.csv", *compare_files):
         check_output_path(out / name)
     # refuses, before any change, a folder whose runs/ or assets/ the demo did not make; else marks the folder
     # and removes this demo's own runs/ and assets/ of an earlier run
-    claim_out_folder(out)
+    claim_folder(out, OWNED, MARKER_TOOL)
     seeds = options.seed_list
     jobs = [Job(algo, seed, out / "runs" / algo / f"seed{seed}") for seed in seeds for algo in options.algos]
     lanes = min(options.parallel, len(jobs))
@@ -354,15 +264,15 @@ def run_demo(options: DemoOptions) -> dict:
         raise KeyboardInterrupt(f"signal {signum}")
 
     previous = signal.signal(signal.SIGTERM, stop_on_sigterm)
+    memory, progress = PeakMemory(), _Progress(options, jobs, started)
+    memory.start()
+    progress.start()
     try:
-        with PeakMemory() as memory:
-            progress = _Progress(options, jobs, started)
-            progress.start()
-            try:
-                _run_lanes(options, jobs, assets_by_seed, progress, started)
-            finally:
-                progress.close()
+        _run_lanes(options, jobs, assets_by_seed, progress, started)
     finally:
+        progress.close()
+        memory.stop.set()
+        memory.join(timeout=10)
         signal.signal(signal.SIGTERM, previous)
 
     runs: dict[str, list] = {algo: [] for algo in options.algos}
@@ -380,13 +290,12 @@ def run_demo(options: DemoOptions) -> dict:
     settings = {**options.to_mapping(), "algos": list(options.algos), "seeds": seeds, "parameters": parameters,
                 "train_rows": options.train_rows,
                 "overrides": {a: options.overrides(a) for a in options.algos}}
-    rows = report.time_rows(runs)
     summary.update({
         "seconds": seconds,
         "settings": settings,
         "environment": environment(),  # what computed it: per-seed numbers move with it (docs/demo.md)
         "timings": {"peak_pss_gib": memory.peak_pss / 2**30, "peak_rss_sum_gib": memory.peak_rss / 2**30,
-                    "per_algo": rows},
+                    "per_algo": report.time_rows(runs)},
     })
     atomic_write_text(out / "steps.csv", report.steps_csv(runs))
     report.plot(runs, out / figure)
@@ -394,11 +303,10 @@ def run_demo(options: DemoOptions) -> dict:
         stale = out / f"reward_curves.{fmt}"
         if fmt != options.figure_format and stale.is_file() and not stale.is_symlink():
             stale.unlink()
-    atomic_write_text(out / "report.md", report.markdown_report(summary, settings, rows))
     atomic_write_text(out / "summary.json", json.dumps(report.json_safe(summary), indent=2, sort_keys=True, allow_nan=False) + "\n")
-    # verl-ebpo compare over the same runs (verl's own metrics: critic/score/mean is the trained-on reward)
+    # the report: verl-ebpo compare over the same runs (verl's own metrics: critic/score/mean is the trained-on reward)
     compare({(job.algo, str(job.seed)): [str(job.run_dir / "metrics.jsonl")] for job in jobs}, {}, out,
-            batch_size=options.batch_size, group_size=options.group_size, report_name="comparison.md",
+            batch_size=options.batch_size, group_size=options.group_size,
             warn=lambda message: _say(options, f"  compare: {message}"), views=COMPARE_VIEWS,
             dapo=tuple(a for a in options.algos if a == "dapo"), fmt=options.figure_format)
 
@@ -409,14 +317,10 @@ def run_demo(options: DemoOptions) -> dict:
         greedy = "n/a" if a["greedy_accuracy_mean"] is None else f"{a['greedy_accuracy_mean']:.2f}"
         print(f"  {report.NAMES.get(algo, algo):8s} final reward {a['final_reward_mean']:.3f}{ci}  greedy accuracy "
               f"{greedy}  answers generated {a['answers_generated']:,}")
-    from verl_ebpo.tools.compare import wording
+    from verl_ebpo.tools.compare.markdown import verdict_lines
 
-    verdicts = [c["verdict"] for c in summary["comparisons"].values()]
-    for v in verdicts:
-        print(f"  {wording.short(v)}")
-    note = wording.power_note(verdicts)
-    if note:
-        print(f"  {note}")
+    for line in verdict_lines([c["verdict"] for c in summary["comparisons"].values()]):
+        print(f"  {line}")
     print(f"  report: {out / 'report.md'}  figures: {out / figure} and compare's beside it")
     if options.checkpoint_run:
         algo, seed = options.checkpoint_run
