@@ -118,8 +118,6 @@ OPTIONS = {"topic": TopicOptions, "difficulty": DifficultyOptions}
 
 
 def _options(cls, options: OrderingOptions | None, values: dict) -> Any:
-    if options is not None and not isinstance(options, cls):
-        raise ValueError(f"expected {cls.__name__}, got {type(options).__name__}")
     return cls.from_mapping({**(dataclasses.asdict(options) if options else {}), **values})
 
 
@@ -242,7 +240,7 @@ def topic_order(labels: Sequence[Any], options: TopicOptions | None = None, *, e
     if opts.align != "none" and opts.batch_size is None:
         raise ValueError(f"align={opts.align!r} needs a positive batch_size, got None")
     members, missing = group_labels(labels, opts.field)
-    _refuse_missing(opts, missing, len(labels), "label them")
+    _refuse_missing(opts, missing, len(labels), "label them (verl-ebpo label-topics)")
     names = list(members)  # first-seen order; a cluster's rank seeds its shuffle
     if isinstance(opts.cluster_order, tuple):
         by_text, wanted = {str(n): n for n in names}, [str(x) for x in opts.cluster_order]
@@ -317,8 +315,6 @@ def concat_plans(plans: Sequence[OrderPlan]) -> OrderPlan:
 
 
 def _fit_last_batch(plan: OrderPlan, remainder: str, b: int) -> OrderPlan:
-    if b < 1:
-        raise ValueError(f"the loader's batch size must be a positive integer, got {b}")
     total = len(plan)
     r = total % b
     if r == 0:

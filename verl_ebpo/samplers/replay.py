@@ -35,7 +35,6 @@ from verl.trainer.ppo.v1.replay_buffer import ReplayBuffer
 
 from verl_ebpo.samplers import VERL_CONFIG_LINKS
 from verl_ebpo.samplers.ordering import from_mapping
-from verl_ebpo.spec import config_get
 
 logger = logging.getLogger(__name__)
 
@@ -73,16 +72,16 @@ def filter_arguments(linked: Optional[Mapping]) -> dict:
     if missing:
         raise ValueError(f"TrackedReplayBuffer needs {PREFIX}.verl with {missing} (links to verl's config, to filter "
                          "DAPO's groups as verl would): add the overrides of verl_ebpo.samplers.buffer_overrides()")
-    groups, refill, batch = linked["filter_groups"], bool(linked["sync_refill_failed_groups"]), linked["train_batch_size"]
-    metric = config_get(groups, "metric", None) if config_get(groups, "enable", False) else None
-    if config_get(groups, "enable", False) and not metric:
+    groups, refill, batch = linked["filter_groups"] or {}, bool(linked["sync_refill_failed_groups"]), linked["train_batch_size"]
+    metric = groups.get("metric") if groups.get("enable", False) else None
+    if groups.get("enable", False) and not metric:
         raise ValueError("algorithm.filter_groups.metric must be set when group filtering is enabled")
     if metric and linked["reward_model_enable"] and not linked["reward_model_enable_resource_pool"]:
         raise ValueError("algorithm.filter_groups requires the reward metric at sampling time: use rule-based "
                          "reward or reward.reward_model.enable_resource_pool=True")
     return {"filter_groups_metric": metric, "sync_refill_failed_groups": refill, "train_batch_size": batch,
             "gen_batch_size": 1 if metric is not None or refill else (linked["gen_batch_size"] or batch),
-            "max_inflight_gen_batches": config_get(groups, "max_inflight_gen_batches", 1) if metric else 1}
+            "max_inflight_gen_batches": groups.get("max_inflight_gen_batches", 1) if metric else 1}
 
 
 def refill_allowance(left: int, batch: int, is_last: bool, chunk: int = 1) -> int:
@@ -117,9 +116,9 @@ class TrackedReplayBuffer(ReplayBuffer):
         self._iterator, self._passes = None, 0
         self._settling = None  # the partition whose snapshots wait for every rollout (rule 3's end; deterministic)
         if self.one_pass:
-            if config_get(self._trainer.config.trainer, "total_epochs") != 1:
+            if self._trainer.config.trainer.total_epochs != 1:
                 raise ValueError(f"{PREFIX}.one_pass ends the run at the end of the data's first pass: set "
-                                 f"trainer.total_epochs=1 (got {config_get(self._trainer.config.trainer, 'total_epochs')})")
+                                 f"trainer.total_epochs=1 (got {self._trainer.config.trainer.total_epochs})")
             if getattr(self._trainer, "parameter_sync_step", 1) != 1:
                 raise ValueError(f"{PREFIX}.one_pass needs parameter_sync_step=1 (one sample per step)")
             begin = self._trainer.on_train_begin
@@ -234,8 +233,6 @@ class TrackedReplayBuffer(ReplayBuffer):
         self._sync_metadata_from_transfer_queue()  # settled: wait for the answers in flight
         _stale, _filtered, failed, _counts = self._terminal_eviction_reasons(global_steps, partition_id)
         pool = (self.finished_keys[partition_id] | self.failure_keys[partition_id]) - failed
-        if not pool:  # kept although a group is only evicted while a refill can replace it: verl would fail later
-            raise RuntimeError(f"one_pass: the data ran out at step {global_steps} with no group left to train on")
         selected, snapshot, _steps = self._select_prompt_uids(partition_id, pool, batch_size)
         rest = pool - set(selected)
         self._clear_groups(partition_id, rest | failed)
