@@ -102,10 +102,9 @@ class DataPassEnds(Exception):
 class TrackedReplayBuffer(ReplayBuffer):
     def __init__(self, *args, sampler_kwargs=None, poll_interval=None, refill_fn=None, **kwargs):
         opts = from_mapping(ReplayOptions, sampler_kwargs, PREFIX)
-        trainer_mode = kwargs.get("trainer_mode", args[0] if args else "sync")
-        if trainer_mode != "sync":
+        if kwargs.get("trainer_mode") != "sync":  # verl passes its arguments by keyword
             raise ValueError(f"TrackedReplayBuffer is verl's synchronous buffer; trainer.v1.trainer_mode="
-                             f"{trainer_mode!r} needs verl's own (drop the custom_sampler overrides)")
+                             f"{kwargs.get('trainer_mode')!r} needs verl's own (drop the custom_sampler overrides)")
         kwargs = {**filter_arguments(opts.verl), **kwargs}  # what verl passes explicitly wins
         super().__init__(*args, sampler_kwargs=sampler_kwargs, refill_fn=refill_fn and self._refill, **kwargs,
                          poll_interval=opts.poll_interval_s if poll_interval is None else float(poll_interval))
@@ -119,7 +118,7 @@ class TrackedReplayBuffer(ReplayBuffer):
             if self._trainer.config.trainer.total_epochs != 1:
                 raise ValueError(f"{PREFIX}.one_pass ends the run at the end of the data's first pass: set "
                                  f"trainer.total_epochs=1 (got {self._trainer.config.trainer.total_epochs})")
-            if getattr(self._trainer, "parameter_sync_step", 1) != 1:
+            if self._trainer.parameter_sync_step != 1:
                 raise ValueError(f"{PREFIX}.one_pass needs parameter_sync_step=1 (one sample per step)")
             begin = self._trainer.on_train_begin
 
@@ -166,13 +165,11 @@ class TrackedReplayBuffer(ReplayBuffer):
     def _clear_groups(self, partition_id: str, uids: set[str]) -> None:
         """verl's eviction and surplus disposal both end here: tally the answers (and their rewards) that were
         generated for training but leave without being trained on, then let verl clear them."""
-        if partition_id != "val" and uids:
-            keys = [key for key in self.partitions[partition_id] if key.split("_")[0] in uids]
-            if keys:
-                data = tq.kv_batch_get(keys=keys, partition_id=partition_id, select_fields=["rm_scores"])
-                scores = [float(v.sum().item()) for v in data["rm_scores"]]
-                self._discarded[DISCARDED_ANSWERS] += len(scores)
-                self._discarded[DISCARDED_REWARD_SUM] += sum(scores)
+        keys = [k for k in self.partitions[partition_id] if k.split("_")[0] in uids] if partition_id != "val" else []
+        if keys:
+            scores = tq.kv_batch_get(keys=keys, partition_id=partition_id, select_fields=["rm_scores"])["rm_scores"]
+            self._discarded[DISCARDED_ANSWERS] += len(scores)
+            self._discarded[DISCARDED_REWARD_SUM] += sum(float(v.sum()) for v in scores)
         super()._clear_groups(partition_id, uids)
 
     def _terminal_eviction_reasons(self, global_steps: int, partition_id: str):
@@ -195,21 +192,19 @@ class TrackedReplayBuffer(ReplayBuffer):
         self._discarded = {DISCARDED_ANSWERS: 0.0, DISCARDED_REWARD_SUM: 0.0}
         self._kept = set()
         trainer = self._trainer
-        self._is_last = trainer is None or global_steps >= trainer.total_training_steps
+        self._is_last = global_steps >= trainer.total_training_steps
         try:
             batch, metrics = super().sample(global_steps, partition_id, batch_size)
         except DataPassEnds:  # verl's per-step eviction counts before this point are not in `metrics`
             batch, metrics = self._take_what_is_left(global_steps, partition_id, batch_size)
         finally:
             self._settling = None
-        metrics = {**metrics, **self._discarded}
-        if trainer is not None:
-            drawn, size = self._position()
-            metrics.update({PROMPTS_CONSUMED: drawn, PROMPTS_LEFT: size - drawn, DATA_PASS: self._passes})
-            if self.one_pass:
-                self._plan(global_steps + 1)
-                metrics[LAST_STEP] = trainer.total_training_steps
-                metrics[KEPT_GROUPS] = len(self._kept & self._trained(batch))
+        drawn, size = self._position()
+        metrics = {**metrics, **self._discarded, PROMPTS_CONSUMED: drawn, PROMPTS_LEFT: size - drawn,
+                   DATA_PASS: self._passes}
+        if self.one_pass:
+            self._plan(global_steps + 1)
+            metrics.update({LAST_STEP: trainer.total_training_steps, KEPT_GROUPS: len(self._kept & self._trained(batch))})
         return batch, metrics
 
     def _sync_metadata_from_transfer_queue(self) -> None:
