@@ -158,17 +158,12 @@ def group_labels(labels: Sequence[Any], field: str) -> tuple[dict[Any, list[int]
 
 def numeric_values(values: Sequence[Any], field: str) -> np.ndarray:
     """float array with NaN for missing values; a non-numeric or infinite value is a ValueError naming rows."""
-    out, bad = np.full(len(values), np.nan), []
-    for i, raw in enumerate(values):
-        v = raw.item() if isinstance(raw, np.generic) else raw
-        if type(v) in (int, float) and not math.isinf(v):
-            out[i] = v
-        elif not is_missing(v):
-            bad.append((i, raw))
+    v = [x.item() if isinstance(x, np.generic) else x for x in values]
+    bad = [(i, values[i]) for i, x in enumerate(v) if not is_missing(x) and (type(x) not in (int, float) or math.isinf(x))]
     if bad:
         raise ValueError(f"{len(bad)} rows have a non-numeric or infinite value in {field!r} (first (row, value): "
                          f"{bad[:_SHOW]}); the difficulty must be a number such as a pass rate")
-    return out
+    return np.array([np.nan if is_missing(x) else x for x in v], dtype=np.float64)
 
 
 # ---- plans -----------------------------------------------------------------------------------------------------
@@ -329,7 +324,7 @@ def _fit_last_batch(plan: OrderPlan, remainder: str, b: int) -> OrderPlan:
             plan, indices=plan.indices[:keep], dropped=tuple(never.tolist()),
             segments=tuple(Segment(s.label, s.start, min(s.stop, keep)) for s in plan.segments if s.start < keep),
             cut=tuple(sorted(set(plan.indices[keep:].tolist()) & set(never.tolist()))))
-    last = plan.segments[-1] if plan.segments else Segment(None, 0, total)
+    last = plan.segments[-1]  # a plan with visits has segments
     pool = plan.indices[last.start : total][::-1]  # the segment, latest visit first
     t = min(r, pool.size)  # the incomplete batch's visits inside the segment
     repeats = np.resize(np.concatenate([pool[t:], pool[:t]]), b - r)[::-1]
