@@ -94,7 +94,7 @@ class OrderedRLHFDataset(RLHFDataset):
         self.ordering_plan = self._ordering_state = None
         if self._verl_is_train is False:
             return  # the validation set: verl's own
-        name, files = type(self).__name__, ", ".join(map(str, getattr(self, "original_data_files", self.data_files)))
+        name, files = type(self).__name__, ", ".join(map(str, self.original_data_files))
         if self.config.get("shuffle", False):
             raise ValueError(f"{name} orders the prompts itself; data.shuffle=True would reshuffle them. Set "
                              "data.shuffle=False.")

@@ -117,10 +117,6 @@ class DifficultyOptions(OrderingOptions):
 OPTIONS = {"topic": TopicOptions, "difficulty": DifficultyOptions}
 
 
-def _options(cls, options: OrderingOptions | None, values: dict) -> Any:
-    return cls.from_mapping({**(dataclasses.asdict(options) if options else {}), **values})
-
-
 # ---- the values of an ordering field ---------------------------------------------------------------------------
 
 def is_missing(value: Any) -> bool:
@@ -231,7 +227,7 @@ def topic_order(labels: Sequence[Any], options: TopicOptions | None = None, *, e
     sizes stay). options / option_values: a `TopicOptions` and/or its keys (`passes`, `remainder`: see plan_epoch).
     align "drop" drops each cluster's last size % batch_size rows; "pad" repeats rows of the cluster, from the start
     of its shuffled order, up to a multiple of batch_size."""
-    opts = _options(TopicOptions, options, option_values)
+    opts = TopicOptions.from_mapping({**(dataclasses.asdict(options) if options else {}), **option_values})
     if opts.align != "none" and opts.batch_size is None:
         raise ValueError(f"align={opts.align!r} needs a positive batch_size, got None")
     members, missing = group_labels(labels, opts.field)
@@ -275,7 +271,7 @@ def difficulty_order(values: Sequence[Any], options: DifficultyOptions | None = 
                      **option_values: Any) -> OrderPlan:
     """One pass: rows sorted easy -> hard; equal values in a seeded random order (new per `epoch`).
     options / option_values: a `DifficultyOptions` and/or its keys."""
-    opts = _options(DifficultyOptions, options, option_values)
+    opts = DifficultyOptions.from_mapping({**(dataclasses.asdict(options) if options else {}), **option_values})
     v = numeric_values(values, opts.field)
     missing, have = np.flatnonzero(np.isnan(v)), np.flatnonzero(~np.isnan(v))
     _refuse_missing(opts, missing.tolist(), v.size, "score them (verl-ebpo label-difficulty)")
