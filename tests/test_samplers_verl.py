@@ -469,18 +469,6 @@ def test_verl_read_hook_canary():
     assert VERL_READ_HOOK in OrderedRLHFDataset.__dict__, f"OrderedRLHFDataset must override {VERL_READ_HOOK}"
 
 
-def test_a_verl_that_skips_the_hook_is_refused(compose_cfg, files, tokenizer, monkeypatch):
-    from verl.trainer.ppo.utils import create_rl_dataset
-    from verl.utils.dataset.rl_dataset import RLHFDataset
-
-    from verl_ebpo.samplers.dataset import VERL_READ_HOOK, OrderedRLHFDataset
-
-    monkeypatch.setattr(OrderedRLHFDataset, VERL_READ_HOOK, getattr(RLHFDataset, VERL_READ_HOOK))  # as if renamed
-    cfg = compose_cfg(overrides("topic"), *files)
-    with pytest.raises(RuntimeError, match=f"no longer calls {VERL_READ_HOOK}"):
-        create_rl_dataset(cfg.data.train_files, cfg.data, tokenizer, None)
-
-
 def test_bench_ordering_runs(capsys):
     import runpy
     import sys

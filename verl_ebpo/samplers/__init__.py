@@ -25,7 +25,6 @@ __all__ = ["DifficultyOptions", "OrderingOptions", "TopicOptions", "OrderPlan", 
            "difficulty_order", "plan_epoch", "topic_order", "overrides", "buffer_overrides", "FieldNotFoundError",
            "read_field"]
 
-DATASET_CLASS = {"topic": "TopicOrderedDataset", "difficulty": "DifficultyOrderedDataset"}
 # sampler_kwargs.verl.<name> -> the verl config node it links to (resolved by verl before it builds the buffer), from
 # which the buffer derives DAPO's arguments as verl does for its own (`replay.filter_arguments`)
 VERL_CONFIG_LINKS = {
@@ -66,7 +65,7 @@ def overrides(order: str, *, seed: int | None = None, total_epochs: int | None =
     elif order in OPTIONS:
         spec = OPTIONS[order].from_mapping(given)
         out = ["data.shuffle=False", "data.custom_cls.path=pkg://verl_ebpo.samplers.dataset",
-               f"data.custom_cls.name={DATASET_CLASS[order]}"]
+               f"data.custom_cls.name={order.title()}OrderedDataset"]
         out += [f"++data.ordering.{f.name}={hydra_value(getattr(spec, f.name))}" for f in dataclasses.fields(spec)
                 if f.name in given]
     else:

@@ -14,7 +14,6 @@ Only the train dataset is reordered: verl builds the validation dataset from the
 from __future__ import annotations
 
 import hashlib
-import logging
 import os
 import sys
 from typing import Any
@@ -24,8 +23,6 @@ from verl.utils.dataset.rl_dataset import RLHFDataset
 from verl_ebpo.samplers.fields import FieldNotFoundError, read_field
 from verl_ebpo.samplers.ordering import OPTIONS, OrderingOptions, OrderPlan, plan_epoch
 
-logger = logging.getLogger(__name__)
-
 STATE_KEY = "verl_ebpo_ordering"
 STATE_VERSION = 2
 GROUND_TRUTH = "reward_model.ground_truth"  # where verl's reward managers read the answer
@@ -33,7 +30,7 @@ GROUND_TRUTH = "reward_model.ground_truth"  # where verl's reward managers read 
 # The one private verl touch of the ordering: verl 0.9.1's `RLHFDataset.__init__` calls
 # `self._read_files_and_tokenize()`, which reads the files, applies `train_max_samples` and the length filter
 # and leaves the rows in `self.dataframe` (a datasets.Dataset); `resume_dataset_state` calls it again. The
-# ordered datasets override it to reorder right after it (and refuse to start if verl stops calling it).
+# ordered datasets override it to reorder right after it.
 # Public attributes read: `config`, `dataframe`, `data_files`, `original_data_files`, `prompt_key`.
 # Canary: tests/test_samplers_verl.py::test_verl_read_hook_canary.
 VERL_READ_HOOK = "_read_files_and_tokenize"
@@ -85,11 +82,6 @@ class OrderedRLHFDataset(RLHFDataset):
     def __init__(self, *args: Any, **kwargs: Any) -> None:
         self._verl_is_train = _verl_builds_the_train_set()  # before verl's __init__ reads (and orders) the rows
         super().__init__(*args, **kwargs)
-        if not hasattr(self, "ordering_options"):
-            raise RuntimeError(f"{type(self).__name__}: verl's RLHFDataset no longer calls {VERL_READ_HOOK}(), the "
-                               "point where this class puts the rows in order, so the prompts would be served "
-                               f"unordered. This verl version is not supported by {__name__}; use the verl version "
-                               "verl_ebpo was released for.")
 
     def _read_files_and_tokenize(self):  # VERL_READ_HOOK (see above)
         for path in self.data_files:
@@ -102,7 +94,7 @@ class OrderedRLHFDataset(RLHFDataset):
         self.ordering_plan = self._ordering_state = None
         if self._verl_is_train is False:
             return  # the validation set: verl's own
-        name, files = type(self).__name__, ", ".join(map(str, getattr(self, "original_data_files", self.data_files)))
+        name, files = type(self).__name__, ", ".join(map(str, self.original_data_files))
         if self.config.get("shuffle", False):
             raise ValueError(f"{name} orders the prompts itself; data.shuffle=True would reshuffle them. Set "
                              "data.shuffle=False.")
@@ -122,30 +114,20 @@ class OrderedRLHFDataset(RLHFDataset):
         self.ordering_plan = plan
         self._ordering_state = {"version": STATE_VERSION, "fingerprint": plan.fingerprint(), "length": len(plan),
                                 "content": content.hexdigest()[:16]}
-        msg = f"[verl_ebpo] {name}: {plan.summary()}" + (" (row numbers after verl's length filter)" if plan.cut else "")
-        print(msg)
-        (logger.warning if plan.cut else logger.info)(msg)
+        print(f"[verl_ebpo] {name}: {plan.summary()}" + (" (row numbers after verl's length filter)" * bool(plan.cut)))
 
     # torchdata Stateful: the fingerprints travel in data.pt
     def state_dict(self) -> dict:
         return {STATE_KEY: self._ordering_state} if self._ordering_state else {}
 
     def load_state_dict(self, state_dict: dict) -> None:
-        saved, mine, name = (state_dict or {}).get(STATE_KEY), self._ordering_state, type(self).__name__
-        if not saved or not mine:
-            return
-        if (saved["fingerprint"], saved["length"]) != (mine["fingerprint"], mine["length"]):
-            raise ValueError(f"{name}: the checkpoint's data.pt was written for a different prompt order (saved "
-                             f"{saved['fingerprint']} over {saved['length']} prompts, now {mine['fingerprint']} over "
-                             f"{mine['length']}): the train file or data.ordering / data.seed / the batch size changed "
-                             "since the checkpoint, so resuming would repeat or skip prompts. Restore the old settings "
-                             "or start a fresh run.")
-        if saved.get("content") != mine["content"]:
-            raise ValueError(f"{name}: the train rows changed since the checkpoint (content fingerprint "
-                             f"{saved.get('content')}, now {mine['content']}, over the prompt, {GROUND_TRUTH} and "
-                             f"{self.ordering_options.field}): resuming would continue the old position over different "
-                             "prompts. Restore the checkpoint's train file or start a fresh run.")
-
+        saved, mine = (state_dict or {}).get(STATE_KEY), self._ordering_state
+        if saved and mine and saved != mine:
+            raise ValueError(f"{type(self).__name__}: the checkpoint's data.pt was written for a different prompt "
+                             "order, or the train rows changed since the checkpoint (fingerprints of the order and "
+                             f"of the prompt, {GROUND_TRUTH} and {self.ordering_options.field}: saved {saved}, now "
+                             f"{mine}): the train file, data.ordering, data.seed or the batch size changed, so "
+                             "resuming would repeat or skip prompts. Restore them or start a fresh run.")
 
 class TopicOrderedDataset(OrderedRLHFDataset):
     """Rows grouped by `data.ordering.field` (default extra_info.topic), clusters one after another."""

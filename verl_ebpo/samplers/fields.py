@@ -29,9 +29,7 @@ def _names(fields, prefix: str = "") -> list[str]:
 
 
 def _not_found(path: str, schema, why: str = "") -> FieldNotFoundError:
-    names = _names(schema)
-    more = f" ... and {len(names) - 40} more" if len(names) > 40 else ""
-    return FieldNotFoundError(f"field {path!r} not found{why}; fields present: {', '.join(names[:40])}{more}")
+    return FieldNotFoundError(f"field {path!r} not found{why}; fields present: {', '.join(_names(schema))}")
 
 
 def read_field(source: Any, path: str) -> list:

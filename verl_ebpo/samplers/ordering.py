@@ -117,12 +117,6 @@ class DifficultyOptions(OrderingOptions):
 OPTIONS = {"topic": TopicOptions, "difficulty": DifficultyOptions}
 
 
-def _options(cls, options: OrderingOptions | None, values: dict) -> Any:
-    if options is not None and not isinstance(options, cls):
-        raise ValueError(f"expected {cls.__name__}, got {type(options).__name__}")
-    return cls.from_mapping({**(dataclasses.asdict(options) if options else {}), **values})
-
-
 # ---- the values of an ordering field ---------------------------------------------------------------------------
 
 def is_missing(value: Any) -> bool:
@@ -160,17 +154,12 @@ def group_labels(labels: Sequence[Any], field: str) -> tuple[dict[Any, list[int]
 
 def numeric_values(values: Sequence[Any], field: str) -> np.ndarray:
     """float array with NaN for missing values; a non-numeric or infinite value is a ValueError naming rows."""
-    out, bad = np.full(len(values), np.nan), []
-    for i, raw in enumerate(values):
-        v = raw.item() if isinstance(raw, np.generic) else raw
-        if type(v) in (int, float) and not math.isinf(v):
-            out[i] = v
-        elif not is_missing(v):
-            bad.append((i, raw))
+    v = [x.item() if isinstance(x, np.generic) else x for x in values]
+    bad = [(i, values[i]) for i, x in enumerate(v) if not is_missing(x) and (type(x) not in (int, float) or math.isinf(x))]
     if bad:
         raise ValueError(f"{len(bad)} rows have a non-numeric or infinite value in {field!r} (first (row, value): "
                          f"{bad[:_SHOW]}); the difficulty must be a number such as a pass rate")
-    return out
+    return np.array([np.nan if is_missing(x) else x for x in v], dtype=np.float64)
 
 
 # ---- plans -----------------------------------------------------------------------------------------------------
@@ -238,11 +227,11 @@ def topic_order(labels: Sequence[Any], options: TopicOptions | None = None, *, e
     sizes stay). options / option_values: a `TopicOptions` and/or its keys (`passes`, `remainder`: see plan_epoch).
     align "drop" drops each cluster's last size % batch_size rows; "pad" repeats rows of the cluster, from the start
     of its shuffled order, up to a multiple of batch_size."""
-    opts = _options(TopicOptions, options, option_values)
+    opts = TopicOptions.from_mapping({**(dataclasses.asdict(options) if options else {}), **option_values})
     if opts.align != "none" and opts.batch_size is None:
         raise ValueError(f"align={opts.align!r} needs a positive batch_size, got None")
     members, missing = group_labels(labels, opts.field)
-    _refuse_missing(opts, missing, len(labels), "label them")
+    _refuse_missing(opts, missing, len(labels), "label them (verl-ebpo label-topics)")
     names = list(members)  # first-seen order; a cluster's rank seeds its shuffle
     if isinstance(opts.cluster_order, tuple):
         by_text, wanted = {str(n): n for n in names}, [str(x) for x in opts.cluster_order]
@@ -282,7 +271,7 @@ def difficulty_order(values: Sequence[Any], options: DifficultyOptions | None = 
                      **option_values: Any) -> OrderPlan:
     """One pass: rows sorted easy -> hard; equal values in a seeded random order (new per `epoch`).
     options / option_values: a `DifficultyOptions` and/or its keys."""
-    opts = _options(DifficultyOptions, options, option_values)
+    opts = DifficultyOptions.from_mapping({**(dataclasses.asdict(options) if options else {}), **option_values})
     v = numeric_values(values, opts.field)
     missing, have = np.flatnonzero(np.isnan(v)), np.flatnonzero(~np.isnan(v))
     _refuse_missing(opts, missing.tolist(), v.size, "score them (verl-ebpo label-difficulty)")
@@ -317,8 +306,6 @@ def concat_plans(plans: Sequence[OrderPlan]) -> OrderPlan:
 
 
 def _fit_last_batch(plan: OrderPlan, remainder: str, b: int) -> OrderPlan:
-    if b < 1:
-        raise ValueError(f"the loader's batch size must be a positive integer, got {b}")
     total = len(plan)
     r = total % b
     if r == 0:
@@ -333,7 +320,7 @@ def _fit_last_batch(plan: OrderPlan, remainder: str, b: int) -> OrderPlan:
             plan, indices=plan.indices[:keep], dropped=tuple(never.tolist()),
             segments=tuple(Segment(s.label, s.start, min(s.stop, keep)) for s in plan.segments if s.start < keep),
             cut=tuple(sorted(set(plan.indices[keep:].tolist()) & set(never.tolist()))))
-    last = plan.segments[-1] if plan.segments else Segment(None, 0, total)
+    last = plan.segments[-1]  # a plan with visits has segments
     pool = plan.indices[last.start : total][::-1]  # the segment, latest visit first
     t = min(r, pool.size)  # the incomplete batch's visits inside the segment
     repeats = np.resize(np.concatenate([pool[t:], pool[:t]]), b - r)[::-1]

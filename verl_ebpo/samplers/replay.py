@@ -35,7 +35,6 @@ from verl.trainer.ppo.v1.replay_buffer import ReplayBuffer
 
 from verl_ebpo.samplers import VERL_CONFIG_LINKS
 from verl_ebpo.samplers.ordering import from_mapping
-from verl_ebpo.advantage.options import config_get
 
 logger = logging.getLogger(__name__)
 
@@ -73,16 +72,16 @@ def filter_arguments(linked: Optional[Mapping]) -> dict:
     if missing:
         raise ValueError(f"TrackedReplayBuffer needs {PREFIX}.verl with {missing} (links to verl's config, to filter "
                          "DAPO's groups as verl would): add the overrides of verl_ebpo.samplers.buffer_overrides()")
-    groups, refill, batch = linked["filter_groups"], bool(linked["sync_refill_failed_groups"]), linked["train_batch_size"]
-    metric = config_get(groups, "metric", None) if config_get(groups, "enable", False) else None
-    if config_get(groups, "enable", False) and not metric:
+    groups, refill, batch = linked["filter_groups"] or {}, bool(linked["sync_refill_failed_groups"]), linked["train_batch_size"]
+    metric = groups.get("metric") if groups.get("enable", False) else None
+    if groups.get("enable", False) and not metric:
         raise ValueError("algorithm.filter_groups.metric must be set when group filtering is enabled")
     if metric and linked["reward_model_enable"] and not linked["reward_model_enable_resource_pool"]:
         raise ValueError("algorithm.filter_groups requires the reward metric at sampling time: use rule-based "
                          "reward or reward.reward_model.enable_resource_pool=True")
     return {"filter_groups_metric": metric, "sync_refill_failed_groups": refill, "train_batch_size": batch,
             "gen_batch_size": 1 if metric is not None or refill else (linked["gen_batch_size"] or batch),
-            "max_inflight_gen_batches": config_get(groups, "max_inflight_gen_batches", 1) if metric else 1}
+            "max_inflight_gen_batches": groups.get("max_inflight_gen_batches", 1) if metric else 1}
 
 
 def refill_allowance(left: int, batch: int, is_last: bool, chunk: int = 1) -> int:
@@ -103,10 +102,9 @@ class DataPassEnds(Exception):
 class TrackedReplayBuffer(ReplayBuffer):
     def __init__(self, *args, sampler_kwargs=None, poll_interval=None, refill_fn=None, **kwargs):
         opts = from_mapping(ReplayOptions, sampler_kwargs, PREFIX)
-        trainer_mode = kwargs.get("trainer_mode", args[0] if args else "sync")
-        if trainer_mode != "sync":
+        if kwargs.get("trainer_mode") != "sync":  # verl passes its arguments by keyword
             raise ValueError(f"TrackedReplayBuffer is verl's synchronous buffer; trainer.v1.trainer_mode="
-                             f"{trainer_mode!r} needs verl's own (drop the custom_sampler overrides)")
+                             f"{kwargs.get('trainer_mode')!r} needs verl's own (drop the custom_sampler overrides)")
         kwargs = {**filter_arguments(opts.verl), **kwargs}  # what verl passes explicitly wins
         super().__init__(*args, sampler_kwargs=sampler_kwargs, refill_fn=refill_fn and self._refill, **kwargs,
                          poll_interval=opts.poll_interval_s if poll_interval is None else float(poll_interval))
@@ -117,10 +115,10 @@ class TrackedReplayBuffer(ReplayBuffer):
         self._iterator, self._passes = None, 0
         self._settling = None  # the partition whose snapshots wait for every rollout (rule 3's end; deterministic)
         if self.one_pass:
-            if config_get(self._trainer.config.trainer, "total_epochs") != 1:
+            if self._trainer.config.trainer.total_epochs != 1:
                 raise ValueError(f"{PREFIX}.one_pass ends the run at the end of the data's first pass: set "
-                                 f"trainer.total_epochs=1 (got {config_get(self._trainer.config.trainer, 'total_epochs')})")
-            if getattr(self._trainer, "parameter_sync_step", 1) != 1:
+                                 f"trainer.total_epochs=1 (got {self._trainer.config.trainer.total_epochs})")
+            if self._trainer.parameter_sync_step != 1:
                 raise ValueError(f"{PREFIX}.one_pass needs parameter_sync_step=1 (one sample per step)")
             begin = self._trainer.on_train_begin
 
@@ -167,13 +165,11 @@ class TrackedReplayBuffer(ReplayBuffer):
     def _clear_groups(self, partition_id: str, uids: set[str]) -> None:
         """verl's eviction and surplus disposal both end here: tally the answers (and their rewards) that were
         generated for training but leave without being trained on, then let verl clear them."""
-        if partition_id != "val" and uids:
-            keys = [key for key in self.partitions[partition_id] if key.split("_")[0] in uids]
-            if keys:
-                data = tq.kv_batch_get(keys=keys, partition_id=partition_id, select_fields=["rm_scores"])
-                scores = [float(v.sum().item()) for v in data["rm_scores"]]
-                self._discarded[DISCARDED_ANSWERS] += len(scores)
-                self._discarded[DISCARDED_REWARD_SUM] += sum(scores)
+        keys = [k for k in self.partitions[partition_id] if k.split("_")[0] in uids] if partition_id != "val" else []
+        if keys:
+            scores = tq.kv_batch_get(keys=keys, partition_id=partition_id, select_fields=["rm_scores"])["rm_scores"]
+            self._discarded[DISCARDED_ANSWERS] += len(scores)
+            self._discarded[DISCARDED_REWARD_SUM] += sum(float(v.sum()) for v in scores)
         super()._clear_groups(partition_id, uids)
 
     def _terminal_eviction_reasons(self, global_steps: int, partition_id: str):
@@ -196,21 +192,19 @@ class TrackedReplayBuffer(ReplayBuffer):
         self._discarded = {DISCARDED_ANSWERS: 0.0, DISCARDED_REWARD_SUM: 0.0}
         self._kept = set()
         trainer = self._trainer
-        self._is_last = trainer is None or global_steps >= trainer.total_training_steps
+        self._is_last = global_steps >= trainer.total_training_steps
         try:
             batch, metrics = super().sample(global_steps, partition_id, batch_size)
         except DataPassEnds:  # verl's per-step eviction counts before this point are not in `metrics`
             batch, metrics = self._take_what_is_left(global_steps, partition_id, batch_size)
         finally:
             self._settling = None
-        metrics = {**metrics, **self._discarded}
-        if trainer is not None:
-            drawn, size = self._position()
-            metrics.update({PROMPTS_CONSUMED: drawn, PROMPTS_LEFT: size - drawn, DATA_PASS: self._passes})
-            if self.one_pass:
-                self._plan(global_steps + 1)
-                metrics[LAST_STEP] = trainer.total_training_steps
-                metrics[KEPT_GROUPS] = len(self._kept & self._trained(batch))
+        drawn, size = self._position()
+        metrics = {**metrics, **self._discarded, PROMPTS_CONSUMED: drawn, PROMPTS_LEFT: size - drawn,
+                   DATA_PASS: self._passes}
+        if self.one_pass:
+            self._plan(global_steps + 1)
+            metrics.update({LAST_STEP: trainer.total_training_steps, KEPT_GROUPS: len(self._kept & self._trained(batch))})
         return batch, metrics
 
     def _sync_metadata_from_transfer_queue(self) -> None:
@@ -234,8 +228,6 @@ class TrackedReplayBuffer(ReplayBuffer):
         self._sync_metadata_from_transfer_queue()  # settled: wait for the answers in flight
         _stale, _filtered, failed, _counts = self._terminal_eviction_reasons(global_steps, partition_id)
         pool = (self.finished_keys[partition_id] | self.failure_keys[partition_id]) - failed
-        if not pool:  # kept although a group is only evicted while a refill can replace it: verl would fail later
-            raise RuntimeError(f"one_pass: the data ran out at step {global_steps} with no group left to train on")
         selected, snapshot, _steps = self._select_prompt_uids(partition_id, pool, batch_size)
         rest = pool - set(selected)
         self._clear_groups(partition_id, rest | failed)
