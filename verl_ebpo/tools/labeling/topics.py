@@ -264,7 +264,7 @@ def label_topics(
         embed = embed_fn or (
             lambda xs: embed_texts(xs, model=model, device=device, batch_size=batch_size, progress=progress)
         )
-        if embed_fn is None and device == "cpu":
+        if embed_fn is None and device == "cpu" and progress:
             print(f"label-topics: embedding {len(todo)} texts of {text_field!r} on CPU, about "
                   f"{estimate_minutes(len(todo)):.0f} min or less ({PROMPTS_PER_CORE_SECOND:g} texts/s a core)",
                   file=sys.stderr, flush=True)
