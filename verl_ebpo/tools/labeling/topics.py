@@ -126,18 +126,14 @@ def kmeans_labels(embeddings, k: int, seed: int = 0):
     import numpy as np
 
     KMeans = _sklearn_kmeans()
-    n = len(embeddings)
     check_count("k", k)
-    if n < k:
-        raise LabelingError(f"cannot make {k} clusters from {n} rows; lower k")
+    if len(embeddings) < k:
+        raise LabelingError(f"cannot make {k} clusters from {len(embeddings)} rows; lower k")
     raw = KMeans(n_clusters=k, n_init=10, random_state=seed).fit_predict(np.asarray(embeddings))
-    sizes = Counter(raw.tolist())
-    first = {}
-    for i, c in enumerate(raw.tolist()):
-        first.setdefault(c, i)
-    ranked = sorted(sizes, key=lambda c: (-sizes[c], first[c]))
-    remap = {c: r for r, c in enumerate(ranked)}
-    return np.array([remap[c] for c in raw.tolist()], dtype=np.int64)
+    _, first, sizes = np.unique(raw, return_index=True, return_counts=True)  # clusters in id order
+    rank = np.empty(len(sizes), dtype=np.int64)
+    rank[np.lexsort((first, -sizes))] = np.arange(len(sizes))
+    return rank[np.searchsorted(np.unique(raw), raw)]
 
 
 def _sklearn_kmeans():
