@@ -228,7 +228,7 @@ def label_topics(
         if note:
             notes.append(note)
         labels = [None if is_missing(v) else str(v) for v in values]  # labels are strings in the file
-        texts = [prompt_text(v) for v in read_or_default(table, text_field, "")]
+        texts = strip_shared_template([prompt_text(v) for v in read_or_default(table, text_field, "")])
         notes.append(f"labels copied from {from_field!r}")
     else:
         texts = [prompt_text(v) for v in read_field(table, text_field)]
