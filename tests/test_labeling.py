@@ -152,7 +152,9 @@ def test_label_topics_with_the_bundled_sentence_model_offline(tmp_path, capsys, 
     out = str(tmp_path / "out.parquet")
     summary_json = str(tmp_path / "summary.json")
     assert _run("label_topics", [src, out, "--k", "2", "--seed", "0", "--summary-json", summary_json]) == 0
-    stdout = capsys.readouterr().out
+    captured = capsys.readouterr()
+    stdout = captured.out
+    assert "label-topics: embedding 6 texts of 'prompt' on CPU, about" in captured.err  # the estimate, first
     topics = read_field(pq.read_table(out), "extra_info.topic")
     assert len({topics[i] for i in GEOMETRY}) == 1 and len({topics[i] for i in (1, 3, 5)}) == 1
     assert topics[0] != topics[1]

@@ -96,29 +96,18 @@ def embed_texts(
 
 @contextlib.contextmanager
 def _model_bars(progress: bool):
-    """transformers' and huggingface_hub's own tqdm bars (e.g. "Loading weights"), off while `progress` is False;
-    their previous state is restored afterwards."""
-    if progress:
-        yield
-        return
+    """transformers' own tqdm bars (e.g. "Loading weights"), off while `progress` is False; restored afterwards.
+    (A local model folder downloads nothing, so huggingface_hub shows no bar.)"""
     from transformers.utils import logging as hf_logging
 
     was_on = hf_logging.is_progress_bar_enabled()
-    hf_logging.disable_progress_bar()
-    try:
-        from huggingface_hub.utils import are_progress_bars_disabled, disable_progress_bars, enable_progress_bars
-    except ImportError:  # pragma: no cover - huggingface_hub comes with transformers
-        are_progress_bars_disabled = disable_progress_bars = enable_progress_bars = None
-    hub_was_off = are_progress_bars_disabled() if are_progress_bars_disabled else True
-    if disable_progress_bars:
-        disable_progress_bars()
+    if not progress:
+        hf_logging.disable_progress_bar()
     try:
         yield
     finally:
         if was_on:
             hf_logging.enable_progress_bar()
-        if not hub_was_off and enable_progress_bars:
-            enable_progress_bars()
 
 
 def kmeans_labels(embeddings, k: int, seed: int = 0):
