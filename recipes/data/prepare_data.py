@@ -30,14 +30,12 @@ are counted in the manifest (`answer_conflicts`; the first answer is kept).
 --source NAME=PATH reads a local parquet/json/jsonl/csv file, a folder of such files, or a folder
 written by `datasets.Dataset.save_to_disk` instead of the Hub (no network needed).
 
-All files of one call are written as one unit: every source is loaded and converted in memory first, the
-parquet files and the new manifest are written into a staging folder inside --out-dir
-(`.prepare_data-staging-<pid>-*`, each file fsynced, permissions from the umask), a COMMIT record is written,
-then the files are renamed into place, manifest last. Any failure before COMMIT (a bad row, an unreadable
-or empty source, no network, a full disk) leaves the previous files and manifest exactly as they were; a run
-killed during the renames is completed by the next run (it finds the COMMIT record). Outputs are never written
-over a --source input, inside a --source folder (--out-dir may not be one, or lie inside one: refused before
-anything is created) or over a non-regular file. Every error is one line on stderr, exit code 2.
+All files of one call are written as one unit: every source is loaded and converted in memory first, then each
+file (the manifest last) is written to a temporary file beside it and all are renamed into place. Any failure
+before the renames (a bad row, an unreadable or empty source, no network, a full disk) leaves the previous files
+and manifest as they were. Outputs are never written over a --source input, inside a --source folder (--out-dir
+may not be one, or lie inside one: refused before anything is created) or over a non-regular file. Every error
+is one line on stderr, exit code 2.
 """
 
 from __future__ import annotations
@@ -50,16 +48,14 @@ import math
 import os
 import random
 import re
-import shutil
 import stat
 import sys
-import tempfile
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Iterable, Optional
 
 from verl_ebpo.tools.cli import one_line
-from verl_ebpo.tools.files import OutputPathError, check_output_path, current_umask, fsync_dir, pid_alive
+from verl_ebpo.tools.files import OutputPathError, atomic_output, check_output_path
 
 PROMPT_TEMPLATE = (
     "Solve the following math problem step by step. The last line of your response should be of the form "
@@ -96,8 +92,6 @@ SOURCES = {
 }
 HOLDOUT_FILE = "dapo_math_holdout.parquet"
 MANIFEST_FILE = "manifest.json"
-STAGING_PREFIX = ".prepare_data-staging-"
-COMMIT_FILE = "COMMIT"
 PROBLEM_KEYS = ("problem", "question", "Problem", "Question", "prompt")
 ANSWER_KEYS = ("answer", "final_answer", "Answer", "expected_answer", "ground_truth", "solution")
 ID_KEYS = ("unique_id", "id", "ID", "problem_idx", "index")
@@ -344,71 +338,6 @@ def split_holdout(rows: list[dict], n: int, seed: int) -> tuple[list[dict], list
     return train, hold
 
 
-def write_parquet(rows: list[dict], path: Path) -> str:
-    """Write `rows` to `path` (a new file in the staging folder), fsync it; return its sha256."""
-    import pandas as pd
-
-    if not rows:
-        raise DataError(f"no rows to write to {path}")
-    pd.DataFrame(rows).to_parquet(path, index=False)
-    return _fsync_and_hash(path)
-
-
-def _fsync_and_hash(path: Path) -> str:
-    h = hashlib.sha256()
-    with open(path, "rb") as f:
-        for chunk in iter(lambda: f.read(1 << 20), b""):
-            h.update(chunk)
-        os.fsync(f.fileno())
-    return h.hexdigest()
-
-
-# ------------------------------------------------------------------------------------------------
-# writing the set as one unit
-
-
-def _apply(staging: Path, out_dir: Path, inputs) -> None:
-    """Rename the staged files into place (manifest last), delete what COMMIT says, remove the staging folder.
-
-    Idempotent: files already moved by an interrupted earlier call are skipped."""
-    plan = json.loads((staging / COMMIT_FILE).read_text())
-    for name in plan["files"]:
-        _move_in(staging / name, out_dir / name, inputs)
-    for name in plan["remove"]:
-        with contextlib.suppress(FileNotFoundError):
-            (out_dir / name).unlink()
-    _move_in(staging / MANIFEST_FILE, out_dir / MANIFEST_FILE, inputs)  # last: it describes the new set
-    fsync_dir(out_dir)
-    shutil.rmtree(staging, ignore_errors=True)
-
-
-def _move_in(staged: Path, target: Path, inputs) -> None:
-    if staged.exists():  # absent: an interrupted earlier call already moved it
-        check_output_path(target, inputs)  # still a regular file (or absent), still not an input
-        os.replace(staged, target)
-
-
-def recover_staging(out_dir: Path, inputs=()) -> list[str]:
-    """Finish or discard what a killed earlier run left in `out_dir`; returns notes for stderr.
-
-    A staging folder with a COMMIT record was complete: its renames are finished (roll forward). One without
-    is discarded. A folder of a run that is still alive is an error (two runs on one --out-dir)."""
-    notes = []
-    for staging in sorted(out_dir.glob(f"{STAGING_PREFIX}*")):
-        if not staging.is_dir() or staging.is_symlink():
-            continue
-        pid = staging.name[len(STAGING_PREFIX):].split("-", 1)[0]
-        if pid.isdigit() and int(pid) != os.getpid() and pid_alive(int(pid)):
-            raise DataError(f"another prepare_data.py (pid {pid}) is writing {out_dir}; wait for it to finish")
-        if (staging / COMMIT_FILE).is_file():
-            _apply(staging, out_dir, inputs)
-            notes.append(f"completed the interrupted write of an earlier run ({staging.name})")
-        else:
-            shutil.rmtree(staging, ignore_errors=True)
-            notes.append(f"removed the unfinished staging folder of an earlier run ({staging.name})")
-    return notes
-
-
 def read_manifest(path: Path) -> dict:
     """The existing manifest (empty when there is none); a corrupt one is a DataError (never silently dropped:
     it describes files this call may not rewrite)."""
@@ -430,40 +359,23 @@ def read_manifest(path: Path) -> dict:
 
 
 def write_set(out_dir: Path, parts: dict[str, list[dict]], entries: dict[str, dict], manifest: dict,
-              remove: list[str], inputs=()) -> dict[str, str]:
-    """Write `parts` (file name -> rows) and the manifest (with `entries` and each file's sha256) as one unit.
+              remove: list[str], inputs=()) -> None:
+    """Write `parts` (file name -> rows) and the manifest (with `entries` and each file's sha256): every file to
+    a temporary one first, then all renamed into place, manifest last; a failure before the renames changes nothing."""
+    import pandas as pd
 
-    Returns file name -> sha256. See the module docstring for the protocol."""
-
-    for name in list(parts) + [MANIFEST_FILE] + remove:
-        check_output_path(out_dir / name, inputs)  # refuse FIFOs, folders, inputs before any work
-    staging = Path(tempfile.mkdtemp(prefix=f"{STAGING_PREFIX}{os.getpid()}-", dir=out_dir))
-    try:
-        shas = {}
+    files = {k: v for k, v in manifest.get("files", {}).items() if k not in remove}
+    with contextlib.ExitStack() as stack:  # exits in reverse: the manifest, entered first, is renamed last
+        manifest_tmp = stack.enter_context(atomic_output(out_dir / MANIFEST_FILE, inputs))
         for name, rows in parts.items():
-            shas[name] = write_parquet(rows, staging / name)
-        files = dict(manifest.get("files", {}))
-        for name in remove:
-            files.pop(name, None)
-        for name, entry in entries.items():
-            files[name] = {**entry, "sha256": shas[name]}
+            tmp = stack.enter_context(atomic_output(out_dir / name, inputs))
+            pd.DataFrame(rows).to_parquet(tmp, index=False)
+            files[name] = {**entries[name], "sha256": hashlib.sha256(Path(tmp).read_bytes()).hexdigest()}
         new_manifest = {**manifest, "files": files, "prompt_template": PROMPT_TEMPLATE}
-        (staging / MANIFEST_FILE).write_text(json.dumps(new_manifest, indent=2, sort_keys=True) + "\n")
-        _fsync_and_hash(staging / MANIFEST_FILE)
-        umask = current_umask()
-        for name in list(parts) + [MANIFEST_FILE]:
-            target = out_dir / name
-            mode = stat.S_IMODE(os.stat(target).st_mode) if target.exists() else 0o666 & ~umask
-            os.chmod(staging / name, mode)
-        commit = staging / COMMIT_FILE
-        commit.write_text(json.dumps({"files": list(parts), "remove": remove}))
-        _fsync_and_hash(commit)
-        fsync_dir(staging)
-    except BaseException:
-        shutil.rmtree(staging, ignore_errors=True)
-        raise
-    _apply(staging, out_dir, inputs)
-    return shas
+        Path(manifest_tmp).write_text(json.dumps(new_manifest, indent=2, sort_keys=True) + "\n")
+    for name in remove:
+        with contextlib.suppress(FileNotFoundError):
+            (out_dir / name).unlink()
 
 
 # ------------------------------------------------------------------------------------------------
@@ -516,8 +428,6 @@ def main(argv: Optional[list[str]] = None) -> int:
         except OutputPathError as e:
             raise DataError(f"--out-dir {out_dir}: {e}") from None
         out_dir.mkdir(parents=True, exist_ok=True)
-        for note in recover_staging(out_dir, inputs):
-            print(f"prepare_data: {note}", file=sys.stderr)
         manifest = read_manifest(out_dir / MANIFEST_FILE)
 
         # 1. every source, in memory: nothing is written until all of them have converted

@@ -55,24 +55,13 @@ class Sample:
     tokens: int
 
 
-def _plain(x):
-    """parquet values (numpy arrays, dicts of them) as plain Python."""
-    if hasattr(x, "tolist"):
-        x = x.tolist()
-    if isinstance(x, dict):
-        return {k: _plain(v) for k, v in x.items()}
-    if isinstance(x, (list, tuple)):
-        return [_plain(v) for v in x]
-    return x
-
-
 def benchmark_files(data_dir, benchmarks: Sequence[str]) -> dict[str, Path]:
     return {name: Path(data_dir).expanduser() / f"{name}.parquet" for name in benchmarks}
 
 
 def load_requests(files: dict, shard: tuple[int, int] = (0, 1), limit: Optional[int] = None):
     """The problems of each named parquet file (in file order), keeping those of this shard."""
-    import pandas as pd
+    import pyarrow.parquet as pq
 
     index, count = shard
     out: dict[str, list[Request]] = {}
@@ -80,22 +69,14 @@ def load_requests(files: dict, shard: tuple[int, int] = (0, 1), limit: Optional[
         path = Path(path)
         if not path.exists():
             raise FileNotFoundError(f"{path} not found: run recipes/data/prepare_data.py --out-dir {path.parent}")
-        df = pd.read_parquet(path)
-        missing = {"prompt", "reward_model", "data_source"} - set(df.columns)
+        table = pq.read_table(path)
+        missing = {"prompt", "reward_model", "data_source"} - set(table.column_names)
         if missing:
             raise ValueError(f"{path}: not a verl RL parquet file (missing {sorted(missing)})")
-        reqs = []
-        for i, row in enumerate(df.itertuples(index=False)):
-            if limit is not None and i >= limit:
-                break
-            if i % count != index:
-                continue
-            messages = _plain(row.prompt)
-            gt = _plain(row.reward_model)["ground_truth"]
-            info = _plain(getattr(row, "extra_info", None))
-            problem = info.get("problem") if isinstance(info, dict) else None
-            reqs.append(Request(name, str(row.data_source), i, messages, gt, problem))
-        out[name] = reqs
+        rows = table.slice(0, limit).to_pylist()
+        out[name] = [Request(name, str(r["data_source"]), i, r["prompt"], r["reward_model"]["ground_truth"],
+                             (r.get("extra_info") or {}).get("problem"))
+                     for i, r in enumerate(rows) if i % count == index]
     return out
 
 
@@ -111,8 +92,6 @@ def render_prompts(tokenizer, requests: Sequence[Request], chat_template_kwargs:
             raise ValueError(f"--prompt-style authors needs extra_info.problem (written by recipes/data/prepare_data.py); "
                              f"missing in {len(missing)} row(s), e.g. {missing[:3]}")
         return [AUTHORS_PROMPT_PREFIX + r.problem for r in requests]
-    if style != "chat":
-        raise ValueError(f"--prompt-style must be one of {', '.join(PROMPT_STYLES)}, got {style!r}")
     return [
         tokenizer.apply_chat_template(r.messages, add_generation_prompt=True, tokenize=False, **chat_template_kwargs)
         for r in requests
@@ -189,11 +168,7 @@ ENGINES = {"vllm": vllm_engine, "hf": hf_engine}
 
 
 def generation_rows(requests: Sequence[Request], samples: Sequence[Sequence[Sample]], k: int):
-    if len(samples) != len(requests):
-        raise RuntimeError(f"the engine returned {len(samples)} results for {len(requests)} prompts")
-    for req, outs in zip(requests, samples):
-        if len(outs) != k:
-            raise RuntimeError(f"{req.benchmark} problem {req.problem_index}: {len(outs)} samples, expected {k}")
+    for req, outs in zip(requests, samples, strict=True):
         for j, s in enumerate(outs):
             yield {
                 "benchmark": req.benchmark,

@@ -115,10 +115,7 @@ def check_benchmark_files(data_dir: Optional[str]) -> None:
 
 
 def paper_rows(model: Optional[str]) -> dict:
-    data = json.loads(PAPER_RESULTS.read_text())
-    if data["columns"] != list(BENCHMARKS):
-        raise ScoreError(f"{PAPER_RESULTS}: columns {data['columns']} differ from {list(BENCHMARKS)}")
-    return data["models"].get(model, {}) if model else {}
+    return json.loads(PAPER_RESULTS.read_text())["models"].get(model, {}) if model else {}
 
 
 def _cell(x: Optional[float]) -> str:

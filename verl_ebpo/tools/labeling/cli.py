@@ -85,7 +85,8 @@ def add_arguments_label_topics(p: argparse.ArgumentParser) -> None:
     p.add_argument("output", help="where to write the labelled parquet file")
     p.add_argument("--field", default="extra_info.topic", help="label to write (default: extra_info.topic)")
     p.add_argument("--from-field", default=None, help="copy this existing field (e.g. type) instead of clustering")
-    p.add_argument("--text-field", default="prompt", help="prompt to embed: a chat list or a string (default: prompt)")
+    p.add_argument("--text-field", default=None,
+                   help="text to embed (default: extra_info.problem if present, else prompt; shared template cut off)")
     p.add_argument("--k", type=int, default=9, help="number of k-means clusters (default: 9, as in the paper)")
     p.add_argument("--seed", type=int, default=0, help="k-means seed (default: 0)")
     p.add_argument("--model", default=None, help="local sentence-transformers folder (default: bundled all-MiniLM-L6-v2)")

@@ -146,23 +146,13 @@ def label_difficulty(
         except Exception as e:  # counted and reported, scored as wrong
             return i, False, f"{type(e).__name__}: {e}"
 
+    from concurrent.futures import ThreadPoolExecutor
+
     from tqdm import tqdm
 
-    bar = tqdm(total=len(jobs), desc="scoring rollouts", unit="answer", disable=not progress, file=sys.stderr)
-    if workers > 1:
-        from concurrent.futures import ThreadPoolExecutor
-
-        with ThreadPoolExecutor(max_workers=workers) as pool:
-            results = []
-            for res in pool.map(run, jobs):
-                results.append(res)
-                bar.update(1)
-    else:
-        results = []
-        for job in jobs:
-            results.append(run(job))
-            bar.update(1)
-    bar.close()
+    with ThreadPoolExecutor(max_workers=workers) as pool:
+        results = list(tqdm(pool.map(run, jobs), total=len(jobs), desc="scoring rollouts", unit="answer",
+                            disable=not progress, file=sys.stderr))
     for i, ok, err in results:
         correct[i] += int(ok)
         if err is not None:
