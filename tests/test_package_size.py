@@ -1,6 +1,6 @@
 """The size rules (issue 47), counted by benchmarks/count_lines.py (ast + tokenize: blank, comment and docstring
 lines do not count): no plugin module over 300 lines; the plugin imports without the tools. The targets (plugin at
-most 1,200 code lines, the whole project at most 10,000): the project's is met (9,662 on 2026-12-05, from 12,621 that
+most 1,200 code lines, the whole project at most 10,000): the project's is met (9,552 on 2026-12-05, from 12,621 that
 morning); the plugin's is not (1,568 from 2,474): its bound is a ratchet at today's size, lowered as it shrinks."""
 
 import importlib.util
