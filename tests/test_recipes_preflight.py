@@ -298,9 +298,9 @@ def test_the_recipes_preflight_command_with_a_metrics_folder_the_run_makes(clust
                                                **one_node_80gb}, make_metrics_folder=False)
     metrics = next(a.split("=", 1)[1] for a in argv if "VERL_FILE_LOGGER_PATH=" in a)
     assert not os.path.exists(os.path.dirname(metrics))
-    rc, out, err = run_preflight(argv)
+    i = argv.index("--creates")  # recipes/common.sh names the folder its launcher makes
+    assert argv[i + 1] == os.path.dirname(metrics)
+    rc, out, err = run_preflight(argv[:i] + argv[i + 2:])  # without it: the folder nobody makes is a FAIL
     assert rc == 2 and "metrics file: its folder does not exist" in err and "mkdir -p" in err, err
-    if "--creates" not in argv:  # recipes/common.sh not yet passing it: what it would pass
-        argv = ["--creates", os.path.dirname(metrics), *argv]
-        rc, out, err = run_preflight(argv)
+    rc, out, err = run_preflight(argv)
     assert rc == 0 and "made by the launcher" in _table_rows(out)["metrics file"], err

@@ -13,7 +13,7 @@ from verl_ebpo.advantage.options import from_mapping, help_field, markdown_table
 DEFAULT_ESTIMATORS = ("grpo", "drgrpo", "rfpp_baseline", "rloo", "dapo", "js", "ebpo")
 LR_GRID = (0.1, 0.3, 1.0, 3.0, 10.0, 30.0)  # the learning rates each estimator is tuned over (Adam)
 REGIME_NAMES = ALL_REGIMES = ("shared", "per_prompt", "hard")
-# what a named regime fixes (see regimes.py); with a named regime (or `all`) these must stay at their defaults
+# what a named regime fixes; with a named regime (or `all`) these must stay at their defaults
 REGIME_KNOBS = ("beta", "transfer", "score_noise")
 
 
