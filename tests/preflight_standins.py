@@ -56,3 +56,15 @@ def data_dir(folder: Path, train_rows: int = TRAIN_ROWS) -> Path:
     for name in ("dapo_math_holdout", "aime24", "math500"):
         write(folder / f"{name}.parquet", 30)
     return folder
+
+
+def table_rows(out: str) -> dict:
+    """Preflight's output as {check: its line and, with --verbose, its indented detail and fix lines joined}."""
+    rows, last = {}, None
+    for line in out.splitlines():
+        if line.startswith(" ") and last is not None:
+            rows[last] += " " + line.strip()
+        elif not line.startswith("verl-ebpo preflight:"):
+            last = line.split("  ")[0].strip()
+            rows[last] = line
+    return rows

@@ -123,16 +123,7 @@ def _run(capsys, argv, verbose=True):
     return rc, out.out, out.err
 
 
-def _rows(out: str) -> dict:
-    """{check: its line and, with --verbose, its indented detail and fix lines joined}."""
-    rows, last = {}, None
-    for line in out.splitlines():
-        if line.startswith(" ") and last is not None:
-            rows[last] += " " + line.strip()
-        elif not line.startswith("verl-ebpo preflight:"):
-            last = line.split("  ")[0].strip()
-            rows[last] = line
-    return rows
+_rows = standins.table_rows
 
 
 def test_the_readme_run_passes_preflight(readme_run, capsys):

@@ -78,16 +78,7 @@ def run_preflight(argv, verbose=True):
     return rc, out.getvalue(), err.getvalue()
 
 
-def _table_rows(out):
-    """{check: its line and its --verbose detail and fix lines joined}."""
-    rows, last = {}, None
-    for line in out.splitlines():
-        if line.startswith(" ") and last is not None:
-            rows[last] += " " + line.strip()
-        elif not line.startswith("verl-ebpo preflight:"):
-            last = line.split("  ")[0].strip()
-            rows[last] = line
-    return rows
+_table_rows = standins.table_rows
 
 
 @pytest.mark.slow  # 30 preflights of ~1.5 s each: CI runs it after the README command
