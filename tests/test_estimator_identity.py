@@ -81,14 +81,14 @@ def ebpo_advantages(rewards, normalize: str = "center"):
 
     from verl_ebpo.advantage.prior import get_prior
     from verl_ebpo.advantage.verl_glue import register
-    from verl_ebpo.tools.simulate.estimators import process_prior_preserved
 
     register()
     fn = get_adv_estimator_fn("ebpo")
     cfg = OmegaConf.create({"adv_estimator": "ebpo", "ebpo": {"normalize": normalize}})
     idx = np.repeat(np.arange(P), G)
     out = np.empty_like(rewards)
-    with process_prior_preserved():
+    saved = get_prior().state_dict()  # the process-wide prior, restored for the tests after this one
+    try:
         get_prior().assign(_fixed_prior())
         s = get_prior().shrinkage_for(G)
         for b in range(M):
@@ -96,6 +96,8 @@ def ebpo_advantages(rewards, normalize: str = "center"):
             adv, _ = fn(token_level_rewards=r, response_mask=torch.ones_like(r), config=cfg, index=idx)
             out[b] = adv[:, 0].numpy().reshape(P, G)
         s_after = get_prior().shrinkage_for(G)
+    finally:
+        get_prior().load_state_dict(saved)
     assert s == pytest.approx(S_TARGET, abs=1e-9) and s_after == pytest.approx(S_TARGET, abs=1e-6)
     return out
 

@@ -28,7 +28,6 @@ own EBPO prior swapped into the process-wide one that `ebpo` reads (restored aft
 
 from __future__ import annotations
 
-import contextlib
 from dataclasses import dataclass, field
 
 import numpy as np
@@ -258,11 +257,4 @@ def james_stein_advantage(token_level_rewards: torch.Tensor, response_mask: torc
     adv = r - ((1 - lam)[:, None] * rloo + (lam * mbar)[:, None])
     out = adv.reshape(-1, 1).to(token_level_rewards.dtype) * response_mask
     return out, out
-
-
-@contextlib.contextmanager
-def process_prior_preserved():
-    """Does nothing: the simulator passes every seed's prior explicitly. Kept only for
-    tests/test_estimator_identity.py, which should save and restore the process-wide prior itself."""
-    yield
 
