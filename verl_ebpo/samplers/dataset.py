@@ -14,7 +14,6 @@ Only the train dataset is reordered: verl builds the validation dataset from the
 from __future__ import annotations
 
 import hashlib
-import os
 import sys
 from typing import Any
 
@@ -37,10 +36,9 @@ VERL_READ_HOOK = "_read_files_and_tokenize"
 
 
 def options_from_data_config(data_config: Any, default_order: str) -> OrderingOptions:
-    """`data.ordering.*` as the ordering's options; seed defaults to `data.seed`, batch_size to `data.train_batch_size`."""
-    defaults = {"seed": data_config.get("seed", None), "batch_size": data_config.get("train_batch_size", None)}
-    return OPTIONS[default_order].from_mapping(data_config.get("ordering", None),
-                                               **{k: v for k, v in defaults.items() if v is not None})
+    """`data.ordering.*` as the ordering's options; seed defaults to `data.seed`."""
+    seed = data_config.get("seed", None)
+    return OPTIONS[default_order].from_mapping(data_config.get("ordering", None), **({} if seed is None else {"seed": seed}))
 
 
 def loader_batch(data_config: Any) -> int | None:
@@ -51,16 +49,6 @@ def loader_batch(data_config: Any) -> int | None:
 def build_plan(table: Any, opts: OrderingOptions, *, loader_batch: int | None = None) -> OrderPlan:
     """The visiting order of `table`'s rows for one epoch (`table`: anything `fields.read_field` reads)."""
     return plan_epoch(read_field(table, opts.field), opts, loader_batch=loader_batch)
-
-
-def refuse_empty_file(path: Any) -> None:
-    """A local file with 0 rows is one line naming it, not a DatasetGenerationError from inside datasets."""
-    import pyarrow.parquet as pq
-
-    path = os.fspath(path)
-    if os.path.isfile(path) and (pq.ParquetFile(path).metadata.num_rows == 0 if path.endswith(".parquet")
-                                 else os.path.getsize(path) == 0):
-        raise ValueError(f"{path}: the file holds no rows, so there is nothing to train on")
 
 
 def _verl_builds_the_train_set() -> bool | None:
@@ -84,8 +72,6 @@ class OrderedRLHFDataset(RLHFDataset):
         super().__init__(*args, **kwargs)
 
     def _read_files_and_tokenize(self):  # VERL_READ_HOOK (see above)
-        for path in self.data_files:
-            refuse_empty_file(path)
         super()._read_files_and_tokenize()
         self._apply_ordering()
 
@@ -98,12 +84,10 @@ class OrderedRLHFDataset(RLHFDataset):
         if self.config.get("shuffle", False):
             raise ValueError(f"{name} orders the prompts itself; data.shuffle=True would reshuffle them. Set "
                              "data.shuffle=False.")
-        if len(self.dataframe) == 0:
-            raise ValueError(f"{name}: no row of {files} is left after verl's filters (data.max_prompt_length with "
-                             "filter_overlong_prompts, train_max_samples): nothing to order")
         plan = build_plan(self.dataframe, opts, loader_batch=loader_batch(self.config))  # it drops an incomplete one
         if len(plan) == 0:
-            raise ValueError(f"{name}: the order of {files} serves no row ({plan.summary()})")
+            raise ValueError(f"{name}: no row of {files} is left after verl's filters (data.max_prompt_length with "
+                             f"filter_overlong_prompts, train_max_samples) and unlabelled=drop: nothing to order")
         content = hashlib.sha256()  # the rows' prompt, ground truth and ordering field, in file order
         for path in (self.prompt_key, GROUND_TRUTH, opts.field):
             try:
@@ -114,7 +98,7 @@ class OrderedRLHFDataset(RLHFDataset):
         self.ordering_plan = plan
         self._ordering_state = {"version": STATE_VERSION, "fingerprint": plan.fingerprint(), "length": len(plan),
                                 "content": content.hexdigest()[:16]}
-        print(f"[verl_ebpo] {name}: {plan.summary()}" + (" (row numbers after verl's length filter)" * bool(plan.cut)))
+        print(f"[verl_ebpo] {name}: {plan.summary()}")
 
     # torchdata Stateful: the fingerprints travel in data.pt
     def state_dict(self) -> dict:

@@ -2,11 +2,9 @@
 
 - `TopicOptions`, `DifficultyOptions`: each ordering's options (`data.ordering.*`, docs/ordering.md), checked on
   construction; a bad value or an unknown key is a one-line ValueError naming `data.ordering.KEY`.
-- `topic_order`: one pass; rows grouped by label, clusters one after another, shuffled inside each cluster;
-  optionally every cluster aligned to the batch so that no batch mixes two clusters.
-- `difficulty_order`: one pass; rows sorted by a numeric difficulty, easy -> hard, ties broken by the seed.
-- `plan_epoch`: one epoch as a loader serves it: `passes` passes one after another and, for a loader that drops an
-  incomplete last batch (verl's does), that batch completed (`remainder=pad`) or cut (`drop`).
+- `topic_order`: rows grouped by label, clusters one after another in order of first appearance, shuffled inside.
+- `difficulty_order`: rows sorted by a pass rate (higher = easier), easy -> hard, ties broken by the seed.
+- `plan_epoch`: one epoch as a loader that drops an incomplete last batch (verl's) serves it: that batch completed.
 
 Every function returns an `OrderPlan`. Randomness comes only from `seed` (and `epoch`): each random choice draws
 from its own `numpy.random.SeedSequence([seed, purpose, ...])`, so a result is a pure function of its arguments.
@@ -18,14 +16,15 @@ import dataclasses
 import hashlib
 import math
 from collections.abc import Sequence
-from dataclasses import dataclass, field
-from typing import Any
+from dataclasses import dataclass
+from typing import Any, NamedTuple
 
 import numpy as np
 
+from verl_ebpo.advantage.options import from_mapping
 from verl_ebpo.samplers.fields import split_path
 
-_P_WITHIN, _P_CLUSTERS, _P_TIES = 1, 2, 3  # purposes of the seed sequences (a stream per choice)
+_P_WITHIN, _P_TIES = 1, 3  # purposes of the seed sequences (a stream per choice)
 _SHOW = 5  # how many rows an error message lists
 _KINDS = {str: "text", int: "integer", float: "float"}
 
@@ -34,48 +33,25 @@ class UnlabelledRowsError(ValueError):
     """Rows without a usable value in the ordering field."""
 
 
-def from_mapping(cls, mapping: Any, prefix: str, **defaults: Any):
-    """`cls(**mapping)` from a dict or DictConfig (None, or a None value: the default), `defaults` below the mapping's
-    keys; an unknown key is a ValueError listing the known ones."""
-    if mapping is not None and not hasattr(mapping, "items"):
-        raise ValueError(f"{prefix} must be a mapping of options, got {type(mapping).__name__}")
-    raw, known = dict(mapping.items()) if mapping is not None else {}, [f.name for f in dataclasses.fields(cls)]
-    if set(raw) - set(known):
-        raise ValueError(f"unknown {prefix} option(s) {sorted(map(str, set(raw) - set(known)))}; known options: {known}")
-    return cls(**{**defaults, **{k: v for k, v in raw.items() if v is not None}})
-
-
-_CHOICES = {"unlabelled": ("error", "drop"), "remainder": ("pad", "drop"), "align": ("none", "drop", "pad")}
-_LEAST = {"batch_size": 1, "passes": 1, "seed": 0}  # integers (not bools), at least this
-
-
 @dataclass(frozen=True)
 class OrderingOptions:
     """The options both orderings share (build a `TopicOptions` or `DifficultyOptions`, not this)."""
 
     field: str = ""  # dotted path of the field the order reads
     unlabelled: str = "error"  # rows with no value in `field`: "error" (count, first rows) or "drop"
-    batch_size: int | None = None  # prompts per step, the unit of `align` (default `data.train_batch_size`)
-    remainder: str = "pad"  # the loader's incomplete last batch: "pad" (repeat visits complete it) or "drop" (cut)
-    passes: int = 1  # passes unrolled into one epoch, each reshuffled (use with trainer.total_epochs=1)
     seed: int = 0  # seeds every shuffle and tie-break (default `data.seed`, else 0)
 
     def __post_init__(self) -> None:
-        for key, value in ((f.name, getattr(self, f.name)) for f in dataclasses.fields(self)):
-            if key in _CHOICES and not (isinstance(value, str) and value in _CHOICES[key]):
-                raise ValueError(f"data.ordering.{key} must be one of {list(_CHOICES[key])}, got {value!r}")
-            least = _LEAST.get(key) if value is not None or key != "batch_size" else None
-            if least is not None and (isinstance(value, bool) or not isinstance(value, int) or value < least):
-                what = "a non-negative integer" if least == 0 else "a positive integer"
-                raise ValueError(f"data.ordering.{key} must be {what}, got {value!r}")
+        if self.unlabelled not in ("error", "drop"):
+            raise ValueError(f"data.ordering.unlabelled must be one of ['error', 'drop'], got {self.unlabelled!r}")
+        if isinstance(self.seed, bool) or not isinstance(self.seed, int) or self.seed < 0:
+            raise ValueError(f"data.ordering.seed must be a non-negative integer, got {self.seed!r}")
         try:
             split_path(self.field)
         except ValueError as e:
             raise ValueError(f"data.ordering.field {e}") from None
 
-    @classmethod
-    def from_mapping(cls, mapping: Any = None, **defaults: Any):
-        return from_mapping(cls, mapping, "data.ordering", **defaults)
+    from_mapping = classmethod(lambda cls, mapping=None, **defaults: from_mapping(cls, mapping, "data.ordering", **defaults))
 
 
 @dataclass(frozen=True)
@@ -83,35 +59,13 @@ class TopicOptions(OrderingOptions):
     """EBPO-topic: clusters one after another, rows shuffled inside each cluster (`TopicOrderedDataset`)."""
 
     field: str = "extra_info.topic"  # the cluster label
-    # clusters visited "first_seen" (file order), by "name", "random" (seeded, the same every pass) or as listed
-    cluster_order: Any = "first_seen"
-    align: str = "none"  # "pad" repeats rows of a cluster, "drop" drops its tail: no batch mixes two clusters
-
-    def __post_init__(self) -> None:
-        super().__post_init__()
-        order = self.cluster_order
-        if isinstance(order, Sequence) and not isinstance(order, (str, bytes)):
-            names = [str(x) for x in order]
-            if len(set(names)) < len(names):
-                raise ValueError(f"data.ordering.cluster_order lists a cluster twice "
-                                 f"({sorted({n for n in names if names.count(n) > 1})})")
-            object.__setattr__(self, "cluster_order", tuple(order))
-        elif order not in ("first_seen", "name", "random"):
-            raise ValueError(f"data.ordering.cluster_order must be one of ['first_seen', 'name', 'random'] or a list "
-                             f"of labels, got {order!r}")
 
 
 @dataclass(frozen=True)
 class DifficultyOptions(OrderingOptions):
     """EBPO-diff: rows sorted easy -> hard, ties broken by the seed (`DifficultyOrderedDataset`)."""
 
-    field: str = "extra_info.difficulty"  # the difficulty, a pass rate by default
-    higher_is_easier: bool = True  # a pass rate (1.0 = easy); false for a level (5 = hard)
-
-    def __post_init__(self) -> None:
-        super().__post_init__()
-        if not isinstance(self.higher_is_easier, bool):
-            raise ValueError(f"data.ordering.higher_is_easier must be true or false, got {self.higher_is_easier!r}")
+    field: str = "extra_info.difficulty"  # the difficulty: a pass rate (higher = easier)
 
 
 OPTIONS = {"topic": TopicOptions, "difficulty": DifficultyOptions}
@@ -164,30 +118,22 @@ def numeric_values(values: Sequence[Any], field: str) -> np.ndarray:
 
 # ---- plans -----------------------------------------------------------------------------------------------------
 
-@dataclass(frozen=True)
-class Segment:
+class Segment(NamedTuple):
     label: Any
     start: int  # position in OrderPlan.indices
     stop: int
 
-    @property
-    def size(self) -> int:
-        return self.stop - self.start
-
 
 @dataclass(frozen=True)
 class OrderPlan:
-    """A visiting order over a table's rows. indices: row numbers in visiting order (repeats with align=pad,
-    remainder=pad or passes > 1); segments: runs of `indices` sharing a cluster (topic) or the one "scored" group
-    (difficulty); dropped: rows never visited; padded / completed: visits added by align=pad / remainder=pad; cut:
-    the rows never visited because remainder=drop cut the last incomplete batch."""
+    """A visiting order over a table's rows. indices: row numbers in visiting order; segments: runs of `indices`
+    sharing a cluster (topic) or the one "scored" group (difficulty); dropped: rows never visited (unlabelled=drop);
+    completed: repeat visits that complete the loader's last batch (`plan_epoch`)."""
 
     indices: np.ndarray
     segments: tuple[Segment, ...] = ()
     dropped: tuple[int, ...] = ()
-    padded: int = 0
     completed: int = 0
-    cut: tuple[int, ...] = ()
     num_rows: int = 0
     description: str = ""
 
@@ -199,16 +145,13 @@ class OrderPlan:
         return hashlib.sha256(self.indices.astype(np.int64).tobytes() + str(self.num_rows).encode()).hexdigest()[:16]
 
     def summary(self) -> str:
-        segments = ", ".join(f"{s.label}({s.size})" for s in self.segments[:12]) + (", ..." * (len(self.segments) > 12))
-        left_out = sorted(set(self.dropped) - set(self.cut))
-        return "; ".join(part for part, shown in (
-            (f"{self.description}: {len(self)} visits over {self.num_rows} rows", True),
-            (f"{len(self.segments)} segments: {segments}", self.segments and self.segments[0].label != "scored"),
-            (f"{len(left_out)} rows left out by unlabelled=drop / align=drop (first: {left_out[:_SHOW]})", left_out),
-            (f"{self.padded} repeat visits added to fill batches (align=pad)", self.padded),
-            (f"{self.completed} repeat visits complete the last batch (remainder=pad)", self.completed),
-            (f"remainder=drop: the last incomplete batch is cut, {len(self.cut)} rows never served: {list(self.cut)}",
-             self.cut)) if shown)
+        out = f"{self.description}: {len(self)} visits over {self.num_rows} rows"
+        if self.segments and self.segments[0].label != "scored":
+            out += f"; {len(self.segments)} clusters: " + ", ".join(f"{s.label}({s.stop - s.start})" for s in self.segments[:12])
+            out += ", ..." * (len(self.segments) > 12)
+        if self.dropped:
+            out += f"; {len(self.dropped)} unlabelled rows left out (first: {list(self.dropped[:_SHOW])})"
+        return out + (f"; {self.completed} repeat visits complete the last batch" if self.completed else "")
 
 
 def _rng(seed: int, purpose: int, *more: int) -> np.random.Generator:
@@ -223,106 +166,48 @@ def _refuse_missing(opts: OrderingOptions, missing: Sequence[int], n: int, hint:
 
 def topic_order(labels: Sequence[Any], options: TopicOptions | None = None, *, epoch: int = 0,
                 **option_values: Any) -> OrderPlan:
-    """One pass: clusters one after another, rows shuffled inside each (a new shuffle per `epoch`; cluster order and
-    sizes stay). options / option_values: a `TopicOptions` and/or its keys (`passes`, `remainder`: see plan_epoch).
-    align "drop" drops each cluster's last size % batch_size rows; "pad" repeats rows of the cluster, from the start
-    of its shuffled order, up to a multiple of batch_size."""
-    opts = TopicOptions.from_mapping({**(dataclasses.asdict(options) if options else {}), **option_values})
-    if opts.align != "none" and opts.batch_size is None:
-        raise ValueError(f"align={opts.align!r} needs a positive batch_size, got None")
+    """Clusters one after another in order of first appearance, rows shuffled inside each (a new shuffle per
+    `epoch`). options / option_values: a `TopicOptions` and/or its keys."""
+    opts = TopicOptions.from_mapping({**dataclasses.asdict(options or TopicOptions()), **option_values})
     members, missing = group_labels(labels, opts.field)
     _refuse_missing(opts, missing, len(labels), "label them (verl-ebpo label-topics)")
-    names = list(members)  # first-seen order; a cluster's rank seeds its shuffle
-    if isinstance(opts.cluster_order, tuple):
-        by_text, wanted = {str(n): n for n in names}, [str(x) for x in opts.cluster_order]
-        not_listed = [n for n in names if str(n) not in wanted]
-        if not_listed:
-            raise ValueError(f"cluster_order lists {len(wanted)} clusters but the data has {len(not_listed)} more: "
-                             f"{not_listed[:10]}; list every cluster (labels present: {names[:20]})")
-        sequence = [by_text[w] for w in wanted if w in by_text]
-    elif opts.cluster_order == "name":
-        sequence = sorted(names)  # one kind of label: all text or all numbers
-    elif opts.cluster_order == "random":
-        sequence = [names[j] for j in _rng(opts.seed, _P_CLUSTERS).permutation(len(names))]
-    else:
-        sequence = names
-    rank = {name: r for r, name in enumerate(names)}
-    out, segments, dropped, padded, pos, b = [], [], list(missing), 0, 0, opts.batch_size
-    for name in sequence:
-        rows = np.asarray(members[name], dtype=np.int64)
-        rows = rows[_rng(opts.seed, _P_WITHIN, epoch, rank[name]).permutation(rows.size)]
-        if opts.align == "drop":
-            dropped += rows[rows.size - rows.size % b:].tolist()
-            rows = rows[: rows.size - rows.size % b]
-        elif opts.align == "pad" and rows.size % b:
-            padded += (-rows.size) % b
-            rows = np.resize(rows, rows.size + (-rows.size) % b)  # cycles through the shuffled order
-        if rows.size:
-            out.append(rows)
-            segments.append(Segment(name, pos, pos + rows.size))
-            pos += rows.size
-    how = opts.cluster_order if isinstance(opts.cluster_order, str) else "listed"
-    return OrderPlan(np.concatenate(out) if out else np.zeros(0, dtype=np.int64), tuple(segments),
-                     tuple(sorted(dropped)), padded, num_rows=len(labels),
-                     description=f"topic order ({how} clusters, seed {opts.seed}, epoch {epoch}, align {opts.align})")
+    out, segments, pos = [], [], 0
+    for rank, (name, rows) in enumerate(members.items()):  # a cluster's rank seeds its shuffle
+        rows = np.asarray(rows, dtype=np.int64)
+        out.append(rows[_rng(opts.seed, _P_WITHIN, epoch, rank).permutation(rows.size)])
+        segments.append(Segment(name, pos, pos + rows.size))
+        pos += rows.size
+    return OrderPlan(np.concatenate(out) if out else np.zeros(0, dtype=np.int64), tuple(segments), tuple(missing),
+                     num_rows=len(labels), description=f"topic order (seed {opts.seed}, epoch {epoch})")
 
 
 def difficulty_order(values: Sequence[Any], options: DifficultyOptions | None = None, *, epoch: int = 0,
                      **option_values: Any) -> OrderPlan:
-    """One pass: rows sorted easy -> hard; equal values in a seeded random order (new per `epoch`).
-    options / option_values: a `DifficultyOptions` and/or its keys."""
-    opts = DifficultyOptions.from_mapping({**(dataclasses.asdict(options) if options else {}), **option_values})
+    """Rows sorted easy -> hard (a higher value is easier: a pass rate); equal values in a seeded random order (new
+    per `epoch`). options / option_values: a `DifficultyOptions` and/or its keys."""
+    opts = DifficultyOptions.from_mapping({**dataclasses.asdict(options or DifficultyOptions()), **option_values})
     v = numeric_values(values, opts.field)
     missing, have = np.flatnonzero(np.isnan(v)), np.flatnonzero(~np.isnan(v))
     _refuse_missing(opts, missing.tolist(), v.size, "score them (verl-ebpo label-difficulty)")
-    hardness = -v[have] if opts.higher_is_easier else v[have]  # ascending: easy -> hard
     ties = _rng(opts.seed, _P_TIES, epoch).random(have.size)
-    return OrderPlan(have[np.lexsort((ties, hardness))].astype(np.int64),
+    return OrderPlan(have[np.lexsort((ties, -v[have]))].astype(np.int64),
                      (Segment("scored", 0, have.size),) if have.size else (), tuple(missing.tolist()), num_rows=v.size,
-                     description=(f"difficulty order (easy_to_hard, higher value = "
-                                  f"{'easier' if opts.higher_is_easier else 'harder'}, seed {opts.seed}, epoch {epoch})"))
+                     description=f"difficulty order (easy to hard, seed {opts.seed}, epoch {epoch})")
 
 
 def plan_epoch(values: Sequence[Any], options: OrderingOptions, *, epoch: int = 0,
                loader_batch: int | None = None) -> OrderPlan:
-    """One epoch: `options.passes` passes (pass p of epoch e ordered as epoch e * passes + p); for a loader that drops
-    an incomplete last batch of `loader_batch` (verl's train loader), `options.remainder` completes it with repeat
-    visits of the rows just before it in its segment (cycling if the segment is shorter) or cuts it (`plan.cut`)."""
-    order = topic_order if isinstance(options, TopicOptions) else difficulty_order
-    plan = concat_plans([order(values, options, epoch=epoch * options.passes + p) for p in range(options.passes)])
-    return plan if loader_batch is None else _fit_last_batch(plan, options.remainder, int(loader_batch))
-
-
-def concat_plans(plans: Sequence[OrderPlan]) -> OrderPlan:
-    """One plan visiting `plans` one after another (several passes in one epoch)."""
-    if len(plans) == 1:
-        return plans[0]
-    offsets = np.cumsum([0, *map(len, plans)])
-    return OrderPlan(np.concatenate([p.indices for p in plans]).astype(np.int64),
-                     tuple(Segment(s.label, s.start + o, s.stop + o) for p, o in zip(plans, offsets) for s in p.segments),
-                     tuple(sorted(set(plans[0].dropped).intersection(*[set(p.dropped) for p in plans[1:]]))),
-                     sum(p.padded for p in plans), num_rows=plans[0].num_rows,
-                     description=f"{len(plans)} passes of {plans[0].description}")
-
-
-def _fit_last_batch(plan: OrderPlan, remainder: str, b: int) -> OrderPlan:
+    """One epoch; for a loader that drops an incomplete last batch of `loader_batch` (verl's train loader), that
+    batch is completed with repeat visits of the rows just before it in its segment (cycling if the segment is
+    shorter), so every row is served."""
+    plan = (topic_order if isinstance(options, TopicOptions) else difficulty_order)(values, options, epoch=epoch)
     total = len(plan)
-    r = total % b
+    r = total % loader_batch if loader_batch else 0
     if r == 0:
         return plan
-    if remainder == "drop":
-        if total < b:
-            raise ValueError(f"remainder=drop leaves nothing to serve: {total} visits are less than one batch of {b}; "
-                             "use remainder=pad or a smaller batch")
-        keep = total - r
-        never = np.setdiff1d(np.arange(plan.num_rows), plan.indices[:keep])
-        return dataclasses.replace(
-            plan, indices=plan.indices[:keep], dropped=tuple(never.tolist()),
-            segments=tuple(Segment(s.label, s.start, min(s.stop, keep)) for s in plan.segments if s.start < keep),
-            cut=tuple(sorted(set(plan.indices[keep:].tolist()) & set(never.tolist()))))
-    last = plan.segments[-1]  # a plan with visits has segments
-    pool = plan.indices[last.start : total][::-1]  # the segment, latest visit first
+    b, last = int(loader_batch), plan.segments[-1]  # a plan with visits has segments
+    pool = plan.indices[last.start:][::-1]  # the segment, latest visit first
     t = min(r, pool.size)  # the incomplete batch's visits inside the segment
     repeats = np.resize(np.concatenate([pool[t:], pool[:t]]), b - r)[::-1]
-    return dataclasses.replace(plan, indices=np.concatenate([plan.indices, repeats]), completed=plan.completed + b - r,
+    return dataclasses.replace(plan, indices=np.concatenate([plan.indices, repeats]), completed=b - r,
                                segments=(*plan.segments[:-1], Segment(last.label, last.start, total + b - r)))

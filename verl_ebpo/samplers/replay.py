@@ -1,8 +1,8 @@
 """`TrackedReplayBuffer`: verl's synchronous replay buffer, reporting what the data and the rollouts spend, and
 optionally keeping a run inside one pass over its data (a curriculum with DAPO's dynamic sampling).
 
-Plugged in through verl's hook `trainer.v1.sampler.custom_sampler.{path,name}` (`verl_ebpo.samplers.buffer_overrides()`;
-the recipes' `-diff` runs add `one_pass`). Every training step gains the `replay/*` metrics below.
+Plugged in through verl's hook `trainer.v1.sampler.custom_sampler.{path,name}` (`verl_ebpo.tools.algorithms.buffer_overrides()`
+writes the keys; the recipes' `-diff` runs add `one_pass`). Every training step gains the `replay/*` metrics below.
 
 One pass (`one_pass=true`): verl 0.9.1 sets a run's steps to `len(data) // train_batch_size` and starts its data
 iterator again when the data runs out, while DAPO's dynamic sampling draws more than `train_batch_size` prompts a
@@ -33,8 +33,7 @@ from typing import Any, Mapping, Optional
 import transfer_queue as tq
 from verl.trainer.ppo.v1.replay_buffer import ReplayBuffer
 
-from verl_ebpo.samplers import VERL_CONFIG_LINKS
-from verl_ebpo.samplers.ordering import from_mapping
+from verl_ebpo.advantage.options import from_mapping
 
 logger = logging.getLogger(__name__)
 
@@ -55,7 +54,7 @@ class ReplayOptions:
 
     one_pass: bool = False  # end the run when the data's first pass ends (needs trainer.total_epochs=1)
     poll_interval_s: float = 2.0  # seconds between checks for finished rollouts, in (0, 60] (verl's own: 2)
-    verl: Any = None  # (required) `verl.KEY=${NODE}` links to VERL_CONFIG_LINKS' nodes (buffer_overrides writes them)
+    verl: Any = None  # (required) `verl.KEY=${NODE}` links to verl's config (`verl_ebpo.tools.algorithms.buffer_overrides`)
 
     def __post_init__(self) -> None:
         if not isinstance(self.one_pass, bool):
@@ -68,19 +67,20 @@ class ReplayOptions:
 def filter_arguments(linked: Optional[Mapping]) -> dict:
     """The filtering arguments verl 0.9.1's `PPOTrainer._build_replay_buffer` (and `_resolve_filter_groups_metric`)
     gives its own sync buffer, computed the same way from the linked config values (verl's own config)."""
-    missing = sorted(set(VERL_CONFIG_LINKS) - set(linked or {}))
-    if missing:
-        raise ValueError(f"TrackedReplayBuffer needs {PREFIX}.verl with {missing} (links to verl's config, to filter "
-                         "DAPO's groups as verl would): add the overrides of verl_ebpo.samplers.buffer_overrides()")
-    groups, refill, batch = linked["filter_groups"] or {}, bool(linked["sync_refill_failed_groups"]), linked["train_batch_size"]
+    try:
+        groups, refill, batch = linked["filter_groups"] or {}, bool(linked["sync_refill_failed_groups"]), linked["train_batch_size"]
+        reward_model, pool, gen = linked["reward_model_enable"], linked["reward_model_enable_resource_pool"], linked["gen_batch_size"]
+    except (KeyError, TypeError) as e:
+        raise ValueError(f"TrackedReplayBuffer needs {PREFIX}.verl with {e} (links to verl's config, to filter DAPO's "
+                         "groups as verl would): add the overrides of verl_ebpo.tools.algorithms.buffer_overrides()") from None
     metric = groups.get("metric") if groups.get("enable", False) else None
     if groups.get("enable", False) and not metric:
         raise ValueError("algorithm.filter_groups.metric must be set when group filtering is enabled")
-    if metric and linked["reward_model_enable"] and not linked["reward_model_enable_resource_pool"]:
+    if metric and reward_model and not pool:
         raise ValueError("algorithm.filter_groups requires the reward metric at sampling time: use rule-based "
                          "reward or reward.reward_model.enable_resource_pool=True")
     return {"filter_groups_metric": metric, "sync_refill_failed_groups": refill, "train_batch_size": batch,
-            "gen_batch_size": 1 if metric is not None or refill else (linked["gen_batch_size"] or batch),
+            "gen_batch_size": 1 if metric is not None or refill else (gen or batch),
             "max_inflight_gen_batches": groups.get("max_inflight_gen_batches", 1) if metric else 1}
 
 

@@ -42,7 +42,7 @@ def overrides(algo: str, protocol: str = "paper", *, max_response_length: int = 
     1 <= overlong_buffer_len < max_response_length, overlong_penalty >= 0). ValueError on bad input.
 
     one_pass: the run stays inside one pass over its data (the curriculum runs; needs trainer.total_epochs=1):
-    the plugin's replay buffer (`verl_ebpo.samplers.buffer_overrides`), for every algorithm alike,
+    the plugin's replay buffer (`buffer_overrides`), for every algorithm alike,
     so the -diff runs differ only in their algorithm's keys.
 
     log_discarded: a run that drops groups (paper DAPO's dynamic sampling) gets the same replay buffer without
@@ -53,9 +53,21 @@ def overrides(algo: str, protocol: str = "paper", *, max_response_length: int = 
     drops_groups = "algorithm.filter_groups.enable=True" in keys
     if not one_pass and not (log_discarded and drops_groups):
         return keys
-    from verl_ebpo.samplers import buffer_overrides  # here: the samplers package loads numpy
-
     return keys + buffer_overrides(one_pass=one_pass)
+
+
+def buffer_overrides(*, one_pass: bool = False, poll_interval_s: float | None = None) -> list[str]:
+    """The overrides that plug the plugin's `TrackedReplayBuffer` into verl's V1 trainer, with the links to verl's
+    config from which it derives DAPO's arguments as verl does for its own buffer (docs/ordering.md#one-pass)."""
+    links = {"filter_groups": "algorithm.filter_groups", "train_batch_size": "data.train_batch_size",
+             "gen_batch_size": "data.gen_batch_size", "reward_model_enable": "reward.reward_model.enable",
+             "sync_refill_failed_groups": "trainer.v1.sampler.sync_refill_failed_groups",
+             "reward_model_enable_resource_pool": "reward.reward_model.enable_resource_pool"}
+    kwargs = "+trainer.v1.sampler.sampler_kwargs"
+    return ["trainer.v1.sampler.custom_sampler.path=pkg://verl_ebpo.samplers.replay",
+            "trainer.v1.sampler.custom_sampler.name=TrackedReplayBuffer",
+            *(f"{kwargs}.verl.{k}=${{{node}}}" for k, node in links.items()), *([f"{kwargs}.one_pass=true"] * one_pass),
+            *([] if poll_interval_s is None else [f"{kwargs}.poll_interval_s={float(poll_interval_s):g}"])]
 
 
 def _algorithm_keys(algo, protocol, max_response_length, overlong_buffer_len, overlong_penalty, prior_scope):

@@ -29,12 +29,13 @@ registered for cuda/npu only and runs unchanged on CPU tensors).
 from __future__ import annotations
 
 import os
+import re
 import sys
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Optional, Sequence
 
-from verl_ebpo.samplers import buffer_overrides, hydra_value
+from verl_ebpo.tools.algorithms import buffer_overrides
 from verl_ebpo.tools.cpu.vllm_rollout import ROLLOUT_ENV as VLLM_ROLLOUT_ENV, VLLM_ENV, VLLM_OVERRIDES
 from verl_ebpo.tools.cpu.vllm_rollout import check_model as check_vllm_model
 
@@ -89,6 +90,13 @@ def merge_overrides(base: Sequence[str], extra: Sequence[str]) -> list[str]:
 # started with another environment): the CPU backend's variables, and the run's own metrics file.
 _JOB_ENV = ("VERL_USE_EXTERNAL_MODULES", "VERL_PLATFORM", "VERL_ENGINE_DEVICE", "VERL_FILE_LOGGER_PATH",
             "TOKENIZERS_PARALLELISM", VLLM_ROLLOUT_ENV, *VLLM_ENV)
+
+
+def _hydra_text(value: str) -> str:
+    """A string as Hydra's override grammar reads it back as that string (quoted unless plain)."""
+    if re.fullmatch(r"[A-Za-z_][\w.\-/:]*", value) and value.lower() not in ("null", "true", "false", "nan", "inf"):
+        return value
+    return "'" + value.replace("\\", "\\\\").replace("'", "\\'") + "'"
 
 
 @dataclass
@@ -201,7 +209,7 @@ class CPURun:
         else:  # the cluster's resources are set; the job carries the CPU backend's environment
             env = self.env()
             base += [f"+ray_kwargs.ray_init.address={self.ray_address}"]
-            base += [f"+ray_kwargs.ray_init.runtime_env.env_vars.{k}={hydra_value(env[k])}" for k in _JOB_ENV if k in env]
+            base += [f"+ray_kwargs.ray_init.runtime_env.env_vars.{k}={_hydra_text(env[k])}" for k in _JOB_ENV if k in env]
         if self.fast_poll:
             base += buffer_overrides(poll_interval_s=FAST_POLL_S)
         if self.rollout == "vllm":
