@@ -60,8 +60,8 @@ def buffer_overrides(*, one_pass: bool = False, poll_interval_s: float | None = 
     """The overrides that plug the plugin's `TrackedReplayBuffer` into verl's V1 trainer, with the links to verl's
     config from which it derives DAPO's arguments as verl does for its own buffer (docs/ordering.md#one-pass)."""
     links = {"filter_groups": "algorithm.filter_groups", "train_batch_size": "data.train_batch_size",
-             "gen_batch_size": "data.gen_batch_size", "reward_model_enable": "reward.reward_model.enable",
-             "sync_refill_failed_groups": "trainer.v1.sampler.sync_refill_failed_groups",
+             "gen_batch_size": "data.gen_batch_size", "sync_refill_failed_groups": "trainer.v1.sampler.sync_refill_failed_groups",
+             "reward_model_enable": "reward.reward_model.enable",
              "reward_model_enable_resource_pool": "reward.reward_model.enable_resource_pool"}
     kwargs = "+trainer.v1.sampler.sampler_kwargs"
     return ["trainer.v1.sampler.custom_sampler.path=pkg://verl_ebpo.samplers.replay",
