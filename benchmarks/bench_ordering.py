@@ -43,7 +43,7 @@ def main(argv=None) -> int:
     from omegaconf import OmegaConf
     from verl.utils.dataset.rl_dataset import RLHFDataset
 
-    from verl_ebpo.samplers import DifficultyOptions, TopicOptions, plan_epoch
+    from verl_ebpo.samplers.ordering import DifficultyOptions, TopicOptions, plan_epoch
     from verl_ebpo.samplers.dataset import DifficultyOrderedDataset, TopicOrderedDataset
 
     n, rng = args.rows, np.random.default_rng(0)

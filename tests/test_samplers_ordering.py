@@ -11,16 +11,14 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from verl_ebpo.samplers import (
+from verl_ebpo.samplers.ordering import (
     DifficultyOptions,
     TopicOptions,
     UnlabelledRowsError,
     difficulty_order,
-    overrides,
     plan_epoch,
     topic_order,
 )
-from verl_ebpo.samplers.ordering import concat_plans
 
 
 def _runs(seq):
@@ -45,41 +43,7 @@ def test_topic_clusters_in_first_seen_order_each_a_shuffle_of_its_rows():
     assert [LABELS[i] for i in idx] == ["b", "b", "a", "a", "a", "c", "c"]
     assert sorted(idx[:2]) == [0, 4] and sorted(idx[2:5]) == [1, 3, 5] and sorted(idx[5:]) == [2, 6]
     assert [(s.label, s.start, s.stop) for s in plan.segments] == [("b", 0, 2), ("a", 2, 5), ("c", 5, 7)]
-    assert plan.dropped == () and plan.padded == 0 and plan.num_rows == 7
-
-
-def test_cluster_orders_name_listed_and_random():
-    by_name = topic_order(LABELS, cluster_order="name").indices
-    assert _runs([LABELS[i] for i in by_name]) == ["a", "b", "c"]
-    listed = topic_order(LABELS, cluster_order=["c", "a", "b"]).indices
-    assert _runs([LABELS[i] for i in listed]) == ["c", "a", "b"]
-    shuffled = {tuple(_runs([LABELS[i] for i in topic_order(LABELS, cluster_order="random", seed=s).indices]))
-                for s in range(20)}
-    assert len(shuffled) > 1 and all(sorted(r) == ["a", "b", "c"] for r in shuffled)
-
-
-def test_within_cluster_shuffle_does_not_depend_on_cluster_order():
-    a = topic_order(LABELS, seed=7, cluster_order="first_seen")
-    b = topic_order(LABELS, seed=7, cluster_order="name")
-    seg = lambda p, lab: [p.indices[s.start : s.stop].tolist() for s in p.segments if s.label == lab][0]  # noqa: E731
-    for lab in "abc":
-        assert seg(a, lab) == seg(b, lab)
-
-
-def test_align_pad_and_drop_known_counts():
-    # sizes a=3, b=2, c=2 ; batch 2
-    pad = topic_order(LABELS, seed=1, batch_size=2, align="pad")
-    assert [s.size for s in pad.segments] == [2, 4, 2] and pad.padded == 1
-    a = pad.indices[2:6].tolist()
-    assert a[3] == a[0]  # the pad repeats the cluster's first shuffled row
-    drop = topic_order(LABELS, seed=1, batch_size=2, align="drop")
-    assert [s.size for s in drop.segments] == [2, 2, 2] and len(drop.dropped) == 1
-    assert LABELS[drop.dropped[0]] == "a" and drop.dropped[0] not in drop.indices.tolist()
-    # a cluster smaller than the batch vanishes under drop
-    gone = topic_order(LABELS, batch_size=3, align="drop")
-    assert [s.label for s in gone.segments] == ["a"] and len(gone.dropped) == 4
-    with pytest.raises(ValueError, match="batch_size"):
-        topic_order(LABELS, align="pad")
+    assert plan.dropped == () and plan.completed == 0 and plan.num_rows == 7
 
 
 def test_unlabelled_rows():
@@ -91,18 +55,13 @@ def test_unlabelled_rows():
 
 
 def test_bad_options():
-    with pytest.raises(ValueError, match="cluster_order"):
-        topic_order(LABELS, cluster_order="size")
-    with pytest.raises(ValueError, match=r"2 more: \['b', 'c'\]"):
-        topic_order(LABELS, cluster_order=["a"])
     with pytest.raises(ValueError, match="seed"):
         topic_order(LABELS, seed=-1)
 
 
-def test_listed_cluster_order_matches_numbers_by_text():
-    # Hydra may hand the list over as strings while the labels are ints (or the other way round)
-    plan = topic_order([3, 1, 3, 2], cluster_order=["2", "3", "1"])
-    assert _runs([[3, 1, 3, 2][i] for i in plan.indices]) == [2, 3, 1]
+def test_numeric_labels_cluster_in_order_of_first_appearance():
+    plan = topic_order([3, 1, 3, 2, 1])
+    assert _runs([[3, 1, 3, 2, 1][i] for i in plan.indices]) == [3, 1, 2]
 
 
 # ------------------------------------------------------------------------------------------------
@@ -117,8 +76,8 @@ def test_difficulty_easy_to_hard_with_seeded_ties():
     # the tie order is a function of the seed, and some seed changes it
     assert difficulty_order(rates, seed=0).indices.tolist() == idx
     assert any(difficulty_order(rates, seed=s).indices[1:4].tolist() != idx[1:4] for s in range(1, 20))
-    level = difficulty_order([3, 1, 2], higher_is_easier=False).indices.tolist()
-    assert level == [1, 2, 0]  # level 1 (easy) first
+    level = [3, 1, 2]  # a level (5 = hard) as docs/ordering.md turns it into a pass-rate-like value: 1 - level / 5
+    assert difficulty_order([1 - x / 5 for x in level]).indices.tolist() == [1, 2, 0]  # level 1 (easy) first
 
 
 def test_difficulty_bad_values():
@@ -135,8 +94,6 @@ def test_fingerprint_tracks_the_order():
     a, b = topic_order(LABELS, seed=0), topic_order(LABELS, seed=0)
     assert a.fingerprint() == b.fingerprint()
     assert any(topic_order(LABELS, seed=s).fingerprint() != a.fingerprint() for s in range(1, 10))
-    two = concat_plans([a, topic_order(LABELS, seed=0, epoch=1)])
-    assert len(two) == 14 and len(two.segments) == 6 and two.segments[3].start == 7
 
 
 # ------------------------------------------------------------------------------------------------
@@ -146,10 +103,9 @@ labels_st = st.lists(st.sampled_from(["a", "b", "c", "d", None]), min_size=0, ma
 
 
 @settings(max_examples=60, deadline=None)
-@given(labels=labels_st, seed=st.integers(0, 2**31), batch=st.integers(1, 5), align=st.sampled_from(["none", "drop", "pad"]),
-       unl=st.sampled_from(["drop"]))
-def test_topic_properties(labels, seed, batch, align, unl):
-    plan = topic_order(labels, seed=seed, batch_size=batch, align=align, unlabelled=unl)
+@given(labels=labels_st, seed=st.integers(0, 2**31))
+def test_topic_properties(labels, seed):
+    plan = topic_order(labels, seed=seed, unlabelled="drop")
     idx = plan.indices.tolist()
     seq = [labels[i] for i in idx]
     # clusters are contiguous: each label forms one run
@@ -157,20 +113,14 @@ def test_topic_properties(labels, seed, batch, align, unl):
     assert len(runs) == len(set(runs))
     # segments describe the runs exactly
     assert [s.label for s in plan.segments] == runs
-    assert sum(s.size for s in plan.segments) == len(idx)
-    # visits: every kept row once, plus pads from its own cluster; dropped rows never
+    assert runs == list(dict.fromkeys(x for x in labels if x is not None))  # in order of first appearance
+    assert plan.segments[-1].stop == len(idx) if idx else plan.segments == ()
+    # visits: every labelled row once; dropped (unlabelled) rows never
     counts = Counter(idx)
-    assert not set(plan.dropped) & set(counts)
+    assert not set(plan.dropped) & set(counts) and max(counts.values(), default=1) == 1
     assert set(counts) | set(plan.dropped) == set(range(len(labels)))
-    assert sum(counts.values()) - len(counts) == plan.padded
-    if align != "none":
-        assert all(s.size % batch == 0 for s in plan.segments)
-        for start in range(0, len(seq), batch):  # no batch mixes two clusters
-            assert len(set(seq[start : start + batch])) == 1
-    if align != "pad":
-        assert max(counts.values(), default=1) == 1
     # deterministic
-    assert plan.indices.tolist() == topic_order(labels, seed=seed, batch_size=batch, align=align, unlabelled=unl).indices.tolist()
+    assert plan.indices.tolist() == topic_order(labels, seed=seed, unlabelled="drop").indices.tolist()
 
 
 @settings(max_examples=60, deadline=None)
@@ -191,35 +141,23 @@ def test_difficulty_properties(values, seed):
 
 
 def test_options_validate_themselves_with_the_key_in_the_message():
-    assert TopicOptions(cluster_order=["b", "a"]).cluster_order == ("b", "a")
     bad = [
         (dict(seed=-1), r"data\.ordering\.seed must be a non-negative integer, got -1"),
         (dict(seed=True), r"data\.ordering\.seed must be a non-negative integer"),
         (dict(seed=1.5), r"data\.ordering\.seed"),
-        (dict(batch_size=0), r"data\.ordering\.batch_size must be a positive integer, got 0"),
-        (dict(batch_size="8"), r"data\.ordering\.batch_size must be a positive integer, got '8'"),
-        (dict(align="pad_all"), r"data\.ordering\.align must be one of \['none', 'drop', 'pad'\]"),
-        (dict(remainder="keep"), r"data\.ordering\.remainder must be one of \['pad', 'drop'\]"),
-        (dict(passes=0), r"data\.ordering\.passes must be a positive integer"),
-        (dict(passes=2.0), r"data\.ordering\.passes must be a positive integer"),
-        (dict(cluster_order="size"), r"data\.ordering\.cluster_order must be one of \['first_seen'"),
-        (dict(cluster_order=["a", "b", "a"]), r"data\.ordering\.cluster_order lists a cluster twice \(\['a'\]\)"),
-        (dict(cluster_order={"a": 1}), r"data\.ordering\.cluster_order"),
         (dict(field="extra_info..topic"), r"data\.ordering\.field .*dotted names"),
+        (dict(unlabelled="keep"), r"data\.ordering\.unlabelled must be one of \['error', 'drop'\]"),
     ]
     for kwargs, message in bad:
         with pytest.raises(ValueError, match=message):
             TopicOptions(**kwargs)
-    with pytest.raises(ValueError, match=r"data\.ordering\.higher_is_easier must be true or false"):
-        DifficultyOptions(higher_is_easier="maybe")
     with pytest.raises(ValueError, match=r"unknown data\.ordering option\(s\) \['align'\]"):
         difficulty_order([0.1], align="pad")
 
 
 @pytest.mark.parametrize("cls, key, value", [
     (TopicOptions, "unlabelled", "first"), (TopicOptions, "unlabelled", "last"),
-    (DifficultyOptions, "unlabelled", "last"), (DifficultyOptions, "remainder", "error"),
-    (TopicOptions, "cluster_order", "easy_first"), (TopicOptions, "cluster_order", "hard_first"),
+    (DifficultyOptions, "unlabelled", "last"),
 ])
 def test_dropped_option_values_are_refused_naming_the_key_and_the_allowed_values(cls, key, value):
     """Values nobody documented a use for are gone: refused in one line, never silently accepted."""
@@ -231,6 +169,8 @@ def test_dropped_option_values_are_refused_naming_the_key_and_the_allowed_values
 @pytest.mark.parametrize("cls, key, value", [
     (TopicOptions, "apply_to", "all"), (DifficultyOptions, "direction", "hard_to_easy"),
     (TopicOptions, "difficulty_field", "extra_info.difficulty"), (TopicOptions, "order", "difficulty"),
+    (TopicOptions, "passes", 2), (TopicOptions, "remainder", "drop"), (TopicOptions, "cluster_order", "name"),
+    (TopicOptions, "align", "pad"), (TopicOptions, "batch_size", 8), (DifficultyOptions, "higher_is_easier", False),
 ])
 def test_dropped_options_are_unknown_keys_listing_the_known_ones(cls, key, value):
     with pytest.raises(ValueError, match=rf"^unknown data\.ordering option\(s\) \['{key}'\]; known options: \["):
@@ -238,22 +178,13 @@ def test_dropped_options_are_unknown_keys_listing_the_known_ones(cls, key, value
 
 
 def test_every_entry_point_takes_the_one_spec():
-    opts = TopicOptions(seed=4, cluster_order="name", align="pad", batch_size=2)
+    opts = TopicOptions(seed=4, unlabelled="drop")
     by_spec = topic_order(LABELS, opts).indices.tolist()
     assert by_spec == topic_order(LABELS, **dataclasses.asdict(opts)).indices.tolist()
-    assert by_spec == topic_order(LABELS, TopicOptions(), seed=4, cluster_order="name", align="pad", batch_size=2).indices.tolist()
+    assert by_spec == topic_order(LABELS, TopicOptions(), seed=4, unlabelled="drop").indices.tolist()
     assert by_spec == plan_epoch(LABELS, opts).indices.tolist()
-    # overrides() accepts exactly the spec's keys, with the spec's rules
-    for cls, order in ((TopicOptions, "topic"), (DifficultyOptions, "difficulty")):
-        names = [f.name for f in dataclasses.fields(cls)]
-        example = {"seed": 1, "batch_size": 8, "passes": 2, "higher_is_easier": False}
-        values = {n: example.get(n, getattr(cls(), n)) for n in names if n != "seed"}
-        written = overrides(order, **values)
-        assert [w.split("=")[0] for w in written[3:]] == [f"++data.ordering.{n}" for n in names if n != "seed"]
-        with pytest.raises(ValueError, match="unknown data.ordering option"):
-            overrides(order, not_an_option=1)
-        with pytest.raises(ValueError, match=r"data\.ordering\.passes"):
-            overrides(order, passes=0)
+    with pytest.raises(ValueError, match=r"unknown data\.ordering option\(s\) \['not_an_option'\]"):
+        difficulty_order([0.1], not_an_option=1)
 
 
 def test_docs_option_tables_name_every_option():
@@ -272,20 +203,12 @@ def test_remainder_pad_completes_the_last_batch_from_the_same_band():
     plan = plan_epoch(RATES, DifficultyOptions(), loader_batch=4)
     # 6 visits = one batch of 4 + 2: the last batch is the 2 hardest rows plus the 2 served just before them
     assert plan.indices.tolist() == [0, 3, 1, 4, 2, 5, 1, 4]
-    assert plan.completed == 2 and plan.dropped == () and plan.cut == ()
+    assert plan.completed == 2 and plan.dropped == ()
     assert [(s.label, s.start, s.stop) for s in plan.segments] == [("scored", 0, 8)]
-    assert "2 repeat visits complete the last batch (remainder=pad)" in plan.summary()
+    assert "2 repeat visits complete the last batch" in plan.summary()
     # a loader that serves its last batch (no loader_batch), or a batch that divides the rows: nothing added
-    assert len(plan_epoch(RATES, DifficultyOptions(batch_size=4))) == 6  # batch_size is align's unit only
+    assert len(plan_epoch(RATES, DifficultyOptions())) == 6
     assert len(plan_epoch(RATES, DifficultyOptions(), loader_batch=3)) == 6
-
-
-def test_remainder_drop_lists_every_row_never_served():
-    plan = plan_epoch(RATES, DifficultyOptions(remainder="drop"), loader_batch=4)
-    assert plan.indices.tolist() == [0, 3, 1, 4] and plan.cut == (2, 5) and plan.dropped == (2, 5)
-    assert "remainder=drop: the last incomplete batch is cut, 2 rows never served: [2, 5]" in plan.summary()
-    with pytest.raises(ValueError, match="leaves nothing to serve"):
-        plan_epoch(RATES, DifficultyOptions(remainder="drop"), loader_batch=8)
 
 
 def test_remainder_pad_stays_in_the_last_cluster_and_cycles_a_small_one():
@@ -295,7 +218,7 @@ def test_remainder_pad_stays_in_the_last_cluster_and_cycles_a_small_one():
     assert len(idx) == 8 and plan.completed == 1
     assert [LABELS[i] for i in idx] == ["b", "b", "a", "a", "a", "c", "c", "c"]
     assert idx[7] == idx[6]  # all of c is in the incomplete batch: the repeat cycles from its latest visit
-    assert [(s.label, s.size) for s in plan.segments] == [("b", 2), ("a", 3), ("c", 3)]
+    assert [(s.label, s.stop - s.start) for s in plan.segments] == [("b", 2), ("a", 3), ("c", 3)]
     # a whole epoch shorter than a batch: its rows cycle
     tiny = plan_epoch(["x", "y"], TopicOptions(), loader_batch=5)
     assert Counter(tiny.indices.tolist()) == {0: 1, 1: 4} and tiny.completed == 3
@@ -305,38 +228,26 @@ labels_or_none = st.lists(st.sampled_from(["a", "b", "c", None]), min_size=1, ma
 
 
 @settings(max_examples=80, deadline=None)
-@given(labels=labels_or_none, seed=st.integers(0, 1000), batch=st.integers(1, 7), passes=st.integers(1, 3),
-       align=st.sampled_from(["none", "drop", "pad"]), remainder=st.sampled_from(["pad", "drop"]),
-       unl=st.sampled_from(["drop"]))
-def test_plan_epoch_serves_every_batch_full_and_never_drops_silently(labels, seed, batch, passes, align, remainder, unl):
-    opts = TopicOptions(seed=seed, batch_size=batch, passes=passes, align=align, remainder=remainder, unlabelled=unl)
-    one_epoch = concat_plans([topic_order(labels, opts, epoch=p) for p in range(passes)])
-    try:
-        plan = plan_epoch(labels, opts, loader_batch=batch)
-    except ValueError as e:
-        assert remainder == "drop" and len(one_epoch) < batch and "nothing to serve" in str(e)
-        return
+@given(labels=labels_or_none, seed=st.integers(0, 1000), batch=st.integers(1, 7))
+def test_plan_epoch_serves_every_batch_full_and_never_drops_silently(labels, seed, batch):
+    opts = TopicOptions(seed=seed, unlabelled="drop")
+    one_pass = topic_order(labels, opts)
+    plan = plan_epoch(labels, opts, loader_batch=batch)
     idx = plan.indices.tolist()
     assert len(idx) % batch == 0  # verl's drop_last loader serves every visit
     if not idx:  # every row unlabelled and dropped
-        assert len(one_epoch) == 0 and plan.dropped == tuple(range(len(labels)))
+        assert len(one_pass) == 0 and plan.dropped == tuple(range(len(labels)))
         return
     served = set(idx)
     assert set(plan.dropped) == set(range(len(labels))) - served  # every row never served is listed
-    before = set(one_epoch.indices.tolist())
-    if remainder == "pad":
-        assert served == before and idx[: len(one_epoch)] == one_epoch.indices.tolist()
-        assert plan.completed == len(idx) - len(one_epoch) < batch
-        last = plan.segments[-1]
-        assert {labels[i] for i in idx[last.start :]} == {last.label}  # repeats come from the last cluster
-        assert plan.segments[-1].stop == len(idx)
-    else:
-        assert idx == one_epoch.indices.tolist()[: len(idx)] and len(one_epoch) - len(idx) < batch
-        assert set(plan.cut) == before - served and set(plan.cut) <= set(plan.dropped)
-        assert sum(s.size for s in plan.segments) == len(idx)
+    assert served == set(one_pass.indices.tolist()) and idx[: len(one_pass)] == one_pass.indices.tolist()
+    assert plan.completed == len(idx) - len(one_pass) < batch
+    last = plan.segments[-1]
+    assert {labels[i] for i in idx[last.start :]} == {last.label}  # repeats come from the last cluster
+    assert last.stop == len(idx)
 
 
-# -- one kind of label; bounded passes, batch_size and visits ----------------------------------------------------
+# -- one kind of label ----------------------------------------------------
 
 
 @pytest.mark.parametrize("labels, words", [
@@ -350,27 +261,15 @@ def test_plan_epoch_serves_every_batch_full_and_never_drops_silently(labels, see
 ])
 def test_mixed_or_unhashable_labels_are_refused_naming_field_and_row(labels, words):
     with pytest.raises(ValueError) as e:
-        topic_order(labels, cluster_order=["1", "a"] if "1" in labels else "first_seen")
+        topic_order(labels)
     assert all(w in str(e.value) for w in words), str(e.value)
 
 
-def test_one_kind_of_label_serves_every_row_with_a_listed_order():
+def test_one_kind_of_label_serves_every_row():
     """numpy and Python scalars of one kind are one label; every row is served once."""
-    labels = [1, np.int64(2), 1, 2, np.int32(1)]
-    plan = topic_order(labels, cluster_order=["2", "1"])
+    labels = [2, np.int64(1), 1, 2, np.int32(1)]
+    plan = topic_order(labels)
     assert sorted(plan.indices.tolist()) == list(range(5)) and plan.dropped == ()
     assert [labels[i] for i in plan.indices] == [2, 2, 1, 1, 1]
-    floats = topic_order([0.5, float("nan"), 0.25, 0.5], unlabelled="drop", cluster_order="name")
+    floats = topic_order([0.5, float("nan"), 0.25, 0.5], unlabelled="drop")
     assert sorted([*floats.indices.tolist(), *floats.dropped]) == [0, 1, 2, 3] and floats.dropped == (1,)
-
-
-def test_passes_over_a_difficulty_order_reshuffle_ties_in_each_pass():
-    """passes=N over a difficulty order: each pass is easy -> hard, and rows of equal difficulty come in a new order
-    in each pass (as docs/ordering.md says), not the first pass's order repeated."""
-    rates = [0.5] * 12 + [1.0] * 12  # two bands of twelve ties
-    plan = plan_epoch(rates, DifficultyOptions(seed=3, passes=3))
-    passes = plan.indices.reshape(3, 24).tolist()
-    for p in passes:
-        assert sorted(p[:12]) == list(range(12, 24)) and sorted(p[12:]) == list(range(12))  # easy band first
-    assert len({tuple(p) for p in passes}) == 3  # a new tie order in every pass
-    assert plan_epoch(rates, DifficultyOptions(seed=3, passes=3)).indices.tolist() == plan.indices.tolist()

@@ -1,6 +1,6 @@
 """Topic / difficulty orders through verl 0.9.1's own data path.
 
-Real pieces: the Hydra-composed `ppo_trainer` config with `verl_ebpo.samplers.overrides(...)`, verl's
+Real pieces: the Hydra-composed `ppo_trainer` config with the documented overrides (docs/ordering.md), verl's
 `create_rl_dataset` / `create_rl_sampler`, `RLHFDataset` (as the base of our dataset classes), and the V1
 trainer's own `_init_dataloader` / `_next_train_batch` (a StatefulDataLoader fed by create_rl_sampler),
 with `data.pt` written and read exactly as `_save_checkpoint` / `_load_checkpoint` do.
@@ -11,16 +11,22 @@ from __future__ import annotations
 import os
 import string
 
-import numpy as np
 import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
 import torch
 
-from verl_ebpo.samplers import difficulty_order, overrides, topic_order
+from verl_ebpo.samplers.ordering import difficulty_order, topic_order
 
 TOPICS = ["alg"] * 10 + ["geo"] * 8 + ["prob"] * 6  # unbalanced clusters: 10 / 8 / 6 rows
 BATCH = 4
+
+
+def overrides(order, seed=None, **options):
+    """The keys docs/ordering.md gives for an order, as Hydra overrides (and verl's data.seed)."""
+    return ["data.shuffle=False", "data.custom_cls.path=pkg://verl_ebpo.samplers.dataset",
+            f"data.custom_cls.name={order.title()}OrderedDataset", *(f"++data.ordering.{k}={v}" for k, v in options.items()),
+            *([] if seed is None else [f"data.seed={seed}"])]
 
 
 def _rows(n=24, topic_of=None, difficulty_of=None, prompt_of=None):
@@ -131,7 +137,7 @@ def _file_column(path, key):
 @pytest.mark.parametrize("workers", [0, 2])
 def test_topic_order_stock_data_path_and_resume(compose_cfg, files, tokenizer, workers, tmp_path):
     train, val = files
-    ovr = overrides("topic", align="pad", seed=3)
+    ovr = overrides("topic", seed=3)
     cfg = compose_cfg(ovr, train, val, workers)
     tr = _trainer(cfg, tokenizer)
 
@@ -143,35 +149,33 @@ def test_topic_order_stock_data_path_and_resume(compose_cfg, files, tokenizer, w
     assert tr.val_dataset.ordering_plan is None
     assert [r["index"] for r in tr.val_dataset] == [100, 101, 102, 103, 104]
 
-    # cluster sizes 10/8/6 padded to 12/8/8 -> 28 visits, 7 steps
+    # cluster sizes 10/8/6 -> 24 visits, 6 steps
     labels = _file_column(train, "topic")
-    expected = topic_order(labels, seed=3, batch_size=BATCH, align="pad").indices.tolist()
-    assert len(tr.train_dataset) == 28 and tr.steps_per_epoch == 7
-    assert [s.label for s in tr.train_dataset.ordering_plan.segments] == ["alg", "geo", "prob"]  # first seen
-    assert [s.size for s in tr.train_dataset.ordering_plan.segments] == [12, 8, 8]
+    expected = topic_order(labels, seed=3).indices.tolist()
+    assert len(tr.train_dataset) == 24 and tr.steps_per_epoch == 6
+    assert [(s.label, s.stop - s.start) for s in tr.train_dataset.ordering_plan.segments] == [
+        ("alg", 10), ("geo", 8), ("prob", 6)]  # in order of first appearance
 
     seen = [_next_indices(tr) for _ in range(3)]
     torch.save(tr.train_dataloader.state_dict(), tmp_path / "data.pt")  # as _save_checkpoint
-    seen += [_next_indices(tr) for _ in range(4 + 7)]  # rest of epoch 1, all of epoch 2
+    seen += [_next_indices(tr) for _ in range(3 + 6)]  # rest of epoch 1, all of epoch 2
 
     flat = [i for b in seen for i in b]
-    assert flat[:28] == expected and flat[28:] == expected  # same order every epoch
-    for b in seen:  # no batch mixes two clusters
-        assert len({labels[i] for i in b}) == 1
-    assert sorted(set(flat[:28])) == list(range(24))  # every prompt visited
+    assert flat[:24] == expected and flat[24:] == expected  # same order every epoch
+    assert [labels[i] for i in flat[:24]] == ["alg"] * 10 + ["geo"] * 8 + ["prob"] * 6  # clusters one after another
+    assert sorted(flat[:24]) == list(range(24))  # every prompt visited once
 
     # resume: a fresh trainer (fresh dataset, same config) loads data.pt as _load_checkpoint does
     tr2 = _trainer(compose_cfg(ovr, train, val, workers), tokenizer)
     tr2.train_dataloader.load_state_dict(torch.load(tmp_path / "data.pt", weights_only=False))
-    resumed = [_next_indices(tr2) for _ in range(4 + 7)]
+    resumed = [_next_indices(tr2) for _ in range(3 + 6)]
     assert resumed == seen[3:]  # continues at step 4: nothing repeated, nothing skipped
 
 
 @pytest.mark.parametrize("workers", [0, 2])
 def test_difficulty_order_stock_data_path_and_resume(compose_cfg, files, tokenizer, workers, tmp_path):
     train, val = files
-    ovr = overrides("difficulty", seed=5, total_epochs=1)
-    assert "trainer.total_epochs=1" in ovr
+    ovr = [*overrides("difficulty", seed=5), "trainer.total_epochs=1"]
     cfg = compose_cfg(ovr, train, val, workers)
     tr = _trainer(cfg, tokenizer)
     assert tr.total_training_steps == 6  # one epoch of 24 prompts in batches of 4
@@ -247,8 +251,8 @@ def _stop_workers_of_failed_iterator(excinfo):
 def test_unlabelled_rows_and_missing_field(compose_cfg, tmp_path, tokenizer):
     from verl.trainer.ppo.utils import create_rl_dataset
 
-    from verl_ebpo.samplers import UnlabelledRowsError
     from verl_ebpo.samplers.fields import FieldNotFoundError
+    from verl_ebpo.samplers.ordering import UnlabelledRowsError
 
     path = str(tmp_path / "t.parquet")
     pq.write_table(pa.Table.from_pylist(_rows(12, topic_of=lambda i: None if i in (2, 7, 9) else "ab"[i % 2])), path)
@@ -256,10 +260,10 @@ def test_unlabelled_rows_and_missing_field(compose_cfg, tmp_path, tokenizer):
     with pytest.raises(UnlabelledRowsError, match=r"3 of 12 rows .*\[2, 7, 9\]"):
         create_rl_dataset(cfg.data.train_files, cfg.data, tokenizer, None)
 
-    cfg = compose_cfg(overrides("topic", unlabelled="drop", cluster_order="name"), path, path)
+    cfg = compose_cfg(overrides("topic", unlabelled="drop"), path, path)
     ds = create_rl_dataset(cfg.data.train_files, cfg.data, tokenizer, None)
     idx = [ds[i]["index"] for i in range(len(ds))]
-    assert not {2, 7, 9} & set(idx) and len(idx) == 12  # 9 rows, completed to the loader's batch of 4 (remainder=pad)
+    assert not {2, 7, 9} & set(idx) and len(idx) == 12  # 9 rows, completed to the loader's batch of 4
     assert [ds[i]["extra_info"]["topic"] for i in range(12)] == ["a"] * 5 + ["b"] * 7
 
     cfg = compose_cfg(overrides("topic", field="extra_info.domain"), path, path)
@@ -274,7 +278,7 @@ def test_order_is_applied_after_verl_filters_long_prompts(compose_cfg, tmp_path,
     rows = _rows(9, topic_of=lambda i: "xyz"[i % 3], prompt_of=lambda i: "q" * (200 if i == 4 else 3))
     pq.write_table(pa.Table.from_pylist(rows), path)
     cfg = compose_cfg(
-        [*overrides("topic", cluster_order=["z", "x", "y"]), "data.filter_overlong_prompts=True",
+        [*overrides("topic"), "data.filter_overlong_prompts=True",
          "data.max_prompt_length=40", "data.filter_overlong_prompts_workers=1"],
         path,
         path,
@@ -282,54 +286,8 @@ def test_order_is_applied_after_verl_filters_long_prompts(compose_cfg, tmp_path,
     ds = create_rl_dataset(cfg.data.train_files, cfg.data, tokenizer, None)
     assert len(ds) == 8  # row 4 (a 200-character prompt) filtered by verl before ordering
     topics = [ds[i]["extra_info"]["topic"] for i in range(8)]
-    assert topics == ["z", "z", "z", "x", "x", "x", "y", "y"]
+    assert topics == ["x", "x", "x", "y", "y", "z", "z", "z"]
     assert 4 not in [ds[i]["index"] for i in range(8)]
-
-
-def test_overrides_compose_into_the_data_config(compose_cfg, files):
-    train, val = files
-    odd = ["Algebra & Number Theory", "it's, odd", "3"]
-    cfg = compose_cfg(
-        overrides("topic", field="extra_info.dom", cluster_order=odd, align="drop", batch_size=8, unlabelled="drop",
-                  passes=2, seed=11),
-        train,
-        val,
-    )
-    from omegaconf import OmegaConf
-
-    assert OmegaConf.to_container(cfg.data.ordering) == {
-        "field": "extra_info.dom",
-        "cluster_order": odd,
-        "align": "drop",
-        "batch_size": 8,
-        "unlabelled": "drop",
-        "passes": 2,
-    }
-    assert cfg.data.shuffle is False and cfg.data.seed == 11
-    assert cfg.data.custom_cls.name == "TopicOrderedDataset"
-    rnd = compose_cfg(overrides("random", seed=2), train, val)
-    assert rnd.data.shuffle is True and rnd.data.seed == 2 and rnd.data.custom_cls.path is None
-    with pytest.raises(ValueError):
-        overrides("random", align="pad")
-    with pytest.raises(ValueError):
-        overrides("difficulty", cluster_order="name")
-
-
-def test_passes_unroll_reshuffled_epochs(compose_cfg, files, tokenizer):
-    from verl.trainer.ppo.utils import create_rl_dataset
-
-    train, val = files
-    cfg = compose_cfg(overrides("topic", passes=2, seed=0), train, val)
-    ds = create_rl_dataset(cfg.data.train_files, cfg.data, tokenizer, None)
-    assert len(ds) == 48
-    idx = [ds[i]["index"] for i in range(48)]
-    first, second = idx[:24], idx[24:]
-    assert sorted(first) == sorted(second) == list(range(24))
-    assert first != second  # reshuffled inside clusters
-    labels = _file_column(train, "topic")
-    assert [labels[i] for i in first] == [labels[i] for i in second]  # same cluster sequence
-    assert np.array_equal(np.array(first), topic_order(labels, seed=0, epoch=0).indices)
-    assert np.array_equal(np.array(second), topic_order(labels, seed=0, epoch=1).indices)
 
 
 # ------------------------------------------------------------------------------------------------
@@ -350,7 +308,7 @@ def test_every_row_is_served_in_an_epoch_by_verls_loader(compose_cfg, files, tok
     # 26 rows in batches of 4: verl's loader (drop_last=True) serves 24 visits of a 26-row order per epoch
     train = _write(tmp_path / "t.parquet", _rows(26, topic_of=lambda i: "xyz"[i % 3]))
     tr = _trainer(compose_cfg(overrides(order, seed=2), train, files[1]), tokenizer)
-    assert "2 repeat visits complete the last batch (remainder=pad)" in capsys.readouterr().out
+    assert "2 repeat visits complete the last batch" in capsys.readouterr().out
     assert len(tr.train_dataset) == 28 and tr.steps_per_epoch == 7
     epoch = _served_epoch(tr)
     assert sorted(set(epoch)) == list(range(26)) and len(epoch) == 28  # every row, 2 of them twice
@@ -366,23 +324,13 @@ def test_every_row_is_served_in_an_epoch_by_verls_loader(compose_cfg, files, tok
     assert _served_epoch(tr) == epoch  # the next epoch: the same order, again complete
 
 
-def test_remainder_drop_lists_the_rows_never_served(compose_cfg, files, tokenizer, tmp_path, capsys):
-    train = _write(tmp_path / "t.parquet", _rows(26))
-    tr = _trainer(compose_cfg(overrides("difficulty", remainder="drop", seed=2), train, files[1]), tokenizer)
-    pass_rate = _file_column(train, "difficulty")
-    hardest = sorted(difficulty_order(pass_rate, seed=2).indices.tolist()[24:])
-    assert f"2 rows never served: {hardest}" in capsys.readouterr().out
-    assert len(tr.train_dataset) == 24 and tr.train_dataset.ordering_plan.cut == tuple(hardest)
-    assert sorted(_served_epoch(tr)) == sorted(set(range(26)) - set(hardest))
-
-
-def test_remainder_uses_the_loaders_batch_and_leaves_validation_whole(compose_cfg, tokenizer, tmp_path):
+def test_the_last_batch_is_completed_to_the_loaders_batch_and_validation_is_whole(compose_cfg, tokenizer, tmp_path):
     train = _write(tmp_path / "t.parquet", _rows(26, topic_of=lambda i: "xy"[i % 2]))
     val = _write(tmp_path / "v.parquet", _rows(5, topic_of=lambda i: "xy"[i % 2]))
-    ovr = [*overrides("topic", batch_size=3, align="pad"), "data.gen_batch_size=8"]
+    ovr = [*overrides("topic"), "data.gen_batch_size=8"]
     tr = _trainer(compose_cfg(ovr, train, val), tokenizer)
-    assert [s.size for s in tr.train_dataset.ordering_plan.segments] == [15, 17]  # aligned to 3, then completed to 8
-    assert len(tr.train_dataset) == 32  # completed to the loader's batch (gen_batch_size=8), not batch_size
+    assert [s.stop - s.start for s in tr.train_dataset.ordering_plan.segments] == [13, 19]  # the last one completed
+    assert len(tr.train_dataset) == 32  # completed to the loader's batch (gen_batch_size=8), not train_batch_size
     assert tr.val_dataset.ordering_plan is None and len(tr.val_dataset) == 5  # validation: verl's own, whole
     assert sorted({i for b in tr.train_dataloader for i in (int(x) for x in b["index"])}) == list(range(26))
 
@@ -402,17 +350,6 @@ def test_validation_is_never_reordered_even_from_the_train_files(compose_cfg, to
         assert tr.val_dataset.ordering_plan is None and len(tr.val_dataset) == 10
         assert [int(tr.val_dataset[i]["index"]) for i in range(10)] == list(range(10))
         assert len(create_rl_dataset(train, tr.config.data, tokenizer, None, is_train=False)) == 10
-
-
-def test_batches_complete_to_a_gen_batch_size_larger_than_the_batch(compose_cfg, tokenizer, tmp_path):
-    """18 rows, batches of 4, data.gen_batch_size=8: completed to 24 (a multiple of 8), every row served; completed
-    only to 20 (a multiple of 4), the loader's drop_last would leave two rows unserved."""
-    train = _write(tmp_path / "t.parquet", _rows(18, topic_of=lambda i: "x"))  # one topic: aligned to 4, 20 rows
-    val = _write(tmp_path / "v.parquet", _rows(4, topic_of=lambda i: "x"))
-    ovr = [*overrides("topic", batch_size=4, align="pad"), "data.gen_batch_size=8"]
-    tr = _trainer(compose_cfg(ovr, train, val), tokenizer)
-    assert len(tr.train_dataset) == 24
-    assert sorted({i for b in tr.train_dataloader for i in (int(x) for x in b["index"])}) == list(range(18))
 
 
 # ------------------------------------------------------------------------------------------------
@@ -484,7 +421,7 @@ def test_bench_ordering_runs(capsys):
     assert "pure orderings over 300 rows" in out and "TopicOrderedDataset:" in out and "reordered" in out
 
 
-# -- an empty train set, a 0-row file, struct-valued topics: one line naming file/field/row ----------------------
+# -- an empty train set, struct-valued topics: one line naming file/field/row ----------------------
 
 
 def test_an_empty_train_set_after_verls_filter_is_refused_naming_the_file(compose_cfg, tmp_path, tokenizer):
@@ -492,20 +429,9 @@ def test_an_empty_train_set_after_verls_filter_is_refused_naming_the_file(compos
 
     path = str(tmp_path / "all_long.parquet")
     pq.write_table(pa.Table.from_pylist(_rows(6, prompt_of=lambda i: "q" * 200)), path)
-    for remainder in ("pad", "drop"):
-        cfg = compose_cfg([*overrides("topic", remainder=remainder), "data.filter_overlong_prompts=True",
-                           "data.max_prompt_length=40", "data.filter_overlong_prompts_workers=1"], path, path)
-        with pytest.raises(ValueError, match=f"no row of {path} is left after verl's filters"):
-            create_rl_dataset(cfg.data.train_files, cfg.data, tokenizer, None)
-
-
-def test_a_zero_row_parquet_is_refused_naming_the_file(compose_cfg, tmp_path, tokenizer):
-    from verl.trainer.ppo.utils import create_rl_dataset
-
-    path = str(tmp_path / "empty.parquet")
-    pq.write_table(pa.Table.from_pylist(_rows(2)).slice(0, 0), path)
-    cfg = compose_cfg(overrides("topic"), path, path)
-    with pytest.raises(ValueError, match=f"^{path}: the file holds no rows"):
+    cfg = compose_cfg([*overrides("topic"), "data.filter_overlong_prompts=True", "data.max_prompt_length=40",
+                       "data.filter_overlong_prompts_workers=1"], path, path)
+    with pytest.raises(ValueError, match=f"no row of {path} is left after verl's filters"):
         create_rl_dataset(cfg.data.train_files, cfg.data, tokenizer, None)
 
 
