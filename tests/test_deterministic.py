@@ -11,8 +11,8 @@ from collections import defaultdict
 import pytest
 import torch
 
+from verl_ebpo.advantage.options import from_mapping
 from verl_ebpo.samplers import replay as rules
-from verl_ebpo.samplers.ordering import from_mapping
 from verl_ebpo.tools.cpu.deterministic import batch_layout, draw_order
 
 B, G = 4, 2  # prompts per step, answers per prompt
@@ -42,7 +42,7 @@ def test_batch_layout_is_draw_order_then_answer():
 
 def test_the_plugin_refuses_the_removed_option():
     """The deterministic buffer is chosen by its own class path; the plugin's buffer has no `deterministic` option."""
-    from verl_ebpo.samplers import buffer_overrides
+    from verl_ebpo.tools.algorithms import buffer_overrides
 
     assert not any("deterministic" in k for k in buffer_overrides())
     with pytest.raises(ValueError, match="deterministic"):

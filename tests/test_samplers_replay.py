@@ -12,9 +12,9 @@ import torch
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from verl_ebpo.samplers import buffer_overrides
+from verl_ebpo.advantage.options import from_mapping
 from verl_ebpo.samplers import replay as rules
-from verl_ebpo.samplers.ordering import from_mapping
+from verl_ebpo.tools.algorithms import buffer_overrides
 from verl_ebpo.tools.cpu.launch import CPURun
 
 _BASE = dict(trainer_mode="sync", trainer_config={}, max_off_policy_threshold=8, max_off_policy_strategy="drop")

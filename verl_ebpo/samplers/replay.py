@@ -46,6 +46,10 @@ KEPT_GROUPS = "replay/kept_filtered_groups"  # one_pass: groups DAPO would drop,
 DISCARDED_ANSWERS = "replay/discarded_answers"  # answers generated for training but not trained on (DAPO)
 DISCARDED_REWARD_SUM = "replay/discarded_reward_sum"  # the sum of those answers' rewards
 PREFIX = "trainer.v1.sampler.sampler_kwargs"
+# sampler_kwargs.verl.<name>: verl's config values the buffer derives DAPO's arguments from (`filter_arguments`), each
+# linked to its node by `verl_ebpo.tools.algorithms.buffer_overrides` (verl resolves them before it builds the buffer)
+VERL_LINKS = ("filter_groups", "train_batch_size", "gen_batch_size", "sync_refill_failed_groups", "reward_model_enable",
+              "reward_model_enable_resource_pool")
 
 
 @dataclass(frozen=True)
@@ -67,20 +71,18 @@ class ReplayOptions:
 def filter_arguments(linked: Optional[Mapping]) -> dict:
     """The filtering arguments verl 0.9.1's `PPOTrainer._build_replay_buffer` (and `_resolve_filter_groups_metric`)
     gives its own sync buffer, computed the same way from the linked config values (verl's own config)."""
-    try:
-        groups, refill, batch = linked["filter_groups"] or {}, bool(linked["sync_refill_failed_groups"]), linked["train_batch_size"]
-        reward_model, pool, gen = linked["reward_model_enable"], linked["reward_model_enable_resource_pool"], linked["gen_batch_size"]
-    except (KeyError, TypeError) as e:
-        raise ValueError(f"TrackedReplayBuffer needs {PREFIX}.verl with {e} (links to verl's config, to filter DAPO's "
-                         "groups as verl would): add the overrides of verl_ebpo.tools.algorithms.buffer_overrides()") from None
+    if missing := sorted(k for k in VERL_LINKS if k not in (linked or {})):
+        raise ValueError(f"TrackedReplayBuffer needs {PREFIX}.verl with {missing} (links to verl's config, to filter "
+                         "DAPO's groups as verl would): add the overrides of verl_ebpo.tools.algorithms.buffer_overrides()")
+    groups, refill, batch = linked["filter_groups"] or {}, bool(linked["sync_refill_failed_groups"]), linked["train_batch_size"]
     metric = groups.get("metric") if groups.get("enable", False) else None
     if groups.get("enable", False) and not metric:
         raise ValueError("algorithm.filter_groups.metric must be set when group filtering is enabled")
-    if metric and reward_model and not pool:
+    if metric and linked["reward_model_enable"] and not linked["reward_model_enable_resource_pool"]:
         raise ValueError("algorithm.filter_groups requires the reward metric at sampling time: use rule-based "
                          "reward or reward.reward_model.enable_resource_pool=True")
     return {"filter_groups_metric": metric, "sync_refill_failed_groups": refill, "train_batch_size": batch,
-            "gen_batch_size": 1 if metric is not None or refill else (gen or batch),
+            "gen_batch_size": 1 if metric is not None or refill else (linked["gen_batch_size"] or batch),
             "max_inflight_gen_batches": groups.get("max_inflight_gen_batches", 1) if metric else 1}
 
 
