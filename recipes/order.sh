@@ -1,8 +1,8 @@
 # shellcheck shell=bash
 # (uses DIFFICULTY_FIELD, set by common.sh)
 # recipes/order.sh: the Hydra keys that set the order of the training data (sourced by common.sh).
-# They are verl_ebpo.samplers.overrides(<order>) written out (tests/test_recipes_scripts.py checks
-# that they stay equal), so that a dry run needs no Python.
+# They are the keys docs/ordering.md gives (tests/test_recipes_scripts.py checks them), written out so that a
+# dry run needs no Python.
 #
 #   random  verl's own RandomSampler over TRAIN_FILE (data.shuffle=True, data.seed from common.sh):
 #           EBPO-naive and the baselines.
@@ -12,7 +12,7 @@
 #           [extra_info.difficulty_<model>, the pass rate of that model's DIFFICULTY_MODEL], written by
 #           `recipes/data/label_data.sh difficulty <model>` (verl-ebpo label-difficulty).
 # Further options of the ordered datasets: ++data.ordering.<key>=<value> on the command line
-# (see docs/ordering.md: verl_ebpo.samplers.TopicOptions / DifficultyOptions).
+# (see docs/ordering.md: verl_ebpo.samplers.ordering.TopicOptions / DifficultyOptions).
 
 # shellcheck disable=SC2034  # ORDER_ARGS is read by common.sh
 recipe_order_args() {

@@ -69,8 +69,6 @@ def data(tmp_path_factory):
 
 
 def _make_run(data, name, estimator, order, steps, extra=()):
-    from verl_ebpo.samplers import overrides as order_overrides
-
     out = data["root"] / name
     return CPURun(
         model_path=data["model"],
@@ -88,7 +86,8 @@ def _make_run(data, name, estimator, order, steps, extra=()):
         experiment_name=name,
         reward_function=("pkg://verl_ebpo.rewards", "compute_score"),
         extra=[
-            *order_overrides(order),
+            "data.shuffle=False", "data.custom_cls.path=pkg://verl_ebpo.samplers.dataset",  # docs/ordering.md
+            f"data.custom_cls.name={order.title()}OrderedDataset",
             "trainer.checkpoint_callback_class=verl_ebpo.EBPOCheckpointCallback",
             f"trainer.rollout_data_dir={out / 'rollouts'}",
             *(f"+reward.custom_reward_function.reward_kwargs.{k}={v}" for k, v in REWARD_KWARGS.items()),

@@ -9,7 +9,7 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
 
-from verl_ebpo.samplers import difficulty_order, topic_order
+from verl_ebpo.samplers.ordering import difficulty_order, topic_order
 from verl_ebpo.tools import labeling as lab
 from verl_ebpo.samplers.fields import FieldNotFoundError, read_field
 from verl_ebpo.tools.labeling.fields import set_field

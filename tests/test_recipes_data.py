@@ -279,7 +279,7 @@ def test_ordered_runs_read_the_labelled_file(labelled, algo):
     ds = create_rl_dataset(cfg.data.train_files, cfg.data, build_tokenizer(), None, is_train=True)
     assert type(ds).__name__ == {"ebpo_topic": "TopicOrderedDataset", "ebpo_diff": "DifficultyOrderedDataset"}[algo]
     seen = [ds[i]["extra_info"] for i in range(len(ds))]
-    # every row is served; verl's drop_last loader would drop an incomplete batch, so remainder=pad (the default)
+    # every row is served; verl's drop_last loader would drop an incomplete batch, so the ordered dataset
     # completes it with repeat visits (9 rows, batch 512: one full batch)
     assert len(ds) == cfg.data.train_batch_size
     assert sorted({i["problem"] for i in seen}) == sorted(p for p, _ in DAPO_PROBLEMS)

@@ -643,17 +643,17 @@ def test_grpo_diff_uses_the_same_order_keys_as_ebpo_diff():
     assert "trainer.experiment_name=qwen3-8b-grpo-g4-s42-diff" in old and "actor_rollout_ref.model.path=Qwen/Qwen3-8B" in old
 
 
-def test_order_keys_equal_the_samplers_overrides():
-    from verl_ebpo.samplers import overrides
-
+def test_order_keys_are_the_documented_ones():
     def order_args(algo, env=None):
         argv = dry_run("qwen3_8b", algo, env)
         return [a for a in argv if a.startswith(("data.shuffle=", "data.custom_cls.", "++data.ordering."))]
 
-    assert order_args("ebpo") == overrides("random")
-    assert order_args("ebpo_topic") == overrides("topic")
+    ordered = ["data.shuffle=False", "data.custom_cls.path=pkg://verl_ebpo.samplers.dataset"]  # docs/ordering.md
+    assert order_args("ebpo") == ["data.shuffle=True"]
+    assert order_args("ebpo_topic") == [*ordered, "data.custom_cls.name=TopicOrderedDataset"]
     for algo in DIFF_ALGOS:
-        assert order_args(algo) == overrides("difficulty", field="extra_info.difficulty_qwen3_8b"), algo
+        assert order_args(algo) == [*ordered, "data.custom_cls.name=DifficultyOrderedDataset",
+                                    "++data.ordering.field=extra_info.difficulty_qwen3_8b"], algo
     # the authors' EBPO-naive: the file's own order (a SequentialSampler), no ordering class
     assert order_args("ebpo", {"PROTOCOL": "authors"}) == ["data.shuffle=False"]
 
