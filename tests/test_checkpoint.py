@@ -256,10 +256,10 @@ def test_resume_folder_rules_match_verls_load_checkpoint(workdir):
         theirs = verl_resume_point(config)
         try:
             ours = ckpt.find_resume_checkpoint(config.trainer)
-        except ckpt.EBPOCheckpointError as e:
+        except ValueError as e:
             ours = e
-        if isinstance(theirs, Exception):
-            assert isinstance(ours, ckpt.EBPOCheckpointError), (name, theirs, ours)
+        if isinstance(theirs, Exception):  # verl refuses the config: ours leaves it to verl, or fails as verl does
+            assert ours is None or type(ours) is type(theirs), (name, theirs, ours)
             assert expected_kind.get(name) == "error", name
         elif theirs is None:
             assert ours is None and name in expected_kind, (name, ours)

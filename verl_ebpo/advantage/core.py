@@ -25,7 +25,6 @@ from __future__ import annotations
 
 import torch
 
-NORMALIZE_MODES = ("batch", "center", "none")
 MAX_ABS_SCORE = 1e100  # (2e100)^2 * weight stays finite for any weight below ~4e107
 ZERO_ADVANTAGE_TOL = 1e-6  # |A| below this counts as "zero advantage" in diagnostics
 F64 = torch.float64

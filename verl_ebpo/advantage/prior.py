@@ -75,11 +75,6 @@ class EBPOPrior:
     def is_finite(self) -> bool:
         return all(math.isfinite(x) for m in (self.reward, self.group_mean) for x in m.__dict__.values())
 
-    def check(self) -> None:
-        """ValueError unless every moment is finite, weights, m2 and updates >= 0."""
-        if not self.is_finite() or self.updates < 0 or any(m.weight < 0 or m.m2 < 0 for m in (self.reward, self.group_mean)):
-            raise ValueError(f"invalid moments (finite, weight and m2 >= 0, updates >= 0 expected): {self.state_dict()}")
-
     def assign(self, other: "EBPOPrior") -> None:
         """Replace this object's state in place (so references held elsewhere see the update)."""
         self.reward, self.group_mean, self.updates, self.shaping = (
@@ -104,7 +99,8 @@ class EBPOPrior:
             loaded = EBPOPrior(*acc, int(state["updates"]), dict(state["shaping"]) if state["shaping"] else None)
         except (KeyError, TypeError, ValueError) as e:
             raise ValueError(f"malformed or missing field {e}") from None
-        loaded.check()
+        if not loaded.is_finite() or loaded.updates < 0 or any(m.weight < 0 or m.m2 < 0 for m in acc):
+            raise ValueError(f"invalid moments (finite, weight and m2 >= 0, updates >= 0 expected): {state}")
         self.assign(loaded)
 
     def save(self, path: str | os.PathLike, **extra) -> None:
@@ -128,7 +124,6 @@ class EBPOPrior:
 
 
 PRIOR_FILENAME = "ebpo_prior.json"  # beside verl's checkpoint, in its global_step_N folder
-TRACKER_FILENAME = "latest_checkpointed_iteration.txt"  # verl's get_checkpoint_tracker_filename
 
 
 class EBPOCheckpointError(ValueError):
@@ -149,28 +144,6 @@ def read_prior_file(path: str | os.PathLike) -> tuple[EBPOPrior, int]:
     except (OSError, ValueError, KeyError) as e:  # UnicodeDecodeError and JSONDecodeError are ValueErrors
         raise EBPOCheckpointError(f"EBPO prior file {path} is corrupt or unreadable: {e}") from None
     return prior, step
-
-
-def read_tracker(root: str | os.PathLike) -> int | None:
-    """The step in `root`'s verl tracker file (latest_checkpointed_iteration.txt), parsed as verl's
-    `find_latest_ckpt_path` does; None without a tracker; EBPOCheckpointError naming it when it holds no step."""
-    tracker = os.path.join(root, TRACKER_FILENAME)
-    if not os.path.exists(tracker):
-        return None
-    with open(tracker, "rb") as f:
-        raw = f.read(4097)
-    try:
-        return int(raw.decode())
-    except (UnicodeDecodeError, ValueError):
-        raise EBPOCheckpointError(f"checkpoint tracker {tracker} holds {raw[:40]!r}, not a step number; write the "
-                                  "step to resume from into it, or use trainer.resume_mode=resume_path") from None
-
-
-def latest_checkpoint(root: str) -> str | None:
-    """verl's `find_latest_ckpt_path` (tested equal): <root>/global_step_N of the tracker's N when that folder exists."""
-    step = read_tracker(root)
-    folder = os.path.join(root, f"global_step_{step}")
-    return folder if step is not None and os.path.exists(folder) else None
 
 
 _PRIOR = EBPOPrior()
