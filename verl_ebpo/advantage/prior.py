@@ -20,7 +20,6 @@ from verl_ebpo.advantage.core import merge_moments, shrinkage
 
 SCHEMA = "verl_ebpo.prior"
 SCHEMA_VERSION = 1
-_FIELDS = ("weight", "mean", "m2")
 
 
 @dataclass(frozen=True)
@@ -44,17 +43,9 @@ class EBPOPrior:
     updates: int = 0  # number of calls that merged at least one valid row
     shaping: dict | None = None  # options that shaped the accumulated statistics (prior_scope, prior_decay)
 
-    @property
-    def mu_glob(self) -> float:
-        return self.reward.mean
-
-    @property
-    def sigma2(self) -> float:
-        return self.reward.variance
-
-    @property
-    def tau2(self) -> float:
-        return self.group_mean.variance
+    mu_glob = property(lambda self: self.reward.mean, doc="running mean of all scores")
+    sigma2 = property(lambda self: self.reward.variance, doc="running population variance of all scores")
+    tau2 = property(lambda self: self.group_mean.variance, doc="running population variance of the group means")
 
     def shrinkage_for(self, group_size: float, epsilon: float = 1e-6) -> float:
         """S for a group of `group_size` answers under the current statistics."""
@@ -95,7 +86,7 @@ class EBPOPrior:
         if not isinstance(state, dict) or state.get("schema") != SCHEMA or state.get("version") != SCHEMA_VERSION:
             raise ValueError(f"not an EBPO prior state of schema {SCHEMA!r} version {SCHEMA_VERSION}")
         try:
-            acc = [Moments(*(float(state[name][key]) for key in _FIELDS)) for name in ("reward", "group_mean")]
+            acc = [Moments(*(float(state[name][key]) for key in ("weight", "mean", "m2"))) for name in ("reward", "group_mean")]
             loaded = EBPOPrior(*acc, int(state["updates"]), dict(state["shaping"]) if state["shaping"] else None)
         except (KeyError, TypeError, ValueError) as e:
             raise ValueError(f"malformed or missing field {e}") from None
