@@ -20,8 +20,7 @@ from verl_ebpo.advantage import EBPOPrior, get_prior, reset_prior
 from verl_ebpo.advantage.prior import Moments
 from verl_ebpo.tools.cli import main as cli_main
 
-SHAPING = {"prior_scope": "running", "prior_decay": 1.0}
-PRIOR = EBPOPrior(Moments(8.0, 0.5, 2.0), Moments(2.0, 0.5, 0.125), 1, SHAPING)
+PRIOR = EBPOPrior(Moments(8.0, 0.5, 2.0), Moments(2.0, 0.5, 0.125), 1)
 
 
 @pytest.fixture(autouse=True)

@@ -36,16 +36,25 @@ class ResumePoint(NamedTuple):
 
 def find_resume_checkpoint(trainer_config) -> ResumePoint | None:
     """The global_step_N folder verl's V1 trainer will resume from, or None for a fresh start: step 1 of verl 0.9.1's
-    `PPOTrainer._load_checkpoint`, with verl's own `find_latest_ckpt_path` (tested equal). Where verl would refuse the
-    config (an unknown mode, a resume_from_path without global_step_), None: verl then raises its own error."""
+    `PPOTrainer._load_checkpoint`, with verl's own `find_latest_ckpt_path` (tested equal). A setting verl would refuse
+    once the models are loaded, minutes later, is an EBPOCheckpointError here, at the trainer's construction."""
     mode, path = config_get(trainer_config, "resume_mode", "auto"), config_get(trainer_config, "resume_from_path")
+    if mode == "disable":
+        return None
     if mode == "auto":
         folder = find_latest_ckpt_path(os.path.join(os.getcwd(), config_get(trainer_config, "default_local_dir")))
-    elif mode == "resume_path" and isinstance(path, str) and "global_step_" in path:
+    elif mode != "resume_path":
+        raise EBPOCheckpointError(f"unknown trainer.resume_mode {mode!r}; verl accepts disable, auto or resume_path")
+    elif isinstance(path, str) and "global_step_" in path:
         folder = os.path.join(os.getcwd(), path)
     else:
-        return None
-    return None if folder is None else ResumePoint(folder, int(folder.split("global_step_")[-1]))
+        raise EBPOCheckpointError(f"trainer.resume_mode=resume_path needs trainer.resume_from_path naming a "
+                                  f"global_step_N folder, got {path!r} (verl asserts the same)")
+    try:
+        return None if folder is None else ResumePoint(folder, int(folder.split("global_step_")[-1]))
+    except ValueError:
+        raise EBPOCheckpointError(f"cannot read the global step from checkpoint folder {folder!r}: it must end in "
+                                  "global_step_N (verl would fail too; note: no trailing slash)") from None
 
 
 def save_prior(checkpoint_dir: str | os.PathLike, global_step: int, prior: EBPOPrior | None = None) -> str:
@@ -79,9 +88,6 @@ def restore_prior(config, prior: EBPOPrior | None = None) -> ResumePoint | None:
     if step != point.step:
         raise EBPOCheckpointError(f"EBPO prior file {path} was saved at global step {step}, but verl resumes at step "
                                   f"{point.step} from that folder; the file does not belong to this checkpoint")
-    if loaded.shaping is not None and dict(loaded.shaping) != options.prior_shaping():
-        logger.warning("EBPO prior in %s was accumulated with %s, but this run uses %s; continuing from the saved "
-                       "statistics under the new options", path, dict(loaded.shaping), options.prior_shaping())
     prior.assign(loaded)
     logger.info("EBPO: restored the prior from %s (step %d: %s)", path, step, loaded.state_dict())
     return point

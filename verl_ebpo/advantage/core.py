@@ -139,7 +139,7 @@ def ebpo_advantage(token_level_rewards: torch.Tensor, response_mask: torch.Tenso
         count, mean, all_equal = group_stats(scores, valid, gid, int(gid.max()) + 1)
         present = count > 0
         batch = torch.stack([moments(scores[valid]), moments(mean[present])]).tolist()
-        updated = prior.merged(*(Moments(*m) for m in batch), options.prior_decay, options.prior_shaping())
+        updated = prior.merged(*(Moments(*m) for m in batch), options.prior_decay)
         s = shrinkage(count, updated.sigma2, updated.tau2, options.epsilon)  # (n,)
         baseline = (1.0 - s) * mean + s * updated.mu_glob  # V_q (n,)
         adv = normalize_advantage(scores - baseline[gid], valid, options.normalize, options.epsilon)  # (bs,)

@@ -70,10 +70,6 @@ class EBPOOptions:
             refuse("allow_missing_state", "true or false")
         object.__setattr__(self, "allow_missing_state", str(self.allow_missing_state).strip().lower() == "true")
 
-    def prior_shaping(self) -> dict:
-        """The options that shape the accumulated prior (saved with it, compared on resume)."""
-        return {"prior_scope": self.prior_scope, "prior_decay": self.prior_decay}
-
     @classmethod
     def from_algorithm_config(cls, config) -> "EBPOOptions":
         """Read `config.ebpo` (DictConfig, dict, verl's AlgoConfig or None); `normalize` defaults to `center` when

@@ -41,7 +41,6 @@ class EBPOPrior:
     reward: Moments = field(default_factory=Moments)  # W_r
     group_mean: Moments = field(default_factory=Moments)  # W_mu
     updates: int = 0  # number of calls that merged at least one valid row
-    shaping: dict | None = None  # options that shaped the accumulated statistics (prior_scope, prior_decay)
 
     mu_glob = property(lambda self: self.reward.mean, doc="running mean of all scores")
     sigma2 = property(lambda self: self.reward.variance, doc="running population variance of all scores")
@@ -51,25 +50,22 @@ class EBPOPrior:
         """S for a group of `group_size` answers under the current statistics."""
         return float(shrinkage(torch.tensor([float(group_size)], dtype=torch.float64), self.sigma2, self.tau2, epsilon))
 
-    def merged(self, reward_batch: Moments, group_mean_batch: Moments, decay: float,
-               shaping: dict | None = None) -> "EBPOPrior":
+    def merged(self, reward_batch: Moments, group_mean_batch: Moments, decay: float) -> "EBPOPrior":
         """A new prior with one call's moments (of its scores, of its group means) merged in by `merge_moments`;
-        self unchanged. `shaping`: the options that shaped it (default: self's)."""
+        self unchanged."""
         if reward_batch.weight <= 0:
             return self
         moments = [[*m.__dict__.values()] for m in (self.reward, self.group_mean, reward_batch, group_mean_batch)]
         acc = torch.tensor(moments, dtype=torch.float64)
         reward, group_mean = merge_moments(acc[:2], acc[2:], decay).tolist()
-        return EBPOPrior(Moments(*reward), Moments(*group_mean), self.updates + 1,
-                         self.shaping if shaping is None else shaping)
+        return EBPOPrior(Moments(*reward), Moments(*group_mean), self.updates + 1)
 
     def is_finite(self) -> bool:
         return all(math.isfinite(x) for m in (self.reward, self.group_mean) for x in m.__dict__.values())
 
     def assign(self, other: "EBPOPrior") -> None:
         """Replace this object's state in place (so references held elsewhere see the update)."""
-        self.reward, self.group_mean, self.updates, self.shaping = (
-            other.reward, other.group_mean, other.updates, other.shaping)
+        self.reward, self.group_mean, self.updates = other.reward, other.group_mean, other.updates
 
     def reset(self) -> None:
         self.assign(EBPOPrior())
@@ -77,8 +73,7 @@ class EBPOPrior:
     def state_dict(self) -> dict:
         """Plain JSON-able dict; floats round-trip exactly through json (repr)."""
         return {"schema": SCHEMA, "version": SCHEMA_VERSION, "reward": dict(self.reward.__dict__),
-                "group_mean": dict(self.group_mean.__dict__), "updates": self.updates,
-                "shaping": dict(self.shaping) if self.shaping else None}
+                "group_mean": dict(self.group_mean.__dict__), "updates": self.updates}
 
     def load_state_dict(self, state: dict) -> None:
         """Load a dict made by `state_dict()`. ValueError (self unchanged) on another schema or version, a missing
@@ -87,7 +82,7 @@ class EBPOPrior:
             raise ValueError(f"not an EBPO prior state of schema {SCHEMA!r} version {SCHEMA_VERSION}")
         try:
             acc = [Moments(*(float(state[name][key]) for key in ("weight", "mean", "m2"))) for name in ("reward", "group_mean")]
-            loaded = EBPOPrior(*acc, int(state["updates"]), dict(state["shaping"]) if state["shaping"] else None)
+            loaded = EBPOPrior(*acc, int(state["updates"]))
         except (KeyError, TypeError, ValueError) as e:
             raise ValueError(f"malformed or missing field {e}") from None
         if not loaded.is_finite() or loaded.updates < 0 or any(m.weight < 0 or m.m2 < 0 for m in acc):

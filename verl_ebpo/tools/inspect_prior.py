@@ -151,7 +151,6 @@ def describe_prior(prior: EBPOPrior, global_step: int, group_sizes=INSPECT_GROUP
     return {
         "global_step": global_step,
         "updates": prior.updates,
-        "shaping": dict(prior.shaping) if prior.shaping else None,
         "mu_glob": prior.mu_glob,
         "sigma2": prior.sigma2,
         "tau2": prior.tau2,
@@ -205,10 +204,9 @@ def run(args: argparse.Namespace) -> int:
     if args.json:
         print(json.dumps({"path": os.path.abspath(path), **d}, sort_keys=True))
         return 0
-    shaping = ", ".join(f"{k}={v}" for k, v in d["shaping"].items()) if d["shaping"] else "(never updated)"
     lines = [
         f"EBPO prior  {os.path.abspath(path)}",
-        f"global_step {step}   updates {prior.updates}   shaped by {shaping}",
+        f"global_step {step}   updates {prior.updates}",
         f"mu_glob     {prior.mu_glob!r}",
         f"sigma2      {prior.sigma2!r}",
         f"tau2        {prior.tau2!r}",
