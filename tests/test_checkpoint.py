@@ -210,7 +210,6 @@ def test_resume_path_mode_and_async_save(workdir):
     saved = get_prior().state_dict()
     on_disk = json.loads((workdir / "ckpt" / "global_step_2" / "ebpo_prior.json").read_text())
     assert on_disk["global_step"] == 2 and on_disk["reward"] == saved["reward"]
-    assert on_disk["shaping"] == {"prior_scope": "running", "prior_decay": 1.0}
 
     reset_prior()
     cb2 = build_checkpoint_callback(compose(EBPO, CALLBACK, "trainer.resume_mode=resume_path",
@@ -323,22 +322,12 @@ def test_corrupt_or_wrong_prior_file_is_an_error_naming_the_file(workdir, damage
         assert word in str(err.value)
 
 
-def test_prior_saved_under_other_options_warns_naming_both(workdir, caplog):
+def test_prior_saved_under_other_options_is_loaded(workdir):
     _checkpoint_at_step_2()
     saved = get_prior().state_dict()
     reset_prior()
-    with caplog.at_level(logging.WARNING, logger="verl_ebpo.checkpoint"):
-        build_checkpoint_callback(
-            compose(EBPO, CALLBACK, "trainer.default_local_dir=ckpt", "+algorithm.ebpo.prior_decay=0.9")
-        )
-    assert get_prior().state_dict() == saved  # still loaded
-    (warning,) = [r.getMessage() for r in caplog.records if r.levelno == logging.WARNING]
-    assert "'prior_decay': 1.0" in warning and "'prior_decay': 0.9" in warning and "ebpo_prior.json" in warning
-
-    caplog.clear()
-    with caplog.at_level(logging.WARNING, logger="verl_ebpo.checkpoint"):
-        build_checkpoint_callback(compose(EBPO, CALLBACK, "trainer.default_local_dir=ckpt"))
-    assert not [r for r in caplog.records if r.levelno >= logging.WARNING]
+    build_checkpoint_callback(compose(EBPO, CALLBACK, "trainer.default_local_dir=ckpt", "+algorithm.ebpo.prior_decay=0.9"))
+    assert get_prior().state_dict() == saved
 
 
 # -- atomic writes; verl's checkpoint rotation --------------------------------------------------------------
@@ -388,7 +377,7 @@ def _valid_moments(draw):
 @given(moments=_valid_moments(), step=st.integers(0, 10**9))
 def test_saved_prior_reloads_exactly(moments, step):
     reward, group_mean, updates = moments
-    prior = EBPOPrior(reward, group_mean, updates, {"prior_scope": "running", "prior_decay": 0.75})
+    prior = EBPOPrior(reward, group_mean, updates)
     with tempfile.TemporaryDirectory() as d:
         path = ckpt.save_prior(d, step, prior)
         loaded, got_step = ckpt.read_prior_file(path)
@@ -413,8 +402,7 @@ def test_inspect_prints_the_prior_and_s_for_each_group_size(workdir, capsys):
 
     assert SUBCOMMANDS["inspect"][0] == "verl_ebpo.tools.inspect_prior"  # its own module, beside the other commands
     # rewards: weight 8, mean 0.5, m2 2 -> sigma2 0.25; group means: weight 2, m2 0.125 -> tau2 0.0625
-    shaping = {"prior_scope": "running", "prior_decay": 1.0}
-    prior = EBPOPrior(Moments(8.0, 0.5, 2.0), Moments(2.0, 0.5, 0.125), 1, shaping)
+    prior = EBPOPrior(Moments(8.0, 0.5, 2.0), Moments(2.0, 0.5, 0.125), 1)
     folder = workdir / "ckpt" / "global_step_7"
     path = ckpt.save_prior(folder, 7, prior)
     (workdir / "ckpt" / "latest_checkpointed_iteration.txt").write_text("7")
@@ -429,7 +417,7 @@ def test_inspect_prints_the_prior_and_s_for_each_group_size(workdir, capsys):
     rc, out, _ = _inspect(capsys, str(folder))
     assert rc == 0
     assert "mu_glob     0.5\n" in out and "sigma2      0.25\n" in out and "tau2        0.0625\n" in out
-    assert "G=4   S=0.500000" in out and "G=32  S=0.111111" in out and "prior_scope=running" in out
+    assert "G=4   S=0.500000" in out and "G=32  S=0.111111" in out
 
 
 def test_inspect_errors_name_the_path(workdir, capsys):

@@ -16,9 +16,7 @@ import subprocess
 import sys
 import textwrap
 
-import numpy as np
 import pytest
-import torch
 
 import verl
 from verl.trainer.ppo.checkpoint_callback import build_checkpoint_callback
@@ -42,7 +40,6 @@ def compose(*overrides):
 @pytest.fixture(autouse=True)
 def clean_state(monkeypatch):
     reset_prior()
-    monkeypatch.setattr(verl_glue, "_startup", {"callback": False, "warned": False})
     yield  # monkeypatch then restores verl's registry as it was
     reset_prior()
 
@@ -109,42 +106,6 @@ def test_ebpo_taken_by_another_function_stops_the_run_with_one_line(monkeypatch)
     message = str(err.value)
     assert "\n" not in message and "impostor" in message and "not verl_ebpo's estimator" in message
     assert ADV_ESTIMATOR_REGISTRY["ebpo"] is impostor  # never overwritten
-
-
-# -- a running prior without the checkpoint callback -------------------------------------------------------
-
-
-def _advantage(prior_scope: str):
-    from omegaconf import OmegaConf
-
-    rewards = torch.tensor([[1.0], [0.0], [0.0], [1.0]])
-    config = OmegaConf.create({"ebpo": {"prior_scope": prior_scope}})
-    return verl_glue.compute_ebpo_outcome_advantage(rewards, torch.ones_like(rewards), np.array([0, 0, 1, 1]),
-                                                    config=config)
-
-
-def test_running_prior_without_the_callback_warns_once_in_the_trainer(caplog):
-    import verl.trainer.ppo.v1.trainer_base  # noqa: F401  (we are inside verl's trainer)
-
-    with caplog.at_level(logging.WARNING):
-        for _ in range(3):
-            _advantage("running")
-    (record,) = _warnings(caplog, "a resume restarts it empty")
-    assert "verl_ebpo.EBPOCheckpointCallback" in record.getMessage() and "\n" not in record.getMessage()
-
-
-@pytest.mark.parametrize("case", ["batch prior", "with the callback", "outside a trainer"])
-def test_no_warning_when_resume_cannot_lose_anything(caplog, monkeypatch, case):
-    import verl.trainer.ppo.v1.trainer_base  # noqa: F401
-
-    scope = "batch" if case == "batch prior" else "running"
-    if case == "with the callback":
-        build_checkpoint_callback(compose(*EBPO_RUN))
-    if case == "outside a trainer":  # the simulator, a notebook: no verl trainer module loaded
-        monkeypatch.setattr(verl_glue, "_TRAINER_MODULES", ("no.such.trainer",))
-    with caplog.at_level(logging.WARNING):
-        _advantage(scope)
-    assert not _warnings(caplog, "a resume restarts it empty")
 
 
 def test_the_ray_runtime_env_loads_the_plugin_on_a_node_without_the_package(tmp_path):

@@ -20,8 +20,7 @@ from verl_ebpo.advantage import EBPOPrior, get_prior, reset_prior
 from verl_ebpo.advantage.prior import Moments
 from verl_ebpo.tools.cli import main as cli_main
 
-SHAPING = {"prior_scope": "running", "prior_decay": 1.0}
-PRIOR = EBPOPrior(Moments(8.0, 0.5, 2.0), Moments(2.0, 0.5, 0.125), 1, SHAPING)
+PRIOR = EBPOPrior(Moments(8.0, 0.5, 2.0), Moments(2.0, 0.5, 0.125), 1)
 
 
 @pytest.fixture(autouse=True)
@@ -176,15 +175,13 @@ def test_a_missing_path_still_says_it_does_not_exist(tmp_path, capsys):
 
 
 @pytest.mark.parametrize("content", [b"abc\n", b"", b"\xff", b"3.5"])
-def test_garbage_tracker_is_a_clear_error_for_inspect_and_resume(tmp_path, capsys, content):
+def test_garbage_tracker_is_a_clear_error_for_inspect(tmp_path, capsys, content):
+    """inspect names the tracker; a resume fails as verl itself does (verl writes the tracker: trusted)."""
     (tmp_path / "global_step_3").mkdir()
     tracker = tmp_path / "latest_checkpointed_iteration.txt"
     tracker.write_bytes(content)
     rc, out, err = _inspect(capsys, tmp_path)
     _refused(rc, out, err, str(tracker), "not a step number")
-    with pytest.raises(ckpt.EBPOCheckpointError, match="not a step number"):
-        ckpt.find_resume_checkpoint({"resume_mode": "auto", "default_local_dir": str(tmp_path)})
-    # verl itself fails on it too (with a bare ValueError): the refusal only makes it clear
     from verl.utils.checkpoint.checkpoint_manager import find_latest_ckpt_path
 
     with pytest.raises(ValueError):

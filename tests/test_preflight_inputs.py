@@ -85,7 +85,7 @@ def test_ebpo_options_are_checked_by_the_plugins_own_spec(readme_run, capsys, ov
     with pytest.raises(ValueError) as spec:  # the estimator's own refusal, word for word in the preflight's line
         import yaml
 
-        EBPOOptions.from_mapping({override.split(".")[-1].split("=")[0]: yaml.safe_load(override.split("=")[1])})
+        EBPOOptions.from_algorithm_config({"ebpo": {override.split(".")[-1].split("=")[0]: yaml.safe_load(override.split("=")[1])}})
     _, args = readme_run
     rc, _, err = _run(capsys, [*FREE, *args, override])
     _one_line_refusal(rc, err, "ebpo options:", shown, " ".join(str(spec.value).split()))

@@ -7,11 +7,11 @@ import pytest
 
 from verl_ebpo.advantage.prior import EBPOPrior, Moments, read_prior_file
 
-GOOD = EBPOPrior(Moments(2.0, 0.5, 0.5), Moments(1.0, 0.5, 0.0), 1, {"prior_scope": "running", "prior_decay": 1.0})
+GOOD = EBPOPrior(Moments(2.0, 0.5, 0.5), Moments(1.0, 0.5, 0.0), 1)
 
 
 def test_state_and_file_round_trip_exactly(tmp_path):
-    prior = EBPOPrior(Moments(3.0, 1 / 3, 2 / 3), Moments(1.5, 1 / 3, 1 / 3), 2, {"prior_scope": "running"})
+    prior = EBPOPrior(Moments(3.0, 1 / 3, 2 / 3), Moments(1.5, 1 / 3, 1 / 3), 2)
     copy = EBPOPrior()
     copy.load_state_dict(prior.state_dict())
     assert copy == prior

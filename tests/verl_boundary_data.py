@@ -157,10 +157,10 @@ TOUCHES: tuple[Touch, ...] = (
         "checkpoint tracker",
         "format",
         "verl.utils.checkpoint.checkpoint_manager:find_latest_ckpt_path",
-        "verl_ebpo.advantage.prior:latest_checkpoint",
+        "verl_ebpo.tools.inspect_prior:resolve_prior_path",
         "tests/test_inspect.py::test_inspects_tracker_rule_is_verls",
-        "`latest_checkpointed_iteration.txt` -> `global_step_N`, read in one place for the callback and inspect "
-        "(which never imports verl)",
+        "`latest_checkpointed_iteration.txt` -> `global_step_N`: the callback calls verl's own function; inspect "
+        "(which never imports verl) mirrors it",
     ),
     Touch(
         "group labels",

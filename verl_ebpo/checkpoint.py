@@ -7,7 +7,7 @@ writes the process-wide prior to `<checkpoint_dir>/ebpo_prior.json`, atomically.
 
 Restore: verl has no load hook. It builds the callback in `PPOTrainer.__init__` (in the TaskRunner, the process that
 later computes every advantage) before `_load_checkpoint` runs, so the constructor finds the folder verl will
-resume from with the rules of `PPOTrainer._load_checkpoint` (restated in `find_resume_checkpoint`, tested equal)
+resume from with the rules of `PPOTrainer._load_checkpoint` (`find_resume_checkpoint`, tested equal)
 and loads the prior from it. Only `algorithm.adv_estimator == "ebpo"` activates the callback.
 """
 
@@ -18,11 +18,11 @@ import os
 from typing import NamedTuple
 
 from verl.trainer.ppo.checkpoint_callback import CheckpointCallback
+from verl.utils.checkpoint.checkpoint_manager import find_latest_ckpt_path
 
 from verl_ebpo import __version__
 from verl_ebpo.advantage.options import ESTIMATOR_NAME, EBPOOptions, config_get
-from verl_ebpo.advantage.prior import (PRIOR_FILENAME, EBPOCheckpointError, EBPOPrior, get_prior, latest_checkpoint,
-                                       read_prior_file)
+from verl_ebpo.advantage.prior import PRIOR_FILENAME, EBPOCheckpointError, EBPOPrior, get_prior, read_prior_file
 
 logger = logging.getLogger(__name__)
 
@@ -35,27 +35,23 @@ class ResumePoint(NamedTuple):
 
 
 def find_resume_checkpoint(trainer_config) -> ResumePoint | None:
-    """The global_step_N folder verl's V1 trainer will resume from, or None for a fresh start (step 1 of verl 0.9.1's
-    `PPOTrainer._load_checkpoint`): "disable" -> None; "auto": the latest checkpoint of `default_local_dir` (joined
-    to the cwd) by verl's tracker rule; "resume_path": `resume_from_path` (a str naming global_step_N, joined to the
-    cwd); N = int(folder.split("global_step_")[-1]). Where verl would fail this raises EBPOCheckpointError."""
-    mode = config_get(trainer_config, "resume_mode", "auto")
-    folder = config_get(trainer_config, "default_local_dir" if mode == "auto" else "resume_from_path")
+    """The global_step_N folder verl's V1 trainer will resume from, or None for a fresh start: step 1 of verl 0.9.1's
+    `PPOTrainer._load_checkpoint`, with verl's own `find_latest_ckpt_path` (tested equal). A setting verl would refuse
+    once the models are loaded, minutes later, is an EBPOCheckpointError here, at the trainer's construction."""
+    mode, path = config_get(trainer_config, "resume_mode", "auto"), config_get(trainer_config, "resume_from_path")
     if mode == "disable":
         return None
     if mode == "auto":
-        if not isinstance(folder, (str, os.PathLike)):
-            raise EBPOCheckpointError(f"trainer.resume_mode=auto needs trainer.default_local_dir, got {folder!r}")
-        folder = latest_checkpoint(os.path.join(os.getcwd(), os.fspath(folder)))
-        if folder is None:
-            return None
+        folder = find_latest_ckpt_path(os.path.join(os.getcwd(), config_get(trainer_config, "default_local_dir")))
     elif mode != "resume_path":
         raise EBPOCheckpointError(f"unknown trainer.resume_mode {mode!r}; verl accepts disable, auto or resume_path")
-    elif not isinstance(folder, str) or "global_step_" not in folder:
-        raise EBPOCheckpointError(f"trainer.resume_mode=resume_path needs trainer.resume_from_path to be a path (str) "
-                                  f"naming a global_step_N folder, got {folder!r} (verl asserts the same)")
+    elif isinstance(path, str) and "global_step_" in path:
+        folder = os.path.join(os.getcwd(), path)
+    else:
+        raise EBPOCheckpointError(f"trainer.resume_mode=resume_path needs trainer.resume_from_path naming a "
+                                  f"global_step_N folder, got {path!r} (verl asserts the same)")
     try:
-        return ResumePoint(os.path.join(os.getcwd(), folder), int(folder.split("global_step_")[-1]))
+        return None if folder is None else ResumePoint(folder, int(folder.split("global_step_")[-1]))
     except ValueError:
         raise EBPOCheckpointError(f"cannot read the global step from checkpoint folder {folder!r}: it must end in "
                                   "global_step_N (verl would fail too; note: no trailing slash)") from None
@@ -79,8 +75,7 @@ def restore_prior(config, prior: EBPOPrior | None = None) -> ResumePoint | None:
     if point is None or not os.path.exists(path):
         if point is None:
             return prior.reset()
-        where = "" if os.path.isdir(point.folder) else " (that folder does not exist)"
-        reason = (f"verl will resume from checkpoint {point.folder}{where}, but it holds no EBPO prior "
+        reason = (f"verl will resume from checkpoint {point.folder}, but it holds no EBPO prior "
                   f"({PRIOR_FILENAME}); it was saved without trainer.checkpoint_callback_class="
                   "verl_ebpo.EBPOCheckpointCallback, or with another adv_estimator")
         if not options.allow_missing_state:
@@ -93,9 +88,6 @@ def restore_prior(config, prior: EBPOPrior | None = None) -> ResumePoint | None:
     if step != point.step:
         raise EBPOCheckpointError(f"EBPO prior file {path} was saved at global step {step}, but verl resumes at step "
                                   f"{point.step} from that folder; the file does not belong to this checkpoint")
-    if loaded.shaping is not None and dict(loaded.shaping) != options.prior_shaping():
-        logger.warning("EBPO prior in %s was accumulated with %s, but this run uses %s; continuing from the saved "
-                       "statistics under the new options", path, dict(loaded.shaping), options.prior_shaping())
     prior.assign(loaded)
     logger.info("EBPO: restored the prior from %s (step %d: %s)", path, step, loaded.state_dict())
     return point
@@ -113,7 +105,7 @@ class EBPOCheckpointCallback(CheckpointCallback):
         if self.active:  # in the TaskRunner, before any model loads: the process that computes every advantage
             from verl_ebpo.advantage.verl_glue import ensure_registered
 
-            ensure_registered(with_callback=True)
+            ensure_registered()
             self.resumed_from = restore_prior(config)
 
     def on_save(self, trainer, global_step: int, checkpoint_dir: str, async_save: bool = False, **kwargs):

@@ -25,7 +25,6 @@ from __future__ import annotations
 
 import torch
 
-NORMALIZE_MODES = ("batch", "center", "none")
 MAX_ABS_SCORE = 1e100  # (2e100)^2 * weight stays finite for any weight below ~4e107
 ZERO_ADVANTAGE_TOL = 1e-6  # |A| below this counts as "zero advantage" in diagnostics
 F64 = torch.float64
@@ -140,7 +139,7 @@ def ebpo_advantage(token_level_rewards: torch.Tensor, response_mask: torch.Tenso
         count, mean, all_equal = group_stats(scores, valid, gid, int(gid.max()) + 1)
         present = count > 0
         batch = torch.stack([moments(scores[valid]), moments(mean[present])]).tolist()
-        updated = prior.merged(*(Moments(*m) for m in batch), options.prior_decay, options.prior_shaping())
+        updated = prior.merged(*(Moments(*m) for m in batch), options.prior_decay)
         s = shrinkage(count, updated.sigma2, updated.tau2, options.epsilon)  # (n,)
         baseline = (1.0 - s) * mean + s * updated.mu_glob  # V_q (n,)
         adv = normalize_advantage(scores - baseline[gid], valid, options.normalize, options.epsilon)  # (bs,)

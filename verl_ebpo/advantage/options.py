@@ -7,8 +7,7 @@ import dataclasses
 import math
 from dataclasses import dataclass, field
 
-from verl_ebpo.advantage.core import NORMALIZE_MODES
-
+NORMALIZE_MODES = ("batch", "center", "none")
 ESTIMATOR_NAME = "ebpo"  # algorithm.adv_estimator=ebpo: the name registered in verl and checked by the callback
 
 
@@ -26,52 +25,6 @@ def from_mapping(cls, mapping=None, prefix: str = "", **defaults):
     if unknown := sorted(str(k) for k in raw if k not in known):
         raise ValueError(f"unknown {prefix + ' ' if prefix else ''}option(s) {unknown}; known options: {known}")
     return cls(**{**defaults, **{k: v for k, v in raw.items() if v is not None}})
-
-
-def help_field(default, help: str, default_doc: str | None = None):
-    """A dataclass field documented beside it (`default_doc`: how its default reads in the table)."""
-    return field(default=default, metadata={"help": help, "default_doc": default_doc})
-
-
-def markdown_table(cls, key_header: str = "key") -> str:
-    """| key | default | effect | rows from the fields' `help` (and `default_doc`, how a default reads)."""
-    show = lambda v: str(v).lower() if isinstance(v, bool) else str(v)  # noqa: E731
-    return "\n".join([f"| {key_header} | default | effect |", "|---|---|---|"] + [
-        f"| `{f.name}` | {f.metadata.get('default_doc') or f'`{show(f.default)}`'} | {f.metadata['help']} |"
-        for f in dataclasses.fields(cls)])
-
-
-def validate(obj, prefix: str, numbers: dict = {}, choices: dict = {}, checks: dict = {}, bools=()) -> None:  # noqa: B006
-    """Check and normalise a frozen dataclass's fields in place ("0.5" -> 0.5, "true" -> True, as a command line
-    gives them): `numbers` {name: (lo, hi, lo_open, integer)} a finite number in [lo, hi] ((lo, hi] with lo_open);
-    `choices` {name: allowed}; `checks` {name: fn(value) -> value, or ValueError("must be ...")}; `bools` names.
-    A bad value is a ValueError naming `prefix.name`, what it accepts and what it got."""
-    for name in [*numbers, *choices, *checks, *bools]:
-        value = getattr(obj, name)
-        try:
-            if name in numbers:
-                lo, hi, lo_open, integer = numbers[name]
-                try:
-                    x = math.nan if isinstance(value, bool) else float(value)
-                except (TypeError, ValueError):
-                    x = math.nan
-                if not (math.isfinite(x) and (x > lo if lo_open else x >= lo) and x <= hi and (not integer or x == int(x))):
-                    raise ValueError(f"must be {'a whole' if integer else 'a finite'} number in "
-                                     f"{'(' if lo_open else '['}{lo:g}, {hi:g}{')' if math.isinf(hi) else ']'}")
-                new = int(x) if integer else x
-            elif name in choices:
-                if value not in choices[name]:
-                    raise ValueError(f"must be one of {list(choices[name])}")
-                new = value
-            elif name in checks:
-                new = checks[name](value)
-            elif isinstance(value, bool) or str(value).strip().lower() in ("true", "false"):
-                new = value if isinstance(value, bool) else str(value).strip().lower() == "true"
-            else:
-                raise ValueError("must be true or false")
-        except ValueError as e:
-            raise ValueError(f"{prefix + '.' if prefix else ''}{name} {e}, got {value!r}") from None
-        object.__setattr__(obj, name, new)
 
 
 @dataclass(frozen=True)
@@ -97,14 +50,25 @@ class EBPOOptions:
         "on resume, start a fresh prior (with a warning) when the checkpoint holds none "
         "([docs/checkpoint.md](docs/checkpoint.md)).")})
 
-    def __post_init__(self):
-        validate(self, "algorithm.ebpo", numbers={"prior_decay": (0.0, 1.0, True, False), "epsilon": (0.0, 1.0, True, False)},
-                 choices={"prior_scope": ("running", "batch"), "normalize": NORMALIZE_MODES,
-                          "on_nonfinite": ("error", "skip")}, bools=("allow_missing_state",))
+    def __post_init__(self):  # a command line may give "0.5" or "true": normalised here
+        def refuse(key: str, wants: str):
+            raise ValueError(f"algorithm.ebpo.{key} must be {wants}, got {getattr(self, key)!r}")
 
-    def prior_shaping(self) -> dict:
-        """The options that shape the accumulated prior (saved with it, compared on resume)."""
-        return {"prior_scope": self.prior_scope, "prior_decay": self.prior_decay}
+        for key, allowed in (("prior_scope", ("running", "batch")), ("normalize", NORMALIZE_MODES),
+                             ("on_nonfinite", ("error", "skip"))):
+            if getattr(self, key) not in allowed:
+                refuse(key, f"one of {list(allowed)}")
+        for key in ("prior_decay", "epsilon"):
+            try:
+                x = math.nan if isinstance(getattr(self, key), bool) else float(getattr(self, key))
+            except (TypeError, ValueError):
+                x = math.nan
+            if not 0.0 < x <= 1.0:
+                refuse(key, "a finite number in (0, 1]")
+            object.__setattr__(self, key, x)
+        if str(self.allow_missing_state).strip().lower() not in ("true", "false"):
+            refuse("allow_missing_state", "true or false")
+        object.__setattr__(self, "allow_missing_state", str(self.allow_missing_state).strip().lower() == "true")
 
     @classmethod
     def from_algorithm_config(cls, config) -> "EBPOOptions":
@@ -113,5 +77,3 @@ class EBPOOptions:
         center = config_get(config, "norm_adv_by_std_in_grpo", True) is False
         return from_mapping(cls, config_get(config, "ebpo"), "algorithm.ebpo", **({"normalize": "center"} if center else {}))
 
-    from_mapping = classmethod(lambda cls, mapping=None, **defaults: from_mapping(cls, mapping, "algorithm.ebpo", **defaults))
-    markdown_table = classmethod(markdown_table)

@@ -20,7 +20,6 @@ from verl_ebpo.advantage.core import merge_moments, shrinkage
 
 SCHEMA = "verl_ebpo.prior"
 SCHEMA_VERSION = 1
-_FIELDS = ("weight", "mean", "m2")
 
 
 @dataclass(frozen=True)
@@ -42,48 +41,31 @@ class EBPOPrior:
     reward: Moments = field(default_factory=Moments)  # W_r
     group_mean: Moments = field(default_factory=Moments)  # W_mu
     updates: int = 0  # number of calls that merged at least one valid row
-    shaping: dict | None = None  # options that shaped the accumulated statistics (prior_scope, prior_decay)
 
-    @property
-    def mu_glob(self) -> float:
-        return self.reward.mean
-
-    @property
-    def sigma2(self) -> float:
-        return self.reward.variance
-
-    @property
-    def tau2(self) -> float:
-        return self.group_mean.variance
+    mu_glob = property(lambda self: self.reward.mean, doc="running mean of all scores")
+    sigma2 = property(lambda self: self.reward.variance, doc="running population variance of all scores")
+    tau2 = property(lambda self: self.group_mean.variance, doc="running population variance of the group means")
 
     def shrinkage_for(self, group_size: float, epsilon: float = 1e-6) -> float:
         """S for a group of `group_size` answers under the current statistics."""
         return float(shrinkage(torch.tensor([float(group_size)], dtype=torch.float64), self.sigma2, self.tau2, epsilon))
 
-    def merged(self, reward_batch: Moments, group_mean_batch: Moments, decay: float,
-               shaping: dict | None = None) -> "EBPOPrior":
+    def merged(self, reward_batch: Moments, group_mean_batch: Moments, decay: float) -> "EBPOPrior":
         """A new prior with one call's moments (of its scores, of its group means) merged in by `merge_moments`;
-        self unchanged. `shaping`: the options that shaped it (default: self's)."""
+        self unchanged."""
         if reward_batch.weight <= 0:
             return self
         moments = [[*m.__dict__.values()] for m in (self.reward, self.group_mean, reward_batch, group_mean_batch)]
         acc = torch.tensor(moments, dtype=torch.float64)
         reward, group_mean = merge_moments(acc[:2], acc[2:], decay).tolist()
-        return EBPOPrior(Moments(*reward), Moments(*group_mean), self.updates + 1,
-                         self.shaping if shaping is None else shaping)
+        return EBPOPrior(Moments(*reward), Moments(*group_mean), self.updates + 1)
 
     def is_finite(self) -> bool:
         return all(math.isfinite(x) for m in (self.reward, self.group_mean) for x in m.__dict__.values())
 
-    def check(self) -> None:
-        """ValueError unless every moment is finite, weights, m2 and updates >= 0."""
-        if not self.is_finite() or self.updates < 0 or any(m.weight < 0 or m.m2 < 0 for m in (self.reward, self.group_mean)):
-            raise ValueError(f"invalid moments (finite, weight and m2 >= 0, updates >= 0 expected): {self.state_dict()}")
-
     def assign(self, other: "EBPOPrior") -> None:
         """Replace this object's state in place (so references held elsewhere see the update)."""
-        self.reward, self.group_mean, self.updates, self.shaping = (
-            other.reward, other.group_mean, other.updates, other.shaping)
+        self.reward, self.group_mean, self.updates = other.reward, other.group_mean, other.updates
 
     def reset(self) -> None:
         self.assign(EBPOPrior())
@@ -91,8 +73,7 @@ class EBPOPrior:
     def state_dict(self) -> dict:
         """Plain JSON-able dict; floats round-trip exactly through json (repr)."""
         return {"schema": SCHEMA, "version": SCHEMA_VERSION, "reward": dict(self.reward.__dict__),
-                "group_mean": dict(self.group_mean.__dict__), "updates": self.updates,
-                "shaping": dict(self.shaping) if self.shaping else None}
+                "group_mean": dict(self.group_mean.__dict__), "updates": self.updates}
 
     def load_state_dict(self, state: dict) -> None:
         """Load a dict made by `state_dict()`. ValueError (self unchanged) on another schema or version, a missing
@@ -100,11 +81,12 @@ class EBPOPrior:
         if not isinstance(state, dict) or state.get("schema") != SCHEMA or state.get("version") != SCHEMA_VERSION:
             raise ValueError(f"not an EBPO prior state of schema {SCHEMA!r} version {SCHEMA_VERSION}")
         try:
-            acc = [Moments(*(float(state[name][key]) for key in _FIELDS)) for name in ("reward", "group_mean")]
-            loaded = EBPOPrior(*acc, int(state["updates"]), dict(state["shaping"]) if state["shaping"] else None)
+            acc = [Moments(*(float(state[name][key]) for key in ("weight", "mean", "m2"))) for name in ("reward", "group_mean")]
+            loaded = EBPOPrior(*acc, int(state["updates"]))
         except (KeyError, TypeError, ValueError) as e:
             raise ValueError(f"malformed or missing field {e}") from None
-        loaded.check()
+        if not loaded.is_finite() or loaded.updates < 0 or any(m.weight < 0 or m.m2 < 0 for m in acc):
+            raise ValueError(f"invalid moments (finite, weight and m2 >= 0, updates >= 0 expected): {state}")
         self.assign(loaded)
 
     def save(self, path: str | os.PathLike, **extra) -> None:
@@ -128,7 +110,6 @@ class EBPOPrior:
 
 
 PRIOR_FILENAME = "ebpo_prior.json"  # beside verl's checkpoint, in its global_step_N folder
-TRACKER_FILENAME = "latest_checkpointed_iteration.txt"  # verl's get_checkpoint_tracker_filename
 
 
 class EBPOCheckpointError(ValueError):
@@ -149,28 +130,6 @@ def read_prior_file(path: str | os.PathLike) -> tuple[EBPOPrior, int]:
     except (OSError, ValueError, KeyError) as e:  # UnicodeDecodeError and JSONDecodeError are ValueErrors
         raise EBPOCheckpointError(f"EBPO prior file {path} is corrupt or unreadable: {e}") from None
     return prior, step
-
-
-def read_tracker(root: str | os.PathLike) -> int | None:
-    """The step in `root`'s verl tracker file (latest_checkpointed_iteration.txt), parsed as verl's
-    `find_latest_ckpt_path` does; None without a tracker; EBPOCheckpointError naming it when it holds no step."""
-    tracker = os.path.join(root, TRACKER_FILENAME)
-    if not os.path.exists(tracker):
-        return None
-    with open(tracker, "rb") as f:
-        raw = f.read(4097)
-    try:
-        return int(raw.decode())
-    except (UnicodeDecodeError, ValueError):
-        raise EBPOCheckpointError(f"checkpoint tracker {tracker} holds {raw[:40]!r}, not a step number; write the "
-                                  "step to resume from into it, or use trainer.resume_mode=resume_path") from None
-
-
-def latest_checkpoint(root: str) -> str | None:
-    """verl's `find_latest_ckpt_path` (tested equal): <root>/global_step_N of the tracker's N when that folder exists."""
-    step = read_tracker(root)
-    folder = os.path.join(root, f"global_step_{step}")
-    return folder if step is not None and os.path.exists(folder) else None
 
 
 _PRIOR = EBPOPrior()

@@ -10,7 +10,6 @@ from __future__ import annotations
 
 import functools
 import logging
-import sys
 import threading
 
 import torch
@@ -25,9 +24,6 @@ _COUNT_KEYS = ("ebpo/padding_rows", "ebpo/skipped_rows")
 _LATEST_KEYS = ("ebpo/prior_mean", "ebpo/sigma2", "ebpo/tau2", "ebpo/prior_weight")
 _pending: list[dict] = []
 _lock = threading.Lock()
-_startup = {"callback": False, "warned": False}
-CALLBACK_CLASS = "verl_ebpo.EBPOCheckpointCallback"
-_TRAINER_MODULES = ("verl.trainer.ppo.v1.trainer_base", "verl.trainer.ppo.ray_trainer")
 
 
 def compute_ebpo_outcome_advantage(token_level_rewards: torch.Tensor, response_mask: torch.Tensor, index=None,
@@ -35,15 +31,9 @@ def compute_ebpo_outcome_advantage(token_level_rewards: torch.Tensor, response_m
     """EBPO advantage for verl (outcome rewards) with the process-wide prior: (bs, T) rewards and mask, `index` the
     (bs,) prompt uids, `config` verl's `algorithm` config (options in `config.ebpo`); other kwargs are ignored.
     Returns advantages, returns: the same (bs, T) tensor."""
-    options = EBPOOptions.from_algorithm_config(config)
-    trainer = any(m in sys.modules for m in _TRAINER_MODULES)  # not in the simulator or a test
-    if trainer and options.prior_scope == "running" and not (_startup["callback"] or _startup["warned"]):
-        _startup["warned"] = True  # once per process: a running prior without the callback is lost on resume
-        logger.warning("EBPO: algorithm.ebpo.prior_scope=running without trainer.checkpoint_callback_class=%s: the "
-                       "prior is not saved in checkpoints, so a resume restarts it empty (docs/checkpoint.md)",
-                       CALLBACK_CLASS)
     with torch.no_grad():
-        advantages, diagnostics = ebpo_advantage(token_level_rewards, response_mask, index, get_prior(), options)
+        advantages, diagnostics = ebpo_advantage(token_level_rewards, response_mask, index, get_prior(),
+                                                 EBPOOptions.from_algorithm_config(config))
     record_metrics(diagnostics)
     return advantages, advantages
 
@@ -92,13 +82,12 @@ def register() -> None:
         register_adv_est(ESTIMATOR_NAME)(compute_ebpo_outcome_advantage)
 
 
-def ensure_registered(with_callback: bool = False) -> None:
+def ensure_registered() -> None:
     """Make `ebpo` this process's verl estimator before any model loads (the checkpoint callback calls it in the
-    TaskRunner; `with_callback`: the prior is saved and restored here). Registers it, with one warning, when verl's
-    plugin loading did not; RuntimeError (one line) when the name is taken by another function."""
+    TaskRunner): registers it, with one warning, when verl's plugin loading did not; RuntimeError (one line) when the
+    name is taken by another function."""
     from verl.trainer.ppo.core_algos import ADV_ESTIMATOR_REGISTRY
 
-    _startup["callback"] |= with_callback
     current = ADV_ESTIMATOR_REGISTRY.get(ESTIMATOR_NAME)
     if current is not None and current is not compute_ebpo_outcome_advantage:
         raise RuntimeError(f"algorithm.adv_estimator=ebpo: verl's registry maps 'ebpo' to {current.__module__}."
@@ -106,7 +95,6 @@ def ensure_registered(with_callback: bool = False) -> None:
                            "a second copy of verl_ebpo is imported); remove it or install one verl-ebpo")
     if current is None:
         register()
-        logger.warning("EBPO: 'ebpo' was not registered in this process by verl's plugin loading (`import verl`, entry "
-                       "point group verl.plugins); %s registered it before any model loads. Fix: `pip install "
-                       "verl-ebpo` on every node (not only in the Ray working dir), and leave VERL_USE_EXTERNAL_PLUGINS "
-                       "unset or include ebpo in it", CALLBACK_CLASS)
+        logger.warning("EBPO: 'ebpo' was not registered in this process by verl's plugin loading (entry point group "
+                       "verl.plugins); the checkpoint callback registered it. Fix: `pip install verl-ebpo` on every node "
+                       "and leave VERL_USE_EXTERNAL_PLUGINS unset or include ebpo in it")

@@ -14,8 +14,7 @@ import os
 import sys
 
 from verl_ebpo.advantage.options import EBPOOptions
-from verl_ebpo.advantage.prior import (PRIOR_FILENAME, TRACKER_FILENAME, EBPOCheckpointError, EBPOPrior, read_prior_file,
-                                       read_tracker)
+from verl_ebpo.advantage.prior import PRIOR_FILENAME, EBPOCheckpointError, EBPOPrior, read_prior_file
 from verl_ebpo.tools.cli import one_line
 from verl_ebpo.tools.files import unreadable_reason
 
@@ -23,6 +22,7 @@ INSPECT_GROUP_SIZES = (1, 4, 8, 16, 32)
 # The largest prior file inspect reads: a saved prior is under 1 KiB; anything this large is not one, and is refused
 # from its size alone, before it is opened (a 512 MiB file was read whole, 1.2 GB resident, to say "not valid JSON").
 MAX_PRIOR_BYTES = 16 << 20  # 16 MiB
+TRACKER_FILENAME = "latest_checkpointed_iteration.txt"  # verl's get_checkpoint_tracker_filename
 
 
 def resolve_prior_path(target: str | os.PathLike) -> str:
@@ -44,7 +44,12 @@ def resolve_prior_path(target: str | os.PathLike) -> str:
             raise EBPOCheckpointError(f"checkpoint tracker {tracker}: {unreadable_reason(tracker)}")
         # verl's find_latest_ckpt_path, mirrored (tested equal) so that inspect never imports verl: tracker -> N
         # -> <root>/global_step_N, which must exist
-        latest = os.path.join(target, f"global_step_{read_tracker(target)}")
+        with open(tracker, "rb") as f:
+            raw = f.read(4097)
+        try:
+            latest = os.path.join(target, f"global_step_{int(raw.decode())}")
+        except (UnicodeDecodeError, ValueError):
+            raise EBPOCheckpointError(f"checkpoint tracker {tracker} holds {raw[:40]!r}, not a step number") from None
         why = unreadable_reason(latest, allow_dir=True, expected="a folder")
         if why is None and not os.path.isdir(latest):
             why = "it is a regular file, not a folder"
@@ -146,7 +151,6 @@ def describe_prior(prior: EBPOPrior, global_step: int, group_sizes=INSPECT_GROUP
     return {
         "global_step": global_step,
         "updates": prior.updates,
-        "shaping": dict(prior.shaping) if prior.shaping else None,
         "mu_glob": prior.mu_glob,
         "sigma2": prior.sigma2,
         "tau2": prior.tau2,
@@ -200,10 +204,9 @@ def run(args: argparse.Namespace) -> int:
     if args.json:
         print(json.dumps({"path": os.path.abspath(path), **d}, sort_keys=True))
         return 0
-    shaping = ", ".join(f"{k}={v}" for k, v in d["shaping"].items()) if d["shaping"] else "(never updated)"
     lines = [
         f"EBPO prior  {os.path.abspath(path)}",
-        f"global_step {step}   updates {prior.updates}   shaped by {shaping}",
+        f"global_step {step}   updates {prior.updates}",
         f"mu_glob     {prior.mu_glob!r}",
         f"sigma2      {prior.sigma2!r}",
         f"tau2        {prior.tau2!r}",

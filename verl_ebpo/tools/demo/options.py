@@ -6,7 +6,7 @@ from __future__ import annotations
 import dataclasses
 from dataclasses import dataclass
 
-from verl_ebpo.advantage.options import from_mapping, help_field, markdown_table, validate
+from verl_ebpo.tools.options import from_mapping, help_field, markdown_table, validate
 from verl_ebpo.tools import algorithms as _algorithms
 
 # name -> what it is. The verl keys of each come from `verl_ebpo.tools.algorithms` (paper protocol), the one

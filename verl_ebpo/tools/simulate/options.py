@@ -8,7 +8,7 @@ import dataclasses
 from dataclasses import dataclass
 from typing import Any
 
-from verl_ebpo.advantage.options import from_mapping, help_field, markdown_table, validate
+from verl_ebpo.tools.options import from_mapping, help_field, markdown_table, validate
 
 DEFAULT_ESTIMATORS = ("grpo", "drgrpo", "rfpp_baseline", "rloo", "dapo", "js", "ebpo")
 LR_GRID = (0.1, 0.3, 1.0, 3.0, 10.0, 30.0)  # the learning rates each estimator is tuned over (Adam)
