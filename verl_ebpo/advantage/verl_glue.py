@@ -75,7 +75,8 @@ def install_metrics_hook() -> None:
 
 
 def register() -> None:
-    """Register `ebpo` in verl's advantage-estimator registry (idempotent)."""
+    """Register `ebpo` in verl's advantage-estimator registry (idempotent; verl's ValueError, naming both functions,
+    when another function holds the name)."""
     from verl.trainer.ppo.core_algos import ADV_ESTIMATOR_REGISTRY, register_adv_est
 
     if ADV_ESTIMATOR_REGISTRY.get(ESTIMATOR_NAME) is not compute_ebpo_outcome_advantage:
@@ -84,17 +85,11 @@ def register() -> None:
 
 def ensure_registered() -> None:
     """Make `ebpo` this process's verl estimator before any model loads (the checkpoint callback calls it in the
-    TaskRunner): registers it, with one warning, when verl's plugin loading did not; RuntimeError (one line) when the
-    name is taken by another function."""
+    TaskRunner), with one warning when verl's plugin loading did not register it."""
     from verl.trainer.ppo.core_algos import ADV_ESTIMATOR_REGISTRY
 
-    current = ADV_ESTIMATOR_REGISTRY.get(ESTIMATOR_NAME)
-    if current is not None and current is not compute_ebpo_outcome_advantage:
-        raise RuntimeError(f"algorithm.adv_estimator=ebpo: verl's registry maps 'ebpo' to {current.__module__}."
-                           f"{current.__qualname__}, not verl_ebpo's estimator (another package registers that name, or "
-                           "a second copy of verl_ebpo is imported); remove it or install one verl-ebpo")
-    if current is None:
-        register()
+    if ESTIMATOR_NAME not in ADV_ESTIMATOR_REGISTRY:
         logger.warning("EBPO: 'ebpo' was not registered in this process by verl's plugin loading (entry point group "
                        "verl.plugins); the checkpoint callback registered it. Fix: `pip install verl-ebpo` on every node "
                        "and leave VERL_USE_EXTERNAL_PLUGINS unset or include ebpo in it")
+    register()
