@@ -1,12 +1,12 @@
 """End to end: verl's real trainer (`python -m verl.trainer.main_ppo`, V1) on the CPU backend.
 
-Nine trainer launches (each ~1 min of start-up), shared by the tests below:
+Trainer launches (each ~1 min of start-up), shared by the tests below:
 - run A: `adv_estimator=ebpo`, 3 steps, math reward (verl_ebpo.rewards through verl's reward loop),
   difficulty order (verl_ebpo.samplers), EBPOCheckpointCallback, checkpoints at steps 2 and 3;
 - run B: resumes run A's checkpoint directory (verl's resume_mode=auto) for step 4;
-- run C: `adv_estimator=grpo`, topic order, the callback configured but inactive, 2 steps;
-- the demo (`python -m verl_ebpo.tools.cli demo`): GRPO, DAPO, EBPO x 2 seeds x 8 steps (six runs, one after the
-  other, on one Ray cluster).
+- run C (`-m slow`): `adv_estimator=grpo`, topic order, the callback configured but inactive, 2 steps;
+- the demo (`-m slow`, `python -m verl_ebpo.tools.cli demo`): DAPO and EBPO on two lanes.
+The README's test command runs A and B; CI runs the `slow` ones after it.
 Every expected number is recomputed here from what verl wrote (rollout dumps, metrics, checkpoints).
 Run the fast tests alone with `python -m pytest -m "not e2e"`.
 """
@@ -258,6 +258,7 @@ def test_resumed_run_continues_the_data_order(data, run_b):
 # -- run C: GRPO, topic order, callback inactive ---------------------------------------------------------
 
 
+@pytest.mark.slow  # a third launch: the README's command runs two (A, B); CI runs this one after it
 def test_grpo_trains_with_topic_order_and_the_callback_stays_out(data, run_c):
     metrics = run_c["metrics"]
     assert sorted(metrics) == [1, 2]
@@ -312,7 +313,7 @@ def demo(tmp_path_factory):
             "summary": json.loads((out / "summary.json").read_text())}
 
 
-@pytest.mark.slow  # two more launches; DAPO through the replay buffer by default: test_recipes_smoke.py (dapo_diff)
+@pytest.mark.slow  # two more launches; DAPO through the replay buffer: also test_recipes_smoke.py (dapo_diff)
 def test_demo_runs_verls_trainer_on_two_lanes_and_writes_the_summary(demo):
     out, summary = demo["out"], demo["summary"]
     assert json.loads((out / ".verl-ebpo-owner").read_text())["tool"] == "verl-ebpo demo"  # a re-run may replace runs/
@@ -343,7 +344,7 @@ def test_demo_runs_verls_trainer_on_two_lanes_and_writes_the_summary(demo):
     assert f"verl-ebpo inspect {out / 'runs' / 'ebpo' / 'seed0' / 'checkpoints'}" in demo["stdout"]
 
 
-@pytest.mark.slow  # two more launches; DAPO through the replay buffer by default: test_recipes_smoke.py (dapo_diff)
+@pytest.mark.slow  # two more launches; DAPO through the replay buffer: also test_recipes_smoke.py (dapo_diff)
 def test_demo_gives_one_initial_model_and_dapo_filters_through_the_cpu_buffer(demo):
     out, summary = demo["out"], demo["summary"]
     # seed 0: the same initial model for every algorithm (greedy accuracy before training)
@@ -369,7 +370,7 @@ def test_demo_gives_one_initial_model_and_dapo_filters_through_the_cpu_buffer(de
     assert summary["algos"]["dapo"]["answers_generated"] > summary["algos"]["ebpo"]["answers_generated"] == STEPS * 8 * 4
 
 
-@pytest.mark.slow  # two more launches; DAPO through the replay buffer by default: test_recipes_smoke.py (dapo_diff)
+@pytest.mark.slow  # two more launches; DAPO through the replay buffer: also test_recipes_smoke.py (dapo_diff)
 def test_demo_writes_verl_ebpo_compare_over_the_same_runs(demo):
     """The demo = the runs + `verl-ebpo compare`: comparison.json from verl's metrics files, whose answer counts are
     the demo's, and whose finals are the means of verl's logged values."""

@@ -2,8 +2,8 @@
 backend (tiny model and data made offline, hardware keys swapped), writes checkpoints under CKPTS_ROOT and one
 metrics file per attempt, and a second invocation resumes.
 
-Default suite (`-m e2e`): DAPO-diff on 24 prompts, which must end with its curriculum (one pass, dynamic sampling,
-the recipe's reward manager and KL loss, one metrics file per attempt).
+`-m slow` (CI, after the README's command): DAPO-diff on 24 prompts, which must end with its curriculum (one pass,
+dynamic sampling, the recipe's reward manager and KL loss, one metrics file per attempt).
 On demand (`pytest -m recipe_smoke tests/test_recipes_smoke.py`): EBPO (2 steps, its prior file) and resumed by a
 second invocation, DAPO-diff resumed after its last step, DAPO, one run per algorithm family under both protocols,
 and `LAUNCH=ray-job` through a local Ray head with its dashboard and token authentication.
@@ -132,6 +132,7 @@ def _smoke_dapo_diff_first(tmp_path):
 
 
 @pytest.mark.e2e
+@pytest.mark.slow  # CI runs it after the README's command (a launch of ~1-4 min)
 def test_smoke_dapo_diff_makes_exactly_one_pass_over_its_curriculum(tmp_path):
     out, _folder, _attempt, _steps = _smoke_dapo_diff_first(tmp_path)
     swaps = out.stderr.split("swapped (hardware)")[1].split("[recipes] checkpoints")[0]
