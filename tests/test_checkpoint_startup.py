@@ -66,7 +66,7 @@ def test_plugins_turned_off_in_a_fresh_process_the_callback_registers_ebpo_and_s
         print(get_adv_estimator_fn("ebpo").__module__)
     """)
     env = {**os.environ, "VERL_USE_EXTERNAL_PLUGINS": "none", "PYTHONPATH": os.getcwd()}
-    out = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True, timeout=180)
+    out = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True, timeout=600)
     assert out.returncode == 0, out.stderr[-2000:]
     assert out.stdout.strip().splitlines()[-1] == "verl_ebpo.advantage.verl_glue"
     lines = [line for line in out.stderr.splitlines() if "'ebpo' was not registered" in line]
@@ -119,7 +119,7 @@ def test_the_ray_runtime_env_loads_the_plugin_on_a_node_without_the_package(tmp_
     code = ("import sys, verl\n"  # python -c: the working dir is sys.path[0]
             "from verl.trainer.ppo.core_algos import ADV_ESTIMATOR_REGISTRY as R\n"
             "print(R['ebpo'].__module__, sys.modules['verl_ebpo'].__file__)")
-    out = subprocess.run([sys.executable, "-c", code], env=env, cwd=root, capture_output=True, text=True, timeout=180)
+    out = subprocess.run([sys.executable, "-c", code], env=env, cwd=root, capture_output=True, text=True, timeout=600)
     assert out.returncode == 0, out.stderr[-2000:]
     module, path = out.stdout.split()
     assert module == "verl_ebpo.advantage.verl_glue" and path.startswith(root)

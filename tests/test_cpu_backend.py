@@ -20,7 +20,7 @@ REPO = Path(__file__).resolve().parents[1]
 
 def _python(code: str, env: dict) -> dict:
     """Run `code` in a fresh interpreter (verl's platform is a per-process singleton); it prints JSON."""
-    proc = subprocess.run([sys.executable, "-c", code], env=env, cwd=REPO, capture_output=True, text=True, timeout=180)
+    proc = subprocess.run([sys.executable, "-c", code], env=env, cwd=REPO, capture_output=True, text=True, timeout=600)
     assert proc.returncode == 0, proc.stderr[-3000:]
     return json.loads(proc.stdout.strip().splitlines()[-1])
 

@@ -90,7 +90,7 @@ def _readme_args(tmp_path: Path, shared: Path) -> list[str]:
             'mkdir() { command mkdir "$@"; }\n')
     env = {"PATH": os.environ["PATH"], "HOME": "/home/researcher", "SHARED": str(shared),
            "PRE_OUT": str(tmp_path / "pre"), "ARGV_OUT": str(tmp_path / "argv")}
-    out = subprocess.run(["bash", "-euc", stub + block], env=env, capture_output=True, text=True, timeout=60)
+    out = subprocess.run(["bash", "-euc", stub + block], env=env, capture_output=True, text=True, timeout=600)
     assert out.returncode == 0, out.stderr
     pre = (tmp_path / "pre").read_text().splitlines()
     argv = (tmp_path / "argv").read_text().splitlines()
@@ -250,7 +250,7 @@ def test_backend_caveats_are_warnings_and_bad_options_one_line(readme_run, capsy
     assert rc == 0, err
     assert re.search(r"backend\s+warn\s+SGLang: the rollout is not seeded", out)
     rc = subprocess.run([sys.executable, "-m", "verl_ebpo.tools.cli", "preflight", "--gpu-memory-gb", "0"],
-                        capture_output=True, text=True, timeout=120)
+                        capture_output=True, text=True, timeout=600)
     assert rc.returncode == 2 and "--gpu-memory-gb must be in (0, 4096]" in rc.stderr
 
 

@@ -26,7 +26,7 @@ def _constraints() -> dict[str, str]:
 
 def test_environment_records_the_variables_that_choose_kernels_and_the_versions():
     code = "import json; from verl_ebpo.tools import provenance; print(json.dumps(provenance.environment()))"
-    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120, check=True,
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=600, check=True,
                          env={"PATH": "/usr/bin:/bin", "ATEN_CPU_CAPABILITY": "default", "OMP_NUM_THREADS": "1",
                               "MKL_CBWR": "AVX2", "UNRELATED": "x", "OMP_PROC_BIND": "y"})
     env = json.loads(out.stdout)

@@ -55,7 +55,7 @@ def _gpu_command_argv(tmp_path) -> list[str]:
             'verl-ebpo() { printf "%s\\n" "$@" > "$PRE_OUT"; }\n')
     env = {"PATH": os.environ["PATH"], "HOME": "/home/researcher", "ARGV_OUT": str(tmp_path / "argv"),
            "MKDIR_OUT": str(tmp_path / "mkdir"), "PRE_OUT": str(tmp_path / "pre")}
-    out = subprocess.run(["bash", "-euc", stub + block], env=env, capture_output=True, text=True, timeout=60)
+    out = subprocess.run(["bash", "-euc", stub + block], env=env, capture_output=True, text=True, timeout=600)
     assert out.returncode == 0, out.stderr
     assert (tmp_path / "mkdir").read_text().split() == ["-p", "/shared/ckpts/qwen3_8b-ebpo-topic"]
     argv = (tmp_path / "argv").read_text().splitlines()
@@ -140,7 +140,7 @@ def test_readme_first_block_is_the_lines_a_verl_user_adds(tmp_path):
     for extra, optional in (("", False), ('\npython3 -m verl.trainer.main_ppo "${YOUR_ARGS[@]}" "${EBPO[@]}" '
                                           '"${OPTIONAL[@]}"', True)):
         out = subprocess.run(["bash", "-euc", stub + first.group(2) + extra], capture_output=True, text=True,
-                             timeout=60, env={"PATH": os.environ["PATH"], "ARGV_OUT": str(tmp_path / "argv")})
+                             timeout=600, env={"PATH": os.environ["PATH"], "ARGV_OUT": str(tmp_path / "argv")})
         assert out.returncode == 0, out.stderr
         argv = (tmp_path / "argv").read_text().splitlines()
         assert argv[:3] == ["-m", "verl.trainer.main_ppo", "trainer.total_training_steps=3"]
@@ -172,6 +172,6 @@ def test_ci_runs_the_readme_command_then_the_slow_tests_and_fails_if_either_fail
     (tmp_path / "README.md").write_text(
         f"<!-- test-command -->\n```bash\necho test-ran >> log; exit {test_rc}\n```\n<!-- /test-command -->\n")
     env = {**os.environ, "SLOW": f"echo slow-ran >> log; exit {slow_rc}"}
-    out = subprocess.run(["bash", str(tmp_path / ".ci" / "run")], env=env, capture_output=True, text=True, timeout=60)
+    out = subprocess.run(["bash", str(tmp_path / ".ci" / "run")], env=env, capture_output=True, text=True, timeout=600)
     assert out.returncode == expected, out.stdout + out.stderr
     assert (tmp_path / "log").read_text().split() == ["test-ran", "slow-ran"]

@@ -61,7 +61,7 @@ def preflight_argv(model, algo, env, args=(), make_metrics_folder=True):
     """The recipe's preflight command after `python -m verl_ebpo.tools.preflight` (RECIPE_DRY_RUN=preflight);
     the metrics folder made as the recipe makes it before running it."""
     out = subprocess.run(["bash", str(script(model, algo)), *args], env=recipe_env({**env, "RECIPE_DRY_RUN": "preflight"}),
-                         capture_output=True, text=True, timeout=60)
+                         capture_output=True, text=True, timeout=600)
     assert out.returncode == 0, out.stderr
     argv = out.stdout.splitlines()
     argv = argv[argv.index("verl_ebpo.tools.preflight") + 1:]
@@ -126,7 +126,7 @@ def test_several_nodes_need_a_shared_folder(cluster, tmp_path):
     env = {"POSTTRAINED_MODEL_PATH": str(models["qwen3_8b"]), "HOME": str(tmp_path), "LAUNCH": "local",
            "PYTHON": "/bin/false", "RECIPE_PYTHON": sys.executable}
     out = subprocess.run(["bash", str(script("qwen3_8b", "ebpo"))], env=recipe_env(env), capture_output=True, text=True,
-                         timeout=60)
+                         timeout=600)
     assert out.returncode == 2 and out.stderr.count("\n") == 1
     assert "NNODES=4: set SHARED_DIR to the folder every node mounts" in out.stderr and "or NNODES=1" in out.stderr
     # the preflight also refuses $HOME paths when SHARED_DIR is declared but the folders are elsewhere

@@ -83,7 +83,7 @@ def dry_command(model: str, algo: str, env: dict | None = None, args: tuple = ()
     out = subprocess.run(
         ["bash", str(script(model, algo)), *args],
         env=recipe_env({**(env or {}), "RECIPE_DRY_RUN": "1"}),
-        capture_output=True, text=True, timeout=60,
+        capture_output=True, text=True, timeout=600,
     )
     assert out.returncode == 0, out.stderr
     return out.stdout.splitlines()
@@ -452,7 +452,7 @@ def test_an_unknown_protocol_fails_naming_the_choices(protocol):
     for model, algo in (("qwen3_8b", "ebpo"), ("qwen3_14b", "dapo_diff"), ("llama3_8b", "grpo")):
         out = subprocess.run(["bash", str(script(model, algo))],
                              env=recipe_env({"PROTOCOL": protocol, "RECIPE_DRY_RUN": "1"}),
-                             capture_output=True, text=True, timeout=60)
+                             capture_output=True, text=True, timeout=600)
         assert out.returncode == 2
         assert f"PROTOCOL must be paper or authors, got '{protocol}'" in out.stderr
         assert out.stdout == "" and out.stderr.count("\n") == 1
@@ -588,7 +588,7 @@ def test_ray_job_submit_gets_every_argument_intact(tmp_path):
     extra = ("trainer.experiment_name=it's $HOME", "+x.y=[a,b]")
     with dashboard:
         out = subprocess.run(["bash", str(script("qwen3_8b", "ebpo")), *extra], env=recipe_env(env),
-                             capture_output=True, text=True, timeout=60, cwd=tmp_path)
+                             capture_output=True, text=True, timeout=600, cwd=tmp_path)
     assert out.returncode == 0, out.stderr
     received = (tmp_path / "args.txt").read_text().splitlines()
     assert received[:2] == ["-m", "verl.trainer.main_ppo"]
@@ -612,7 +612,7 @@ def test_with_no_ray_cluster_to_submit_to_the_recipe_stops_in_one_line_naming_bo
                       "NNODES": "1", "RAY_ADDRESS": f"http://127.0.0.1:{port}", "SKIP_PREFLIGHT": skip_preflight,
                       "CKPTS_ROOT": str(tmp_path / "ck")})
     out = subprocess.run(["bash", str(script("qwen3_8b", "ebpo"))], env=env, capture_output=True, text=True,
-                         timeout=60, cwd=tmp_path)
+                         timeout=600, cwd=tmp_path)
     assert out.returncode == 2 and out.stdout == "" and out.stderr.count("\n") == 1, out.stderr
     assert f"no Ray cluster answers at http://127.0.0.1:{port}" in out.stderr
     assert "LAUNCH=local" in out.stderr and "`ray start --head`" in out.stderr and "Traceback" not in out.stderr
@@ -698,7 +698,7 @@ def test_order_keys_are_the_documented_ones():
 )
 def test_bad_environment_fails_with_a_clear_message(env, message):
     out = subprocess.run(["bash", str(script("qwen3_8b", "ebpo"))], env=recipe_env({**env, "RECIPE_DRY_RUN": "1"}),
-                         capture_output=True, text=True, timeout=60)
+                         capture_output=True, text=True, timeout=600)
     assert out.returncode == 2
     assert message in out.stderr
     assert out.stdout == "" and out.stderr.count("\n") == 1  # one line, nothing launched or printed
@@ -714,7 +714,7 @@ def test_an_undocumented_dry_run_value_is_refused_and_launches_nothing(tmp_path,
     fake.chmod(0o755)
     env = recipe_env({"RECIPE_DRY_RUN": value, "LAUNCH": "local", "PYTHON": str(fake), "SKIP_PREFLIGHT": "1",
                       "NNODES": "1", "CKPTS_ROOT": str(tmp_path / "ckpts")})
-    out = subprocess.run(["bash", str(script("qwen3_8b", "ebpo"))], env=env, capture_output=True, text=True, timeout=60)
+    out = subprocess.run(["bash", str(script("qwen3_8b", "ebpo"))], env=env, capture_output=True, text=True, timeout=600)
     assert out.returncode == 2 and out.stdout == "" and out.stderr.count("\n") == 1
     assert f"RECIPE_DRY_RUN must be 1 (print the command), preflight (print the preflight's command) or 0 (launch), " \
            f"got '{value}'" in out.stderr

@@ -193,7 +193,7 @@ def test_smoke_through_ray_job_submit_on_a_token_authenticated_cluster(tmp_path)
         address = f"http://127.0.0.1:{dashboard}"
         for _ in range(120):  # the dashboard's job API comes up after the head
             probe = subprocess.run([ray, "job", "list", "--address", address], env={**os.environ, **auth},
-                                   capture_output=True, text=True, timeout=60)
+                                   capture_output=True, text=True, timeout=600)
             if probe.returncode == 0:
                 break
             time.sleep(2)

@@ -140,7 +140,7 @@ def test_algorithm_definition_refuses_bad_values_in_one_line():
     with pytest.raises(ValueError, match="unknown algorithm"):
         algorithms.overrides("ppo")
     out = subprocess.run(["python3", "-m", "verl_ebpo.tools.algorithms", "dapo", "--max-response-length", "1"],
-                         capture_output=True, text=True, timeout=60)
+                         capture_output=True, text=True, timeout=600)
     assert out.returncode == 2 and out.stderr.count("\n") == 1 and "max_response_length must be >= 2" in out.stderr
 
 
@@ -189,7 +189,7 @@ def test_smoke_dry_run_prints_the_swapped_command_and_launches_nothing(tmp_path)
     ({"SMOKE": "yes"}, "SMOKE must be cpu (or unset), got 'yes'"),
 ])
 def test_bad_smoke_input_fails_before_anything(tmp_path, env, message):
-    out = subprocess.run(["bash", str(script("qwen3_8b", "ebpo"))], capture_output=True, text=True, timeout=60,
+    out = subprocess.run(["bash", str(script("qwen3_8b", "ebpo"))], capture_output=True, text=True, timeout=600,
                          env=recipe_env({**env, "CKPTS_ROOT": str(tmp_path)}))
     assert out.returncode == 2 and message in out.stderr and out.stderr.count("\n") == 1
     assert not list(tmp_path.iterdir())
