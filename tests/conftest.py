@@ -9,8 +9,9 @@ os.environ.setdefault("VERL_FORCE_DEVICE", "cpu")
 
 # Hypothesis: the default profile draws the same examples on every machine (derandomized, no example database), so a
 # machine never fails on an example another never saw; HYPOTHESIS_PROFILE=explore draws new ones, 10x as many.
-settings.register_profile("fixed", derandomize=True, database=None, print_blob=True)
-settings.register_profile("explore", derandomize=False, max_examples=1000, print_blob=True)
+# No deadline in either: an example's wall-clock time is no test's business (a loaded machine must not fail one).
+settings.register_profile("fixed", derandomize=True, database=None, print_blob=True, deadline=None)
+settings.register_profile("explore", derandomize=False, max_examples=1000, print_blob=True, deadline=None)
 HYPOTHESIS_PROFILE = os.environ.get("HYPOTHESIS_PROFILE", "fixed")
 settings.load_profile(HYPOTHESIS_PROFILE)
 
