@@ -74,6 +74,12 @@ def make_dataset(n: int, group: int, unique: bool, seed: int) -> list[tuple[str,
     return rows[:n]
 
 
+def _verifiers() -> list[int]:
+    """The pids of this process's verifier processes: its children, of any thread (Linux)."""
+    tasks = os.listdir("/proc/self/task")
+    return sorted(int(p) for t in tasks for p in open(f"/proc/self/task/{t}/children").read().split())
+
+
 def _cpu_of(pids: list[int]) -> float:
     total = 0.0
     for pid in pids:
@@ -88,22 +94,22 @@ def _cpu_of(pids: list[int]) -> float:
 def measure(rows, threads: int, processes: int, timeout: float) -> dict:
     """Score `rows` from `threads` threads with a fresh pool of `processes` verifiers, all started before the clock."""
     from verl_ebpo.rewards import compute_score, shutdown
-    from verl_ebpo.rewards.pool import current_pool
+    from verl_ebpo.rewards.pool import get_pool
 
     shutdown()
     kw, deadline, k = {"processes": processes, "timeout": timeout}, time.monotonic() + 120, 0
     while True:  # processes start on concurrent demand: ask `processes` questions at once until all are up
         with ThreadPoolExecutor(processes) as ex:
             list(ex.map(lambda i: compute_score("bench", f"\\boxed{{{k * 1000 + i}}}", "-1", **kw), range(processes)))
-        pool, k = current_pool(), k + 1
-        if len(pool.pids()) >= pool.size or time.monotonic() > deadline:
+        k += 1
+        if len(_verifiers()) >= get_pool(processes).size or time.monotonic() > deadline:
             break
-    pids = pool.pids()
+    pids = _verifiers()
     own0, kids0, t0 = time.process_time(), _cpu_of(pids), time.perf_counter()
     with ThreadPoolExecutor(threads) as ex:
         results = list(ex.map(lambda row: compute_score("bench", row[0], row[1], **kw), rows))
     wall = time.perf_counter() - t0
-    cpu = time.process_time() - own0 + _cpu_of(sorted(set(pids) | set(current_pool().pids()))) - kids0
+    cpu = time.process_time() - own0 + _cpu_of(sorted(set(pids) | set(_verifiers()))) - kids0
     shutdown()
     bad = [(row, out) for row, out in zip(rows, results) if out["acc"] != row[2]]
     return {"wall": wall, "cpu": cpu, "live": len(pids), "bad": bad}
