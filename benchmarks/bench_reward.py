@@ -16,6 +16,7 @@ Accuracy: the reward is whatever `verl_ebpo` is first on the import path (printe
 from __future__ import annotations
 
 import argparse
+import contextlib
 import importlib.util
 import math
 import os
@@ -75,9 +76,18 @@ def make_dataset(n: int, group: int, unique: bool, seed: int) -> list[tuple[str,
 
 
 def _verifiers() -> list[int]:
-    """The pids of this process's verifier processes: its children, of any thread (Linux)."""
-    tasks = os.listdir("/proc/self/task")
-    return sorted(int(p) for t in tasks for p in open(f"/proc/self/task/{t}/children").read().split())
+    """The pids of this process's live verifier processes: its children (of any thread) that run the pool (Linux)."""
+    pids = []
+    for path in [f"/proc/self/task/{t}/children" for t in os.listdir("/proc/self/task")]:
+        with contextlib.suppress(OSError), open(path) as f:
+            pids += [int(p) for p in f.read().split()]
+    return sorted(p for p in pids if b"rewards.pool import serve" in _read(f"/proc/{p}/cmdline"))
+
+
+def _read(path: str) -> bytes:
+    with contextlib.suppress(OSError), open(path, "rb") as f:
+        return f.read()
+    return b""
 
 
 def _cpu_of(pids: list[int]) -> float:

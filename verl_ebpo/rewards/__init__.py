@@ -6,7 +6,5 @@
 See docs/reward.md; `score` for the options, `extract` and `normalize` for what is graded, `pool` for the time bound.
 """
 
-from verl_ebpo.rewards.pool import shutdown
-from verl_ebpo.rewards.score import compute_score
-
-__all__ = ["compute_score", "shutdown"]
+from verl_ebpo.rewards.pool import shutdown  # noqa: F401
+from verl_ebpo.rewards.score import compute_score  # noqa: F401

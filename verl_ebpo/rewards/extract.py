@@ -149,13 +149,11 @@ def ground_truth_texts(ground_truth: Any) -> list[str]:
 
 
 def _one_truth(x: Any, whole: Any) -> str:
-    if isinstance(x, bytes):
-        x = x.decode("utf-8", "replace")
-    if isinstance(x, bool) or not isinstance(x, (str, Real, Decimal)):
+    if isinstance(x, bool) or not isinstance(x, (str, bytes, Real, Decimal)):
         raise ValueError(f"ground_truth must be a string or a number, got {type(x).__name__} {x!r} (in {whole!r})")
     if isinstance(x, (Integral, Fraction)):
         return str(x if isinstance(x, Fraction) else int(x))
-    if not isinstance(x, str):
+    if isinstance(x, (Real, Decimal)):
         d = x if isinstance(x, Decimal) else Decimal(repr(float(x)))
         if not d.is_finite():
             raise ValueError(f"ground_truth must be finite, got {x!r}")

@@ -29,8 +29,6 @@ from contextlib import suppress
 from functools import lru_cache
 from multiprocessing.connection import Connection, Pipe
 
-logger = logging.getLogger(__name__)
-
 ACQUIRE_TIMEOUT_S = 600.0  # a pool whose every process is stuck must not hang verl's reward threads forever
 START_TIMEOUT_S = 120.0  # imports and warm-up take 1-3 s; a verifier silent this long is not coming
 _ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))  # holds the caller's verl_ebpo
@@ -118,11 +116,8 @@ class VerifierPool:
         try:
             w.conn.send((golds, output, float(timeout)))
             if not w.conn.poll(timeout + grace):
-                logger.warning("verl_ebpo.rewards: a verifier process gave no answer within %.1f s and was killed "
-                               "(counted as a wrong answer)", timeout + grace)
-                return "timeout", ""
-            verdict, extracted = w.conn.recv()
-            keep = True
+                return "timeout", ""  # killed below
+            (verdict, extracted), keep = w.conn.recv(), True
             return verdict, extracted
         except (EOFError, OSError):  # it died
             return "error", ""
@@ -215,42 +210,37 @@ def serve(fd: int, parent_pid: int) -> None:
     extracted = [""]  # of the job in progress, for the log (cut: keeps replies small)
 
     def grade(golds: tuple, output: str) -> str:
-        found = extract_answer(output)
-        extracted[0] = (found or "")[:1000]
-        answer = EMPTY_INPUT if found is None else verifier_input(found)
+        found = extract_answer(output) or ""
+        extracted[0] = found[:1000]
+        answer = verifier_input(found)
         if answer == EMPTY_INPUT:  # no answer, or `Answer: .`, `Answer: $ $`: nothing to grade
             return "no_answer"
         return "correct" if answer in golds or equivalent(golds, answer) else "wrong"
 
-    armed = [False]  # the timer's signal may arrive just after a job's end
-
     def on_alarm(signum, frame):
-        if armed[0]:
-            raise _Deadline()
+        raise _Deadline()
 
-    signal.signal(signal.SIGALRM, on_alarm)
     # sympy loads parts lazily (a first comparison of a kind costs up to ~0.4 s): warmed up before taking jobs, so
     # the first jobs' time is their own.
     equivalent(("$\\frac{1}{2}$",), "$0.5$"), equivalent(("$x^2+2x+1$",), "$(x+1)^2$")
-    equivalent.cache_clear(), parse_text.cache_clear()
     conn.send("ready")
     while True:
         try:
             golds, output, timeout = conn.recv()
         except (EOFError, OSError):
             os._exit(0)  # the parent closed its end: fast, no teardown of sympy's many objects
-        verdict, extracted[0] = "error", ""
+        extracted[0] = ""
         try:
             try:
-                armed[0] = True
+                signal.signal(signal.SIGALRM, on_alarm)
                 signal.setitimer(signal.ITIMER_REAL, max(timeout, 1e-3))
                 verdict = grade(tuple(golds), output)
-            finally:
+            finally:  # a signal still pending is not raised: Python reads the handler when it runs it (and logs it)
                 signal.setitimer(signal.ITIMER_REAL, 0)
-                armed[0] = False
+                signal.signal(signal.SIGALRM, signal.SIG_IGN)
         except _Deadline:
             verdict = "timeout"
         except Exception:  # RecursionError, MemoryError, a sympy bug, ...: an error (wrong)
-            pass
+            verdict = "error"
         with suppress(OSError):
             conn.send((verdict, extracted[0]))

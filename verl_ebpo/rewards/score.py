@@ -8,16 +8,14 @@ Options come as keyword arguments (`+reward.custom_reward_function.reward_kwargs
 tools call it too).
 """
 
-import logging
 import math
+import warnings
 from dataclasses import dataclass, fields
 from typing import Any
 
 from verl_ebpo.rewards.extract import ground_truth_texts, to_text
 from verl_ebpo.rewards.normalize import EMPTY_INPUT, verifier_input
 from verl_ebpo.rewards.pool import get_pool
-
-logger = logging.getLogger(__name__)
 
 # Keyword arguments verl's reward managers pass that this scorer has no use for.
 _VERL_EXTRA_KWARGS = frozenset({"reward_router_address", "reward_model_tokenizer"})
@@ -45,9 +43,8 @@ class RewardOptions:
             except (TypeError, ValueError):
                 x = math.nan
             if not math.isfinite(x) or (upper and not 0 < x <= upper) or (integer and not x.is_integer()):
-                accepts = f"an integer in [1, {upper}]" if integer else f"a number in (0, {upper}]" if upper else \
-                    "a finite number"
-                raise ValueError(f"reward_kwargs.{f.name} must be {accepts}, got {value!r}")
+                what = ("an integer" if integer else "a number") + f" in (0, {upper}]" if upper else "a finite number"
+                raise ValueError(f"reward_kwargs.{f.name} must be {what}, got {value!r}")
             setattr(self, f.name, int(x) if integer else x)
 
 
@@ -70,15 +67,11 @@ def is_correct(result: Any) -> bool:
     return x > 0.0
 
 
-_warned_unknown: set = set()
-
-
 def _options(kwargs: dict) -> RewardOptions:
-    unknown = set(kwargs) - _OPTION_KEYS - _VERL_EXTRA_KWARGS - _warned_unknown
-    if unknown:
-        _warned_unknown.update(unknown)
-        logger.warning("verl_ebpo.rewards.compute_score: ignoring unknown keyword argument(s) %s; options are %s",
-                       sorted(unknown), sorted(_OPTION_KEYS))
+    unknown = set(kwargs) - _OPTION_KEYS - _VERL_EXTRA_KWARGS
+    if unknown:  # a Python warning: shown once per process and set of keys
+        warnings.warn(f"verl_ebpo.rewards.compute_score: ignoring unknown keyword argument(s) {sorted(unknown)}; "
+                      f"options are {sorted(_OPTION_KEYS)}", stacklevel=3)
     return RewardOptions(**{k: v for k, v in kwargs.items() if k in _OPTION_KEYS})
 
 
