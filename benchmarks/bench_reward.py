@@ -104,7 +104,7 @@ def _cpu_of(pids: list[int]) -> float:
 def measure(rows, threads: int, processes: int, timeout: float) -> dict:
     """Score `rows` from `threads` threads with a fresh pool of `processes` verifiers, all started before the clock."""
     from verl_ebpo.rewards import compute_score, shutdown
-    from verl_ebpo.rewards.pool import get_pool
+    from verl_ebpo.rewards.pool import MAX_PROCESSES
 
     shutdown()
     kw, deadline, k = {"processes": processes, "timeout": timeout}, time.monotonic() + 120, 0
@@ -112,7 +112,7 @@ def measure(rows, threads: int, processes: int, timeout: float) -> dict:
         with ThreadPoolExecutor(processes) as ex:
             list(ex.map(lambda i: compute_score("bench", f"\\boxed{{{k * 1000 + i}}}", "-1", **kw), range(processes)))
         k += 1
-        if len(_verifiers()) >= get_pool(processes).size or time.monotonic() > deadline:
+        if len(_verifiers()) >= min(processes, MAX_PROCESSES) or time.monotonic() > deadline:
             break
     pids = _verifiers()
     own0, kids0, t0 = time.process_time(), _cpu_of(pids), time.perf_counter()
