@@ -16,6 +16,7 @@ Accuracy: the reward is whatever `verl_ebpo` is first on the import path (printe
 from __future__ import annotations
 
 import argparse
+import contextlib
 import importlib.util
 import math
 import os
@@ -74,6 +75,21 @@ def make_dataset(n: int, group: int, unique: bool, seed: int) -> list[tuple[str,
     return rows[:n]
 
 
+def _verifiers() -> list[int]:
+    """The pids of this process's live verifier processes: its children (of any thread) that run the pool (Linux)."""
+    pids = []
+    for path in [f"/proc/self/task/{t}/children" for t in os.listdir("/proc/self/task")]:
+        with contextlib.suppress(OSError), open(path) as f:
+            pids += [int(p) for p in f.read().split()]
+    return sorted(p for p in pids if b"rewards.pool import serve" in _read(f"/proc/{p}/cmdline"))
+
+
+def _read(path: str) -> bytes:
+    with contextlib.suppress(OSError), open(path, "rb") as f:
+        return f.read()
+    return b""
+
+
 def _cpu_of(pids: list[int]) -> float:
     total = 0.0
     for pid in pids:
@@ -88,22 +104,22 @@ def _cpu_of(pids: list[int]) -> float:
 def measure(rows, threads: int, processes: int, timeout: float) -> dict:
     """Score `rows` from `threads` threads with a fresh pool of `processes` verifiers, all started before the clock."""
     from verl_ebpo.rewards import compute_score, shutdown
-    from verl_ebpo.rewards.pool import current_pool
+    from verl_ebpo.rewards.pool import MAX_PROCESSES
 
     shutdown()
     kw, deadline, k = {"processes": processes, "timeout": timeout}, time.monotonic() + 120, 0
     while True:  # processes start on concurrent demand: ask `processes` questions at once until all are up
         with ThreadPoolExecutor(processes) as ex:
             list(ex.map(lambda i: compute_score("bench", f"\\boxed{{{k * 1000 + i}}}", "-1", **kw), range(processes)))
-        pool, k = current_pool(), k + 1
-        if len(pool.pids()) >= pool.size or time.monotonic() > deadline:
+        k += 1
+        if len(_verifiers()) >= min(processes, MAX_PROCESSES) or time.monotonic() > deadline:
             break
-    pids = pool.pids()
+    pids = _verifiers()
     own0, kids0, t0 = time.process_time(), _cpu_of(pids), time.perf_counter()
     with ThreadPoolExecutor(threads) as ex:
         results = list(ex.map(lambda row: compute_score("bench", row[0], row[1], **kw), rows))
     wall = time.perf_counter() - t0
-    cpu = time.process_time() - own0 + _cpu_of(sorted(set(pids) | set(current_pool().pids()))) - kids0
+    cpu = time.process_time() - own0 + _cpu_of(sorted(set(pids) | set(_verifiers()))) - kids0
     shutdown()
     bad = [(row, out) for row, out in zip(rows, results) if out["acc"] != row[2]]
     return {"wall": wall, "cpu": cpu, "live": len(pids), "bad": bad}

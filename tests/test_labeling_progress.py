@@ -26,9 +26,9 @@ def pool_sizes(monkeypatch):
     asked = []
     real = score_module.get_pool
 
-    def spy(size, memory_limit_mb):
+    def spy(size):
         asked.append(size)
-        return real(size, memory_limit_mb)
+        return real(size)
 
     monkeypatch.setattr(score_module, "get_pool", spy)
     yield asked
@@ -37,12 +37,12 @@ def pool_sizes(monkeypatch):
 
 def test_label_difficulty_workers_size_the_verifier_pool(tmp_path, capsys, pool_sizes):
     """--workers 3 reaches compute_score as the pool's size: 3 threads get 3 verifiers, not a queue for 2."""
-    from verl_ebpo.rewards.pool import current_pool
+    from verl_ebpo.rewards.pool import get_pool
 
     src, rl, out = _difficulty_inputs(tmp_path)
     assert _run("label_difficulty", [src, rl, out, "--workers", "3", "--no-progress"]) == 0
     assert pool_sizes and set(pool_sizes) == {3}
-    assert current_pool().size == 3
+    assert get_pool(1).size == 3  # the pool they made (a smaller request does not shrink it)
 
 
 def test_label_difficulty_shows_progress_on_stderr_and_no_progress_silences_it(tmp_path, capsys):

@@ -4,6 +4,7 @@ NaiveRewardManager), on a table of known cases and adversarial inputs."""
 
 import asyncio
 import os
+import warnings
 from concurrent.futures import ThreadPoolExecutor
 
 import numpy as np
@@ -11,7 +12,7 @@ import pytest
 
 import verl
 from verl.trainer.ppo.reward import get_custom_reward_fn
-from verl_ebpo.rewards import shutdown, stats
+from verl_ebpo.rewards import shutdown
 
 TIMEOUT = 2.0  # seconds; the default is 3. Wall-clock, and this machine is shared: not lower.
 GRACE = 1.0
@@ -130,7 +131,7 @@ CASES += [
     ("120k-open-braces", B + "{" * 120_000, "1", False),
     ("many-box-openers", (B + "{") * 20_000, "1", False),
     ("answer-then-120k-spaces", "Answer:" + " " * 120_000, "1", False),
-    ("deep-nesting-too-long", B + "{" + "{" * 3000 + "1" + "}" * 3000 + "}", "1", False),
+    ("deep-nesting", B + "{" + "{" * 3000 + "1" + "}" * 3000 + "}", "1", False),  # math-verify runs out of time
     # thousands of nested boxes or unclosed braces: one linear scan (tests/test_rewards_extract.py counts it)
     ("nested-4000-boxes", (B + "{") * 4000 + "7" + "}" * 4000, "7", True),
     ("nested-4000-boxes-wrong", (B + "{") * 4000 + "8" + "}" * 4000, "7", False),
@@ -175,8 +176,8 @@ def test_table_verdicts_and_pred(table_results):
     assert results["no-answer"][0]["verdict"] == "no_answer" and results["no-answer"][0]["pred"] == ""
     assert results["120k-no-answer"][0]["verdict"] == "no_answer"
     assert results["unclosed-last-box"][0]["verdict"] == "no_answer"
-    assert results["deep-nesting-too-long"][0]["verdict"] == "too_long"
-    assert results["deep-nesting-too-long"][0]["pred"].endswith("...")
+    assert results["deep-nesting"][0]["verdict"] in ("timeout", "error")
+    assert results["deep-nesting"][0]["pred"].endswith("...")
     assert results["last-box-wins"][0]["pred"] == "5"
     assert results["answer-line-latex"][0]["pred"] == "$\\frac{3}{6}$"
     assert results["nul-bytes"][0]["pred"] == "4"
@@ -195,18 +196,11 @@ def test_adversarial_verdicts(table_results):
 
 
 def test_one_adversarial_call_is_bounded(reward_fn):
-    out = verl_call(reward_fn, f"{B}{{((10!)!)!}}", "120")  # a fresh job (timeouts are remembered per job)
+    out = verl_call(reward_fn, f"{B}{{((10!)!)!}}", "120")
     assert out["verdict"] == "timeout" and out["score"] == 0.0
 
 
-TOWER = ADVERSARIAL[0][1:]  # (solution, ground truth) that timed out in the table
-
-
-def test_timeouts_are_counted(table_results, reward_fn):
-    before = stats()
-    out = verl_call(reward_fn, *TOWER)  # the same answer again (a policy repeats itself in a group)
-    assert out["verdict"] == "timeout"
-    assert stats()["timeout"] == before["timeout"] + 1
+TOWER = ADVERSARIAL[0][1:]  # (solution, ground truth) that timed out in the table: again, it costs its bound again
 
 
 def test_dapo_scores_and_format_penalty(table_results, config):
@@ -224,13 +218,14 @@ def test_dapo_scores_and_format_penalty(table_results, config):
     assert out["score"] == -1.5 and out["acc"] is False and out["verdict"] == "no_answer"
 
 
-def test_verl_extra_kwargs_accepted_and_typos_warned(reward_fn, caplog):
-    out = verl_call(reward_fn, f"{B}{{2}}", "2", reward_router_address=None, reward_model_tokenizer=None)
+def test_verl_extra_kwargs_accepted_and_typos_warned(reward_fn):
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")  # verl's own extra arguments: no warning
+        out = verl_call(reward_fn, f"{B}{{2}}", "2", reward_router_address=None, reward_model_tokenizer=None)
     assert out["acc"] is True
-    with caplog.at_level("WARNING"):
+    with pytest.warns(UserWarning, match="ignoring unknown keyword argument.*'timout'.*options are"):
         out = verl_call(reward_fn, f"{B}{{2}}", "2", timout=5)
     assert out["acc"] is True
-    assert "timout" in caplog.text
 
 
 @pytest.mark.parametrize(
@@ -240,7 +235,7 @@ def test_verl_extra_kwargs_accepted_and_typos_warned(reward_fn, caplog):
         ("timeout=soon", "timeout"),
         ("wrong_score=nan", "wrong_score"),
         ("processes=0", "processes"),
-        ("max_answer_chars=many", "max_answer_chars"),
+        ("kill_grace=-1", "kill_grace"),
     ],
 )
 def test_bad_options_raise_clear_errors(config, override, message):

@@ -11,7 +11,9 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from verl_ebpo.rewards import compute_score, extract_answer, shutdown, verifier_input
+from verl_ebpo.rewards import compute_score, shutdown
+from verl_ebpo.rewards.extract import extract_answer
+from verl_ebpo.rewards.normalize import verifier_input
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 
@@ -110,8 +112,8 @@ def test_boxed_and_answer_line_read_the_same_text(answer):
     boxed = extract_answer(f"We work it out.\nSo the answer is $\\boxed{{{answer}}}$.")
     line = extract_answer(f"We work it out.\nAnswer: {answer}")
     dollar = extract_answer(f"We work it out.\nAnswer: ${answer}$")
-    assert boxed.text == line.text == answer.strip()
-    assert verifier_input(boxed.text) == verifier_input(line.text) == verifier_input(dollar.text)
+    assert boxed == line == answer.strip()
+    assert verifier_input(boxed) == verifier_input(line) == verifier_input(dollar)
 
 
 @pytest.fixture(scope="module")

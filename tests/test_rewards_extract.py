@@ -16,52 +16,51 @@ from verl_ebpo.rewards.extract import extract_answer, final_boxes, ground_truth_
 @pytest.mark.parametrize(
     "text, expected",
     [
-        (r"so $\boxed{\frac{1}{2}}$.", ("boxed", r"\frac{1}{2}")),
-        (r"\boxed{1} then \fbox{2}", ("boxed", "2")),
-        (r"\fbox{3} then \boxed{4}", ("boxed", "4")),
-        (r"\boxed{\{1,2\}}", ("boxed", r"\{1,2\}")),  # escaped braces do not count
-        (r"\boxed{\left\{ x \right.}", ("boxed", r"\left\{ x \right.")),
-        (r"\boxed{1 \\ 2}", ("boxed", r"1 \\ 2")),  # a LaTeX line break is not an escaped brace
-        (r"\boxed {x}", ("boxed", "x")),
-        (r"\boxed{\boxed{3}}", ("boxed", "3")),
-        (r"\boxed{ 7 }", ("boxed", "7")),
+        (r"so $\boxed{\frac{1}{2}}$.", r"\frac{1}{2}"),
+        (r"\boxed{1} then \fbox{2}", "2"),
+        (r"\fbox{3} then \boxed{4}", "4"),
+        (r"\boxed{\{1,2\}}", r"\{1,2\}"),  # escaped braces do not count
+        (r"\boxed{\left\{ x \right.}", r"\left\{ x \right."),
+        (r"\boxed{1 \\ 2}", r"1 \\ 2"),  # a LaTeX line break is not an escaped brace
+        (r"\boxed {x}", "x"),
+        (r"\boxed{\boxed{3}}", "3"),
+        (r"\boxed{ 7 }", "7"),
         (r"\boxed{1} and \boxed{2", None),  # the last box never closes: no boxed answer
-        ("\\boxed{1} and \\boxed{2\nAnswer: 9", ("answer_line", "9")),
-        ("Answer: 5\nmore text", ("answer_line", "5")),
-        ("ANSWER : $x=3$  \n", ("answer_line", "$x=3$")),
-        ("Final answer: 12", ("answer_line", "12")),
-        ("Answer:\n\n 7 \n", ("answer_line", "7")),
-        ("Answer: 3\nAnswer:   \n", ("answer_line", "3")),
-        ("Answer: 4\n\\boxed{5}", ("boxed", "5")),  # the box comes after the Answer: line
-        ("\\boxed{5}\nAnswer: 4", ("answer_line", "4")),  # the Answer: line comes after the box
-        ("\\boxed{5}. Final Answer: 4", ("answer_line", "4")),  # ... starting a sentence
-        ("\\boxed{5}\n**Answer**: 4", ("answer_line", "4")),
-        ("\\boxed{5} Answer: 4", ("boxed", "5")),  # not a line or sentence start
-        ("\\boxed{5}\nTo check the answer: put 4 in", ("boxed", "5")),  # prose, not a final-answer marker
-        ("Answer:\n\\[\n9\n\\]", ("answer_line", "\\[\n9\n\\]")),  # display math over lines
-        ("**Answer:**\n$$\n9\n$$", ("answer_line", "$$\n9\n$$")),
-        (r"\beginboxed{8}", ("boxed", "8")),  # a box that lost its backslash
+        ("\\boxed{1} and \\boxed{2\nAnswer: 9", "9"),
+        ("Answer: 5\nmore text", "5"),
+        ("ANSWER : $x=3$  \n", "$x=3$"),
+        ("Final answer: 12", "12"),
+        ("Answer:\n\n 7 \n", "7"),
+        ("Answer: 3\nAnswer:   \n", "3"),
+        ("Answer: 4\n\\boxed{5}", "5"),  # the box comes after the Answer: line
+        ("\\boxed{5}\nAnswer: 4", "4"),  # the Answer: line comes after the box
+        ("\\boxed{5}. Final Answer: 4", "4"),  # ... starting a sentence
+        ("\\boxed{5}\n**Answer**: 4", "4"),
+        ("\\boxed{5} Answer: 4", "5"),  # not a line or sentence start
+        ("\\boxed{5}\nTo check the answer: put 4 in", "5"),  # prose, not a final-answer marker
+        ("Answer:\n\\[\n9\n\\]", "\\[\n9\n\\]"),  # display math over lines
+        ("**Answer:**\n$$\n9\n$$", "$$\n9\n$$"),
+        (r"\beginboxed{8}", "8"),  # a box that lost its backslash
         # several final boxes joined by list words are one answer; other words end the list
-        (r"the solutions are \boxed{(2,2)} and \boxed{(6,2)}.", ("boxes", "(2,2), (6,2)")),
-        (r"$$\boxed{1} \quad \text{and} \quad \boxed{2}$$", ("boxes", "1, 2")),
-        (r"\boxed{1},\boxed{2}; \boxed{3} or \boxed{4}", ("boxes", "1, 2, 3, 4")),
-        (r"So $x = \boxed{3}$ or $x = \boxed{4}$.", ("boxes", "3, 4")),
-        (r"\boxed{1} then \boxed{2}", ("boxed", "2")),
-        (r"\boxed{1}. \boxed{2}", ("boxed", "2")),  # a full stop ends the list
-        (r"\boxed{5} and \boxed{5}", ("boxed", "5")),  # a repeat is one answer
-        (r"\boxed{1} and \boxed{\boxed{2}}", ("boxes", "1, 2")),
-        (r"\boxed{} Answer: 6", ("answer_line", "6")),  # an empty box is no answer
+        (r"the solutions are \boxed{(2,2)} and \boxed{(6,2)}.", "(2,2), (6,2)"),
+        (r"$$\boxed{1} \quad \text{and} \quad \boxed{2}$$", "1, 2"),
+        (r"\boxed{1},\boxed{2}; \boxed{3} or \boxed{4}", "1, 2, 3, 4"),
+        (r"So $x = \boxed{3}$ or $x = \boxed{4}$.", "3, 4"),
+        (r"\boxed{1} then \boxed{2}", "2"),
+        (r"\boxed{1}. \boxed{2}", "2"),  # a full stop ends the list
+        (r"\boxed{5} and \boxed{5}", "5"),  # a repeat is one answer
+        (r"\boxed{1} and \boxed{\boxed{2}}", "1, 2"),
+        (r"\boxed{} Answer: 6", "6"),  # an empty box is no answer
         ("the answer is 5", None),
         ("", None),
         (None, None),
-        (b"\\boxed{8}", ("boxed", "8")),
-        ("\x00\\boxed{4\x00}", ("boxed", "4")),
-        ("\ud800\\boxed{4}", ("boxed", "4")),
+        (b"\\boxed{8}", "8"),
+        ("\x00\\boxed{4\x00}", "4"),
+        ("\ud800\\boxed{4}", "4"),
     ],
 )
 def test_extraction_cases(text, expected):
-    got = extract_answer(text)
-    assert (None if got is None else tuple(got)) == expected
+    assert extract_answer(text) == expected
 
 
 def cpu_growth(fn, make, n):
@@ -104,9 +103,8 @@ def test_last_box_content_round_trips(before, content, after):
     text = before + "\\boxed{" + content + "}" + after
     end = len(before) + len("\\boxed{") + len(content)  # the box's own closing brace, not an inner one
     assert final_boxes(text) == (end, [content.strip()] if content.strip() else [])
-    got = extract_answer(text)
     if content.strip():
-        assert tuple(got) == ("boxed", content.strip())
+        assert extract_answer(text) == content.strip()
 
 
 def _reference_boxes(s):
@@ -170,20 +168,20 @@ def _python_lines(fn, arg):
 
 # (name, text for n, what extract_answer gives for n)
 ADVERSARIAL_NESTING = [
-    ("nested boxes", lambda n: "\\boxed{" * n + "7" + "}" * n, lambda n: ("boxed", "7")),
-    ("nested boxes, the outermost unclosed", lambda n: "\\boxed{" * n + "7" + "}" * (n - 1), lambda n: ("boxed", "7")),
+    ("nested boxes", lambda n: "\\boxed{" * n + "7" + "}" * n, lambda n: "7"),
+    ("nested boxes, the outermost unclosed", lambda n: "\\boxed{" * n + "7" + "}" * (n - 1), lambda n: "7"),
     ("nested boxes, none closed", lambda n: "\\boxed{" * n + "7", lambda n: None),
     ("a box of unclosed braces", lambda n: "\\boxed{" + "{" * n + "7", lambda n: None),
-    ("unclosed braces between two boxes", lambda n: "\\boxed{1} " + "{" * n + " \\boxed{7}", lambda n: ("boxed", "7")),
+    ("unclosed braces between two boxes", lambda n: "\\boxed{1} " + "{" * n + " \\boxed{7}", lambda n: "7"),
     (
         "a list ending in nested boxes",
         lambda n: "\\boxed{7} and " + "\\fbox{" * n + "8" + "}" * n,
-        lambda n: ("boxes", "7, 8"),
+        lambda n: "7, 8",
     ),
     (
         "nested braces and boxes",
         lambda n: "\\boxed{" + "{\\fbox{" * n + "7" + "}}" * n + "}",
-        lambda n: ("boxed", "{\\fbox{" * n + "7" + "}}" * n),
+        lambda n: "{\\fbox{" * n + "7" + "}}" * n,
     ),
 ]
 
@@ -196,8 +194,7 @@ def test_nested_and_unbalanced_boxes_take_linear_work(name, make, expected):
     work = {}
     for n in (1000, 2000, 4000):
         text = make(n)
-        got = extract_answer(text)
-        assert (None if got is None else tuple(got)) == expected(n)
+        assert extract_answer(text) == expected(n)
         work[n] = _python_lines(extract_answer, text)
     assert work[2000] <= 2.25 * work[1000], work
     assert work[4000] <= 4.5 * work[1000], work
@@ -208,11 +205,10 @@ def test_nested_and_unbalanced_boxes_take_linear_work(name, make, expected):
 def test_extraction_never_raises_and_returns_part_of_the_text(text):
     got = extract_answer(text)
     if got is not None:
-        assert got.kind in ("boxed", "boxes", "answer_line")
-        assert got.text and got.text == got.text.strip()
+        assert got and got == got.strip()
         clean = text.replace("\x00", "")
         clean_utf8 = clean.encode("utf-8", "replace").decode("utf-8")
-        parts = got.text.split(", ") if got.kind == "boxes" else [got.text]  # several boxes: each is in the text
+        parts = got.split(", ")  # several boxes: each is in the text
         assert all(p in clean or p in clean_utf8 for p in parts)
 
 
@@ -220,7 +216,7 @@ def test_extraction_never_raises_and_returns_part_of_the_text(text):
 @given(st.integers(min_value=-(10**12), max_value=10**12), noise)
 def test_answer_line_takes_the_last_one(n, filler):
     text = f"Answer: {n + 1}\n{filler}\nAnswer: {n}\n"
-    assert tuple(extract_answer(text)) == ("answer_line", str(n))
+    assert extract_answer(text) == str(n)
 
 
 @pytest.mark.parametrize(

@@ -11,9 +11,8 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from verl_ebpo.rewards import RewardOptions, is_correct, verifier_input
-from verl_ebpo.rewards.normalize import is_connector
-from verl_ebpo.rewards.score import gold_inputs
+from verl_ebpo.rewards.normalize import is_connector, verifier_input
+from verl_ebpo.rewards.score import RewardOptions, is_correct, verdict_of
 from test_rewards_extract import cpu_growth
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
@@ -86,7 +85,7 @@ def test_ground_truth_reading_work_grows_linearly(unit):
     def read(text):
         verifier_input.cache_clear()  # the work, not a cache hit
         with contextlib.suppress(ValueError):
-            gold_inputs(text)
+            verdict_of(None, text)  # no answer: only the ground truth is read
 
     for make in (lambda n: unit * n, lambda n: "5 " + unit * n + "}"):
         assert cpu_growth(read, make, 5_000) < 9, unit
@@ -184,6 +183,6 @@ def test_options_validate_and_name_the_key():
     assert RewardOptions().no_answer_score is None
     for bad, key in [({"timeout": 0}, "timeout"), ({"wrong_score": math.nan}, "wrong_score"),
                      ({"processes": 1.5}, "processes"), ({"no_answer_score": "x"}, "no_answer_score"),
-                     ({"memory_limit_mb": -1}, "memory_limit_mb"), ({"correct_score": True}, "correct_score")]:
+                     ({"kill_grace": 0}, "kill_grace"), ({"correct_score": True}, "correct_score")]:
         with pytest.raises(ValueError, match=f"reward_kwargs.{key}"):
             RewardOptions(**bad)

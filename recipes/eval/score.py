@@ -8,7 +8,7 @@
   trained with; imported only here), or by `--scorer module:function` with the same signature.
   `--protocol authors` judges with the authors' evaluation instead (authors_scorer.evaluation_score: their
   Minerva-normalised string match on the `Answer:` line) and labels our rows so.
-  Whether a result means "correct" is `verl_ebpo.rewards.is_correct`, as in training and `label-difficulty`:
+  Whether a result means "correct" is `verl_ebpo.rewards.score.is_correct`, as in training and `label-difficulty`:
   the result's `acc` when it has one, else score > 0; a result with neither is an error.
 - Pass@1 of a benchmark = 100 x the mean over problems of (correct samples / samples of that problem).
 - Every problem must have the protocol's k samples (16; 4 for OlympiadBench; `--samples` to change) and

@@ -9,13 +9,11 @@
   output), the `Answer:` line, if any, is used.
 """
 
-from __future__ import annotations
-
 import re
 from decimal import Decimal
 from fractions import Fraction
 from numbers import Integral, Real
-from typing import Any, NamedTuple, Optional
+from typing import Any
 
 import numpy as np
 
@@ -26,12 +24,7 @@ _OPENER_RE = re.compile(r"(?:boxed|fbox)\s*\{")  # `\boxed{`, `\fbox {`, or a bo
 _MARKUP = " \t*#>_"  # may come between the start of a sentence and `Answer:` (`**Final Answer:**`)
 
 
-class Extracted(NamedTuple):
-    kind: str  # "boxed" | "boxes" (several final boxes, joined with ", ") | "answer_line"
-    text: str
-
-
-def scan_boxes(s: str) -> list[tuple[int, int, Optional[int], int, bool]]:
+def scan_boxes(s: str) -> list[tuple[int, int, int | None, int, bool]]:
     """Every box in `s` by position: (start (its backslash, if any), just after its `{`, index of its matching `}`
     or None, index of the innermost box open around it or -1, whether it has its backslash). One forward pass with
     a stack of the open braces: linear in len(s) whatever the nesting."""
@@ -62,7 +55,7 @@ def _strip_span(s: str, a: int, b: int) -> tuple[int, int]:
     return a, b
 
 
-def final_boxes(s: str) -> Optional[tuple[int, list[str]]]:
+def final_boxes(s: str) -> tuple[int, list[str]] | None:
     """(end of the last box, stripped contents of the final boxes in order, empty ones and repeats dropped), or None
     (no box, or the last box never closes). Walks back from the last box: one that encloses the first of the list
     replaces it (`\\boxed{\\boxed{3}}`); one that ends before it joins the list when only connectors lie between."""
@@ -104,7 +97,7 @@ def _starts_sentence(s: str, pos: int) -> bool:
     return j == 0 or s[j - 1] in "\n.!?"
 
 
-def _last_answer(s: str) -> Optional[tuple[int, str]]:
+def _last_answer(s: str) -> tuple[int, str] | None:
     """(position of `Answer:`, the text after it) of the last `Answer:` (also `Answer**:`; any case) followed by some
     text (the answer may start on the next line), or None. Walks back over the colons (a case-insensitive regex
     scan is slower, and a tail like `\\s*([^\\n]*\\S)` backtracks quadratically on long runs of spaces)."""
@@ -126,24 +119,21 @@ def _last_answer(s: str) -> Optional[tuple[int, str]]:
     return None
 
 
-def extract_answer(solution: Any) -> Optional[Extracted]:
-    """The answer a model gave (see module doc). Never raises: non-strings are coerced, NULs dropped."""
+def extract_answer(solution: Any) -> str | None:
+    """The answer a model gave (see module doc; several final boxes joined with ", "), or None. Never raises:
+    non-strings are coerced, NULs dropped."""
     s = to_text(solution)
     boxes, line = final_boxes(s), _last_answer(s)
     if boxes is not None and boxes[1] and (line is None or not (line[0] > boxes[0] and _starts_sentence(s, line[0]))):
-        return Extracted("boxed", boxes[1][0]) if len(boxes[1]) == 1 else Extracted("boxes", ", ".join(boxes[1]))
-    return None if line is None else Extracted("answer_line", line[1])
+        return ", ".join(boxes[1])
+    return None if line is None else line[1]
 
 
 def to_text(x: Any) -> str:
     """Model output as a clean str: bytes decoded with replacement, NULs and lone surrogates removed."""
     if isinstance(x, bytes):
         x = x.decode("utf-8", "replace")
-    try:
-        s = "" if x is None else str(x)
-    except Exception:
-        return ""
-    return s.replace("\x00", "").encode("utf-8", "replace").decode("utf-8")
+    return ("" if x is None else str(x)).replace("\x00", "").encode("utf-8", "replace").decode("utf-8")
 
 
 def ground_truth_texts(ground_truth: Any) -> list[str]:
@@ -159,13 +149,11 @@ def ground_truth_texts(ground_truth: Any) -> list[str]:
 
 
 def _one_truth(x: Any, whole: Any) -> str:
-    if isinstance(x, bytes):
-        x = x.decode("utf-8", "replace")
-    if isinstance(x, bool) or not isinstance(x, (str, Real, Decimal)):
+    if isinstance(x, bool) or not isinstance(x, (str, bytes, Real, Decimal)):
         raise ValueError(f"ground_truth must be a string or a number, got {type(x).__name__} {x!r} (in {whole!r})")
     if isinstance(x, (Integral, Fraction)):
         return str(x if isinstance(x, Fraction) else int(x))
-    if not isinstance(x, str):
+    if isinstance(x, (Real, Decimal)):
         d = x if isinstance(x, Decimal) else Decimal(repr(float(x)))
         if not d.is_finite():
             raise ValueError(f"ground_truth must be finite, got {x!r}")

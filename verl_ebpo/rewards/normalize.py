@@ -16,8 +16,6 @@ is not `5`). What is done here only makes that formula readable, where math-veri
 - a final percent sign (`20\\%`, `20%`, `20 percent`) goes after the formula, where math-verify reads it.
 """
 
-from __future__ import annotations
-
 import re
 from functools import lru_cache
 

@@ -13,8 +13,6 @@ verifiers are started from one long-lived thread. `shutdown()` (also at exit) st
 starts anew.
 """
 
-from __future__ import annotations
-
 import atexit
 import ctypes
 import json
@@ -30,13 +28,9 @@ from concurrent.futures import ThreadPoolExecutor
 from contextlib import suppress
 from functools import lru_cache
 from multiprocessing.connection import Connection, Pipe
-from typing import Optional
-
-logger = logging.getLogger(__name__)
 
 ACQUIRE_TIMEOUT_S = 600.0  # a pool whose every process is stuck must not hang verl's reward threads forever
 START_TIMEOUT_S = 120.0  # imports and warm-up take 1-3 s; a verifier silent this long is not coming
-TIMEOUT_MEMORY_S = 120.0  # a verifier answers "timeout" at once for an answer that timed out this recently
 _ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))  # holds the caller's verl_ebpo
 _BOOT = ("import json, sys; sys.path[:0] = [sys.argv[1]]; sys.path += [p for p in json.loads(sys.argv[2]) "
          "if p not in sys.path]; from verl_ebpo.rewards.pool import serve; serve(*map(int, sys.argv[3:]))")
@@ -49,13 +43,12 @@ class VerifierUnavailable(RuntimeError):
 
 
 class _Verifier:
-    def __init__(self, memory_limit_mb: int):
+    def __init__(self):
         self.conn, child = Pipe()  # a socket pair
         path = [p for p in sys.path if isinstance(p, str)]  # Python ignores other entries
-        args = [_ROOT, json.dumps(path), str(child.fileno()), str(os.getpid()), str(memory_limit_mb)]
-        self.proc = subprocess.Popen([sys.executable, "-c", _BOOT, *args], stdin=subprocess.DEVNULL,
-                                     stdout=subprocess.DEVNULL, pass_fds=(child.fileno(),),
-                                     env={"OMP_NUM_THREADS": "1", **os.environ})
+        self.proc = subprocess.Popen([sys.executable, "-c", _BOOT, _ROOT, json.dumps(path), str(child.fileno()),
+                                      str(os.getpid())], stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL,
+                                     pass_fds=(child.fileno(),), env={"OMP_NUM_THREADS": "1", **os.environ})
         child.close()
 
     def kill(self) -> None:
@@ -68,91 +61,68 @@ class _Verifier:
 class VerifierPool:
     """Up to `size` verifier processes shared by all threads of this process."""
 
-    def __init__(self, size: int = 2, memory_limit_mb: int = 4096, acquire_timeout: float = ACQUIRE_TIMEOUT_S):
-        self.size, self.memory_limit_mb = max(1, min(size, MAX_PROCESSES)), memory_limit_mb
-        self.acquire_timeout = acquire_timeout
+    def __init__(self, size: int = 2, acquire_timeout: float = ACQUIRE_TIMEOUT_S):
+        self.size, self.acquire_timeout = max(1, min(size, MAX_PROCESSES)), acquire_timeout
         self._cv = threading.Condition()
         self._idle: list[_Verifier] = []
         self._live = 0  # idle, busy or starting
         self._closed = False
-        self._pids: set[int] = set()
-        self.counters = {"started": 0, "killed": 0, "crashed": 0, "recycled": 0}
 
     def _acquire(self) -> _Verifier:
         deadline = time.monotonic() + self.acquire_timeout
         with self._cv:
-            while True:
-                if self._closed:
-                    raise VerifierUnavailable("the verifier pool is closed (shutdown() ran while this call waited)")
-                while self._idle:
-                    w = self._idle.pop()
-                    if w.proc.poll() is None:
-                        return w
-                    self._release(w, "crashed")  # it died while idle (killed from outside, out of memory)
-                if self._live < self.size:
-                    break
-                left = deadline - time.monotonic()
-                if left <= 0:
-                    raise VerifierUnavailable(f"no verifier process became free within {self.acquire_timeout:g} s "
-                                              f"({self.size} busy)")
-                self._cv.wait(left)
-            self._live += 1
+            free = lambda: self._closed or self._idle or self._live < self.size  # noqa: E731
+            if not self._cv.wait_for(free, self.acquire_timeout):
+                raise VerifierUnavailable(f"no verifier process became free within {self.acquire_timeout:g} s "
+                                          f"({self.size} busy)")
+            if self._closed:
+                raise VerifierUnavailable("the verifier pool is closed (shutdown() ran while this call waited)")
+            if self._idle:
+                w = self._idle.pop()
+                if w.proc.poll() is None:
+                    return w
+                w.kill()  # it died while idle (killed from outside, out of memory): a fresh one takes its place
+            else:
+                self._live += 1
         w = None
         try:  # start-up (imports, warm-up) counts against the wait, not against a job's bound
-            w = _starter().submit(_Verifier, self.memory_limit_mb).result()
+            w = _STARTER.submit(_Verifier).result()
             wait = min(START_TIMEOUT_S, max(0.0, deadline - time.monotonic()))
             if not (w.conn.poll(wait) and w.conn.recv() == "ready"):
                 raise EOFError("it did not start in time")
         except BaseException as e:
-            self._release(w, None)
+            self._release(w, keep=False)
             if not isinstance(e, (EOFError, OSError)):
                 raise
             why = str(e) or "it exited during start-up; its error is on stderr above"
             raise VerifierUnavailable(f"no verifier process could be started ({why}). Is math-verify installed "
                                       "(`pip install math-verify`)?") from None
-        with self._cv:
-            self.counters["started"] += 1
-            self._pids.add(w.proc.pid)
         return w
 
-    def _release(self, w: Optional[_Verifier], outcome: Optional[str]) -> None:
-        """Back to the idle list (outcome "ok"), else killed and counted under `outcome`."""
+    def _release(self, w: _Verifier | None, keep: bool) -> None:
+        """Back to the idle list, else killed."""
         with self._cv:
             self._cv.notify()
-            if outcome == "ok" and not self._closed:
+            if keep and not self._closed:
                 return self._idle.append(w)
             self._live -= 1
-            if outcome in self.counters:
-                self.counters[outcome] += 1
-            if w is not None:
-                self._pids.discard(w.proc.pid)
         if w is not None:
             w.kill()
 
-    def score_output(self, golds: list[str], output: str, max_answer_chars: int, timeout: float,
-                     grace: float) -> tuple[str, str]:
+    def score_output(self, golds: list[str], output: str, timeout: float, grace: float) -> tuple[str, str]:
         """(verdict, extracted answer) of a whole model output, graded within `timeout + grace` once a verifier is
-        free. Verdicts: see `verl_ebpo.rewards.VERDICTS`. Raises VerifierUnavailable."""
-        w, outcome = self._acquire(), None
+        free: "timeout" when it is killed, "error" when it dies. Raises VerifierUnavailable."""
+        w, keep = self._acquire(), False
         try:
-            w.conn.send((golds, output, int(max_answer_chars), float(timeout)))
+            w.conn.send((golds, output, float(timeout)))
             if not w.conn.poll(timeout + grace):
-                outcome = "killed"
-                logger.warning("verl_ebpo.rewards: a verifier process gave no answer within %.1f s and was killed "
-                               "(counted as a wrong answer)", timeout + grace)
-                return "timeout", ""
-            verdict, extracted, recycle = w.conn.recv()
-            outcome = "recycled" if recycle else "ok"
+                return "timeout", ""  # killed below
+            (verdict, extracted), keep = w.conn.recv(), True
             return verdict, extracted
         except (EOFError, OSError):  # it died
-            outcome = "crashed"
             return "error", ""
         finally:
-            self._release(w, outcome)
-
-    def pids(self) -> list[int]:
-        with self._cv:
-            return sorted(self._pids)
+            self._release(w, keep)
 
     def close(self) -> None:
         with self._cv:
@@ -160,34 +130,22 @@ class VerifierPool:
             idle, self._idle = self._idle, []
             self._cv.notify_all()
         for w in idle:
-            self._release(w, None)
+            self._release(w, keep=False)
 
 
-_POOL: Optional[VerifierPool] = None
-_STARTER: Optional[ThreadPoolExecutor] = None
+_POOL: VerifierPool | None = None
 _LOCK = threading.Lock()
+# The one thread that starts verifiers (started by its first job): it lives as long as the interpreter.
+_STARTER = ThreadPoolExecutor(1, thread_name_prefix="verl-ebpo-verifier-starter")
 
 
-def _starter() -> ThreadPoolExecutor:
-    """The one thread that starts verifiers: it lives as long as the interpreter (see the module doc)."""
-    global _STARTER
-    with _LOCK:
-        _STARTER = _STARTER or ThreadPoolExecutor(1, thread_name_prefix="verl-ebpo-verifier-starter")
-        return _STARTER
-
-
-def get_pool(size: int, memory_limit_mb: int) -> VerifierPool:
-    """The process-wide pool, of the largest `size` any caller asked for; a new memory limit applies to the
-    verifiers started from then on."""
+def get_pool(size: int) -> VerifierPool:
+    """The process-wide pool, of the largest `size` any caller asked for."""
     global _POOL
     with _LOCK:
-        _POOL = _POOL or VerifierPool(size, memory_limit_mb)
-        _POOL.size, _POOL.memory_limit_mb = max(_POOL.size, min(size, MAX_PROCESSES)), memory_limit_mb
+        _POOL = _POOL or VerifierPool(size)
+        _POOL.size = max(_POOL.size, min(size, MAX_PROCESSES))
         return _POOL
-
-
-def current_pool() -> Optional[VerifierPool]:
-    return _POOL
 
 
 def shutdown() -> None:
@@ -201,21 +159,15 @@ def shutdown() -> None:
 
 def _forget_in_forked_child() -> None:
     global _POOL, _STARTER, _LOCK
-    _POOL, _STARTER, _LOCK = None, None, threading.Lock()
+    _POOL, _LOCK = None, threading.Lock()
+    _STARTER = ThreadPoolExecutor(1, thread_name_prefix="verl-ebpo-verifier-starter")
 
 
 atexit.register(shutdown)
 os.register_at_fork(after_in_child=_forget_in_forked_child)
 
 
-# ---- the verifier process: `serve(fd, parent_pid, memory_limit_mb)` ------------------------------------------
-# sympy loads parts lazily (~0.5 s on first use): warmed up before taking jobs, so it is not a job's time.
-_WARM_UP = [("$\\frac{1}{2}$", "$0.5$"), ("$x^2+2x+1$", "$(x+1)^2$"), ("$(1,2]$", "$(1, 2]$"), ("$\\{1,2\\}$", "$\\{2,1\\}$"),
-            ("$(3,-1)$", "$\\left(3, -1\\right)$"), ("$2\\sqrt{3}$", "$\\sqrt{12}$"), ("$\\frac{\\pi}{3}$", "$\\pi/3$"),
-            ("$5$", "$x=5$"), ("$\\begin{pmatrix}1\\\\2\\end{pmatrix}$", "$\\begin{pmatrix}1\\\\2\\end{pmatrix}$"),
-            ("$\\text{(B)}$", "$B$"), ("$10$\\%", "$0.1$"), ("$x \\geq 5$", "$5$")]
-
-
+# ---- the verifier process: `serve(fd, parent_pid)` ------------------------------------------------------------
 class _Deadline(BaseException):
     """Raised by the interval timer; a BaseException, so sympy's `except Exception` lets it through."""
 
@@ -233,7 +185,7 @@ def _exact_numbers_differ(gold, pred) -> bool:
     return False
 
 
-def serve(fd: int, parent_pid: int, memory_limit_mb: int) -> None:
+def serve(fd: int, parent_pid: int) -> None:
     with suppress(OSError, AttributeError):  # Linux: SIGKILL when the starting thread of the parent ends
         ctypes.CDLL(None, use_errno=True).prctl(1, signal.SIGKILL)  # PR_SET_PDEATHSIG
     if os.getppid() != parent_pid:
@@ -241,8 +193,7 @@ def serve(fd: int, parent_pid: int, memory_limit_mb: int) -> None:
     conn = Connection(fd)
     signal.signal(signal.SIGINT, signal.SIG_IGN)  # Ctrl-C is the parent's business
     warnings.filterwarnings("ignore")
-    for name in ("math_verify", "latex2sympy2_extended"):
-        logging.getLogger(name).setLevel(logging.CRITICAL)
+    logging.disable(logging.CRITICAL)  # math-verify's warnings about its disabled timeouts, at every call
     from math_verify import LatexExtractionConfig, parse, verify
 
     from verl_ebpo.rewards.extract import extract_answer
@@ -256,73 +207,40 @@ def serve(fd: int, parent_pid: int, memory_limit_mb: int) -> None:
         return any(verify(g, p, allow_set_relation_comp=True, timeout_seconds=None) and not _exact_numbers_differ(g, p)
                    for gold in golds for g in parse_text(gold) for p in parse_text(pred))
 
-    slow: dict = {}  # (golds, answer) -> when it timed out
-    job: dict = {}
+    extracted = [""]  # of the job in progress, for the log (cut: keeps replies small)
 
-    def grade(golds: tuple, output: str, max_chars: int) -> str:
-        found = extract_answer(output)
-        if found is None:
+    def grade(golds: tuple, output: str) -> str:
+        found = extract_answer(output) or ""
+        extracted[0] = found[:1000]
+        answer = verifier_input(found)
+        if answer == EMPTY_INPUT:  # no answer, or `Answer: .`, `Answer: $ $`: nothing to grade
             return "no_answer"
-        job["extracted"] = found.text[:1000]  # for the log; keeps replies small
-        if len(found.text) > max_chars:
-            return "too_long"
-        answer = verifier_input(found.text)
-        if answer == EMPTY_INPUT:  # `Answer: .`, `Answer: $ $`: nothing to grade
-            return "no_answer"
-        if answer in golds:
-            return "correct"
-        if time.monotonic() - slow.get((golds, answer), -TIMEOUT_MEMORY_S) < TIMEOUT_MEMORY_S:
-            return "timeout"
-        job["answer"] = (golds, answer)
-        return "correct" if equivalent(golds, answer) else "wrong"
-
-    armed = [False]  # the timer's signal may arrive just after a job's end
+        return "correct" if answer in golds or equivalent(golds, answer) else "wrong"
 
     def on_alarm(signum, frame):
-        if armed[0]:
-            raise _Deadline()
+        raise _Deadline()
 
-    signal.signal(signal.SIGALRM, on_alarm)
-    for gold, pred in _WARM_UP:
-        equivalent((gold,), pred)
-    equivalent.cache_clear(), parse_text.cache_clear()
-    if memory_limit_mb > 0:  # the address space capped at its size now plus the limit: a huge object is a MemoryError
-        import resource
-
-        with suppress(OSError, ValueError, StopIteration), open("/proc/self/status") as f:
-            size_kb = next(int(line.split()[1]) for line in f if line.startswith("VmSize:"))
-            limit = size_kb * 1024 + (memory_limit_mb << 20)
-            hard = resource.getrlimit(resource.RLIMIT_AS)[1]
-            limit = limit if hard == resource.RLIM_INFINITY else min(limit, hard)
-            resource.setrlimit(resource.RLIMIT_AS, (limit, hard))
+    # sympy loads parts lazily (a first comparison of a kind costs up to ~0.4 s): warmed up before taking jobs, so
+    # the first jobs' time is their own.
+    equivalent(("$\\frac{1}{2}$",), "$0.5$"), equivalent(("$x^2+2x+1$",), "$(x+1)^2$")
     conn.send("ready")
     while True:
         try:
-            golds, output, max_chars, timeout = conn.recv()
+            golds, output, timeout = conn.recv()
         except (EOFError, OSError):
             os._exit(0)  # the parent closed its end: fast, no teardown of sympy's many objects
-        job.clear()
-        verdict, recycle = "error", False
+        extracted[0] = ""
         try:
             try:
-                armed[0] = True
+                signal.signal(signal.SIGALRM, on_alarm)
                 signal.setitimer(signal.ITIMER_REAL, max(timeout, 1e-3))
-                verdict = grade(tuple(golds), output, max_chars)
-            finally:
+                verdict = grade(tuple(golds), output)
+            finally:  # a signal still pending is not raised: Python reads the handler when it runs it (and logs it)
                 signal.setitimer(signal.ITIMER_REAL, 0)
-                armed[0] = False
+                signal.signal(signal.SIGALRM, signal.SIG_IGN)
         except _Deadline:
             verdict = "timeout"
-            if "answer" in job:
-                if len(slow) >= 4096:
-                    slow.clear()
-                slow[job["answer"]] = time.monotonic()
-        except MemoryError:
-            recycle = True
-        except Exception:  # RecursionError, a sympy bug, ...: an error (wrong)
-            pass
+        except Exception:  # RecursionError, MemoryError, a sympy bug, ...: an error (wrong)
+            verdict = "error"
         with suppress(OSError):
-            conn.send((verdict, job.get("extracted", ""), recycle))
-            if not recycle:
-                continue
-        os._exit(0)
+            conn.send((verdict, extracted[0]))
