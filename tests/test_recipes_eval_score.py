@@ -21,7 +21,7 @@ def test_score_workers_size_the_verifier_pool(tmp_path, monkeypatch, capsys):
     pool_module.shutdown()
     asked = []
     real = score_module.get_pool
-    monkeypatch.setattr(score_module, "get_pool", lambda size, mem: asked.append(size) or real(size, mem))
+    monkeypatch.setattr(score_module, "get_pool", lambda size: asked.append(size) or real(size))
     gens = fake_generations(tmp_path / "gens.jsonl")
     assert score.main(["--model", "qwen3_8b", "--run", f"grpo={gens}", "--workers", "3", "--no-progress"]) == 0
     assert asked and set(asked) == {3}
