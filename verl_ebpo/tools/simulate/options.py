@@ -51,12 +51,12 @@ def _names(value: Any) -> tuple[str, ...]:
     items = [i for i in items if i]
     if len(set(items)) != len(items):
         raise ValueError("lists an estimator twice")
-    if EBPO not in items:
-        raise ValueError(f"must include {EBPO} (every comparison is {EBPO} minus a baseline)")
     from verl_ebpo.tools.simulate.estimators import parse_estimator
 
     for item in items:
         parse_estimator(item)  # raises ValueError naming what is wrong
+    if EBPO not in items:
+        raise ValueError(f"must include {EBPO} (every comparison is {EBPO} minus a baseline)")
     return tuple(items)
 
 
