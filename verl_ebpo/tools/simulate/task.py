@@ -119,8 +119,6 @@ class Optimizer:
     """
 
     def __init__(self, lr: float, shape, betas=(0.9, 0.999), eps: float = 1e-8, weight_decay: float = 0.0):
-        if not 0.0 <= weight_decay < 1.0:
-            raise ValueError(f"weight_decay must be in [0, 1), got {weight_decay!r}")
         self.base_lr, self.betas, self.eps = lr, betas, eps
         # each active step first multiplies theta by (1 - weight_decay): decay toward the initial policy theta = 0,
         # decoupled from the gradient as in AdamW, but not scaled by the lr (so one value means the same drift
