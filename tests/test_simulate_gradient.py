@@ -1,7 +1,6 @@
 """The simulator's mechanism measurement (gradient noise against the exact gradient), the James-Stein baseline,
 and the progress bar."""
 
-
 import numpy as np
 import pytest
 import torch
