@@ -1,22 +1,11 @@
 """`demo` estimates its cost from the options and refuses past a documented bound unless --force (one line on
 stderr, exit 2, nothing written: not even the output folder)."""
 
-import argparse
-import dataclasses
-
 import pandas as pd
 import pytest
 
 from verl_ebpo.tools import cli
-from verl_ebpo.tools import simulate as sim_cli
 from verl_ebpo.tools.demo.options import TRAIN_ROWS_CAP, DemoOptions
-from verl_ebpo.tools.simulate.options import SimOptions
-
-
-def test_a_named_regime_fixes_its_knobs():
-    with pytest.raises(ValueError, match="simulate.score_noise is fixed by regime=all"):
-        SimOptions(score_noise=0.0)
-    assert SimOptions(regime="custom", score_noise=0.0).score_noise == 0.0
 
 
 def test_demo_refuses_huge_options_in_one_line_and_writes_nothing(tmp_path, capsys, monkeypatch):

@@ -1,20 +1,19 @@
 """The simulator's mechanism measurement (gradient noise against the exact gradient), the James-Stein baseline,
 and the progress bar."""
 
-import dataclasses
-
 import numpy as np
 import pytest
 import torch
 
 from verl_ebpo.tools import cli
 from verl_ebpo.tools.simulate.estimators import AdvantageCaller, james_stein_advantage, parse_estimator
+from verl_ebpo.tools.simulate import gradient
 from verl_ebpo.tools.simulate.gradient import exact_gradient, measure
 from verl_ebpo.tools.simulate.options import SimOptions
 from verl_ebpo.tools.simulate import task as simtask
 
-SMALL = dict(G=(2,), seeds=3, prompts=48, heldout=8, steps=2, answers_per_step=32, features=4, regime="custom",
-             beta=(0.3, 3.0), score_noise=0.0)
+SMALL = dict(G=(2,), seeds=3, prompts=48, steps=2, answers_per_step=32, features=4, grad_warmup=4)
+HARD = (0.3, 3.0)  # p0 ~ Beta(A, B)
 
 
 def js_reference(r: np.ndarray, epsilon: float = 1e-6) -> np.ndarray:
@@ -76,17 +75,18 @@ def test_js_is_an_estimator_of_the_simulator_called_per_seed():
         assert torch.allclose(adv[3 * s: 3 * s + 3].reshape(-1), alone[:, 0], atol=1e-12)
 
 
-def _measure(label, draws=64, **over):
-    o = SimOptions(**{**SMALL, **over})
-    task = simtask.make_task(o.seed_list, o.prompts, o.heldout, o.beta, o.topics, o.concentration, o.features,
-                             o.transfer, o.erosion)
-    return measure(task, parse_estimator(label), o.G[0], o, o.seed_list, draws, 4), task, o
+def _measure(label, draws=64, score_noise=0.0):
+    """`measure` on SMALL's task with `draws` draws and sigma_n = `score_noise` (the study's is SCORE_NOISE)."""
+    o = SimOptions(**{**SMALL, "grad_draws": draws})
+    task = simtask.make_task(o.seed_list, o.prompts, HARD, o.features, o.erosion)
+    with pytest.MonkeyPatch.context() as m:
+        m.setattr(gradient, "SCORE_NOISE", score_noise)
+        return measure(task, parse_estimator(label), o.G[0], o), task, o
 
 
 def test_exact_gradient_is_the_derivative_of_expected_success():
     o = SimOptions(**SMALL)
-    task = simtask.make_task(o.seed_list, o.prompts, o.heldout, o.beta, o.topics, o.concentration, o.features,
-                             o.transfer, o.erosion)
+    task = simtask.make_task(o.seed_list, o.prompts, HARD, o.features, o.erosion)
     theta = torch.zeros(3, task.n_params, dtype=torch.float64, requires_grad=True)
     simtask.expected_success(task, theta).sum().backward()
     assert torch.allclose(exact_gradient(task, torch.zeros_like(theta)), theta.grad, atol=1e-14)

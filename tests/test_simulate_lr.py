@@ -9,6 +9,7 @@ import numpy as np
 import pytest
 
 from verl_ebpo.tools.simulate import lr
+from verl_ebpo.tools.simulate.options import ESTIMATORS, GRID, SimOptions
 
 ROOT = Path(__file__).resolve().parents[1]
 SUMMARY = ROOT / "docs/results/simulate_lr/summary.json"
@@ -24,9 +25,9 @@ def _results(ebpo_shift: float, seeds: int = 6, tune: int = 3):
     """Synthetic run_cell outputs: every estimator's AUC peaks at grid index 4 on the tuning seeds; on the reporting
     seeds a different lr (index 6) is higher, which the choice must not see."""
     rng = np.random.default_rng(0)
-    L = len(lr.GRID)
+    L = len(GRID)
     out = {}
-    for label in lr.ESTIMATORS:
+    for label in ESTIMATORS:
         base = np.zeros((L, tune + seeds))
         base[4, :tune] = 0.5
         base[6, tune:] = 0.9
@@ -37,18 +38,18 @@ def _results(ebpo_shift: float, seeds: int = 6, tune: int = 3):
 
 
 def _options(seeds=6, tune=3):
-    return lr.study_options({"seeds": str(seeds), "tune_seeds": str(tune), "G": "2", "grad_draws": "8"})
+    return SimOptions.from_mapping({"seeds": str(seeds), "tune_seeds": str(tune), "G": "2", "grad_draws": "8"})
 
 
 def test_summary_compares_each_at_its_tuned_lr_with_verdicts_from_the_interval():
     s = lr.summarize(_results(0.05), _options(), 1.0, "cmd")
-    assert s["best_lr"]["hard"]["2"]["grpo"] == {"lr": lr.GRID[4], "edge": False}  # tuning seeds, not reporting
+    assert s["best_lr"]["hard"]["2"]["grpo"] == {"lr": GRID[4], "edge": False}  # tuning seeds, not reporting
     rows = [r for r in s["at_best_lr"] if r["metric"] == "auc"]
-    assert {r["baseline"] for r in rows} == set(lr.ESTIMATORS) - {lr.EBPO}
+    assert {r["baseline"] for r in rows} == set(ESTIMATORS) - {lr.EBPO}
     grpo = next(r for r in rows if r["baseline"] == "grpo")
-    assert grpo["diff"] == pytest.approx(0.05, abs=0.02) and grpo["lr"] == grpo["baseline_lr"] == lr.GRID[4]
+    assert grpo["diff"] == pytest.approx(0.05, abs=0.02) and grpo["lr"] == grpo["baseline_lr"] == GRID[4]
     assert grpo["verdict"] == "higher" and grpo["holm"]
-    cell = s["envelope"]["hard"]["2"]["ebpo"][f"{lr.GRID[6]:g}"]
+    cell = s["envelope"]["hard"]["2"]["ebpo"][f"{GRID[6]:g}"]
     assert cell["auc_mean"] == pytest.approx(0.9) and cell["tune_auc_mean"] == 0.0
     same = lr.summarize(_results(0.0), _options(), 1.0, "cmd")
     assert not any(r["holm"] and r["diff"] > 0 for r in same["at_best_lr"])
@@ -81,14 +82,6 @@ def test_running_prior_never_shrinks_past_one_half():
             if step >= 10:
                 shrink.append(d["ebpo/shrinkage_mean"])
         assert 0.1 < max(shrink) < 0.5, (a, b, G, max(shrink))
-
-
-def test_the_regimes_knobs_are_not_options(capsys):
-    from verl_ebpo.tools.cli import main
-
-    with pytest.raises(SystemExit):
-        main(["simulate", "--score-noise", "0", "--out", "/nonexistent/x"])
-    assert "unrecognized arguments: --score-noise" in capsys.readouterr().err
 
 
 @pytest.mark.skipif(not SUMMARY.exists(), reason="no committed lr study")

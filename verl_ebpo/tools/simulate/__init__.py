@@ -18,28 +18,24 @@ HELP = ("simulate RLVR learning: every estimator's learning-rate envelope, EBPO 
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
-    """One flag per `SimOptions` field the study does not fix (`--answers-per-step` for `answers_per_step`),
-    documented by the field; list-valued fields take several values. Plus the output flags."""
-    from verl_ebpo.tools.simulate.lr import DEFAULTS, FIXED
-    from verl_ebpo.tools.simulate.options import SimOptions
+    """One flag per `SimOptions` field (`--answers-per-step` for `answers_per_step`), documented by the field;
+    list-valued fields take several values. Plus the output flags."""
+    from verl_ebpo.tools.simulate.options import SimOptions, words
 
     for f in dataclasses.fields(SimOptions):
-        if f.name in FIXED:
-            continue
-        default = DEFAULTS.get(f.name, f"{f.default}")
         kwargs = {"nargs": "+"} if isinstance(f.default, tuple) else {}
         parser.add_argument("--" + f.name.replace("_", "-"), dest=f.name, default=None, metavar=f.name.upper(),
-                            help=f"{f.metadata.get('doc') or f.metadata.get('help', '')} (default {default})", **kwargs)
+                            help=f"{f.metadata['help']} (default {' '.join(words(f.default))})", **kwargs)
     parser.add_argument("--out", default="runs/simulate", help="output folder (default runs/simulate)")
     parser.add_argument("--no-figure", action="store_true", help="skip the figure")
     parser.add_argument("--quiet", action="store_true", help="no progress bar and no tables, only the closing line")
 
 
 def run(args: argparse.Namespace) -> int:
-    from verl_ebpo.tools.simulate.lr import FIXED, main
+    from verl_ebpo.tools.simulate.lr import main
     from verl_ebpo.tools.simulate.options import SimOptions
 
     given = {f.name: getattr(args, f.name) for f in dataclasses.fields(SimOptions)
-             if f.name not in FIXED and getattr(args, f.name, None) is not None}
+             if getattr(args, f.name, None) is not None}
     given = {k: " ".join(v) if isinstance(v, list) else v for k, v in given.items()}
     return main(given, args.out, figure_too=not args.no_figure, quiet=args.quiet)

@@ -20,7 +20,7 @@ import torch
 
 from verl_ebpo.tools.simulate.estimators import AdvantageCaller, EstimatorSpec
 from verl_ebpo.tools.simulate.options import SimOptions
-from verl_ebpo.tools.simulate.task import F64, Optimizer, Task, expected_success, logits, param_grad, stream
+from verl_ebpo.tools.simulate.task import SCORE_NOISE, F64, Optimizer, Task, expected_success, logits, param_grad, stream
 
 
 @dataclass
@@ -87,11 +87,10 @@ def dapo_select(y: torch.Tensor, drawn: torch.Tensor, rounds: np.ndarray, B: int
     return keep, used.numpy(), full.numpy()
 
 
-def run_one(task: Task, spec: EstimatorSpec, G: int, options: SimOptions, seeds=None, lrs=None) -> RunResult:
+def run_one(task: Task, spec: EstimatorSpec, G: int, options: SimOptions, seeds, lrs) -> RunResult:
     """Train S policies (one per row: a seed, at learning rate lrs[row]) with `spec` at group size G until the
-    answer budget is spent. seeds: (S,) seed values (default `options.seed_list`; a seed may repeat with another
-    lr: same task, same samples until the policies differ); lrs: (S,) learning rates (default `options.lrs[0]`)."""
-    seeds = list(options.seed_list if seeds is None else seeds)
+    answer budget is spent. seeds: (S,) seed values (a seed may repeat with another lr: same task, same samples
+    until the policies differ); lrs: (S,) learning rates."""
     S, P = task.shape
     N = options.answers_per_step
     B = N // G
@@ -103,8 +102,8 @@ def run_one(task: Task, spec: EstimatorSpec, G: int, options: SimOptions, seeds=
     n_shared = task.n_params - P
 
     theta = torch.zeros(S, task.n_params, dtype=F64)
-    lr = torch.as_tensor(np.full(S, options.lrs[0]) if lrs is None else np.asarray(lrs, dtype=np.float64))
-    opt = Optimizer(lr.to(F64).reshape(S, 1), theta.shape, weight_decay=options.weight_decay)
+    lr = torch.as_tensor(np.asarray(lrs, dtype=np.float64)).reshape(S, 1)
+    opt = Optimizer(lr, theta.shape, weight_decay=options.weight_decay)
     warm = options.lr_warmup * budget  # answers over which the lr rises linearly (verl's lr_warmup_steps_ratio)
     caller = AdvantageCaller(spec, S)
     cursor, generated, trained, updates, short = (np.zeros(S, dtype=np.int64) for _ in range(5))
@@ -144,10 +143,8 @@ def run_one(task: Task, spec: EstimatorSpec, G: int, options: SimOptions, seeds=
                 g_rows = (adv * (scores - p_g[:, None])).sum(1) / torch.from_numpy(per_seed)[group_seed].to(F64)
                 g_z = torch.zeros(S, P, dtype=F64).index_put_((group_seed, pid[keep]), g_rows, accumulate=True)
                 step = torch.from_numpy(per_seed > 0)
-                grad = param_grad(task, g_z, theta)
-                if options.score_noise > 0:
-                    grad = grad + options.score_noise * _score_noise(noise_rngs, adv, group_seed, pid[keep], per_seed,
-                                                                      S, P, n_shared)
+                grad = param_grad(task, g_z, theta) + SCORE_NOISE * _score_noise(
+                    noise_rngs, adv, group_seed, pid[keep], per_seed, S, P, n_shared)
                 ramp = np.minimum(1.0, generated / warm) if warm > 0 else None  # generated: this step's included
                 theta = opt.step(theta, grad, step, ramp)
                 updates += step.numpy()

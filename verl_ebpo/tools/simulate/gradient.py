@@ -32,7 +32,7 @@ import torch
 from verl_ebpo.tools.simulate.engine import dapo_select
 from verl_ebpo.tools.simulate.estimators import AdvantageCaller, EstimatorSpec
 from verl_ebpo.tools.simulate.options import SimOptions
-from verl_ebpo.tools.simulate.task import F64, Task, logits, param_grad
+from verl_ebpo.tools.simulate.task import SCORE_NOISE, F64, Task, logits, param_grad
 
 
 @dataclass
@@ -59,9 +59,10 @@ def _batches(rngs, P: int, width: int) -> torch.Tensor:
     return torch.from_numpy(np.stack([rng.permutation(P)[:width] for rng in rngs]).astype(np.int64))
 
 
-def measure(task: Task, spec: EstimatorSpec, G: int, options: SimOptions, seeds, draws: int,
-            warmup: int) -> GradientResult:
-    """`draws` one-step gradient estimates of `spec` at group size G at theta = 0, per seed (rows of `task`)."""
+def measure(task: Task, spec: EstimatorSpec, G: int, options: SimOptions) -> GradientResult:
+    """`options.grad_draws` one-step gradient estimates of `spec` at group size G at theta = 0, after
+    `options.grad_warmup` batches, per reporting seed (`options.seed_list`, the rows of `task`)."""
+    seeds, draws, warmup = options.seed_list, options.grad_draws, options.grad_warmup
     S, P = task.shape
     B = options.answers_per_step // G
     rounds_cap = options.max_gen_batches if spec.dynamic_sampling else 1
@@ -111,7 +112,7 @@ def measure(task: Task, spec: EstimatorSpec, G: int, options: SimOptions, seeds,
             total += g
             total_sq += (g * g).sum(1)
             sq_adv = torch.zeros(S, dtype=F64).index_add_(0, group_seed, (adv * adv).sum(1))
-            noise_sq += options.score_noise ** 2 * (n_shared + 1) * sq_adv / per_seed.clamp_min(1.0) ** 2
+            noise_sq += SCORE_NOISE ** 2 * (n_shared + 1) * sq_adv / per_seed.clamp_min(1.0) ** 2
             norm = g.norm(dim=1) * exact.norm(dim=1)
             cos_sum += torch.where(norm > 0, (g * exact).sum(1) / norm.clamp_min(1e-300), torch.zeros_like(norm))
     mean = total / draws

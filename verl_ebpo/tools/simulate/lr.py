@@ -22,39 +22,24 @@ import time
 
 import numpy as np
 
-GRID = (0.01, 0.03, 0.1, 0.3, 1.0, 3.0, 10.0, 30.0)
-ESTIMATORS = ("grpo", "drgrpo", "rloo", "rfpp_baseline", "ebpo", "ebpo_batch")
-EBPO = "ebpo"
-# the regimes: `hard` (initial success about 0.09); `very_hard` about 0.05 (most G = 2 groups fail)
-REGIMES = {"hard": {"beta": (0.3, 3.0), "transfer": (0.3, 0.3, 0.2, 0.2), "score_noise": 10.0},
-           "very_hard": {"beta": (0.2, 3.8), "transfer": (0.3, 0.3, 0.2, 0.2), "score_noise": 10.0}}
-FIXED = ("regime", "beta", "transfer", "score_noise", "topics", "concentration", "order", "heldout")  # not options
-DEFAULTS = {"regime": "custom", "seeds": "30", "tune_seeds": "10", "G": "2 4 8", "estimators": " ".join(ESTIMATORS),
-            "lr_grid": " ".join(f"{x:g}" for x in GRID)}
+from verl_ebpo.tools.simulate.options import EBPO, SimOptions, words
+
+# the regimes' difficulty laws, p0 ~ Beta(A, B): `hard` (initial success about 0.09); `very_hard` about 0.05 (most
+# G = 2 groups fail)
+REGIMES = {"hard": (0.3, 3.0), "very_hard": (0.2, 3.8)}
 METRICS = ("auc", "final")
 GRAD_DELTA = 0.05  # |log noise ratio| below it: practically equal (5%)
 FILES = ("summary.json", "results.md", "simulate_lr.png")
 
 
-def study_options(given: dict):
-    """SimOptions of the study: DEFAULTS under the options given (text, as from the command line)."""
-    from verl_ebpo.tools.simulate.options import SimOptions
-
-    options = SimOptions.from_mapping(given, **DEFAULTS)
-    if EBPO not in options.estimators:
-        raise ValueError(f"--estimators must include {EBPO} (every comparison is {EBPO} minus a baseline)")
-    return options
-
-
-def command_of(options) -> str:
-    """The command that makes `options`: `verl-ebpo simulate` and every option that differs from the study's."""
-    words, default = ["verl-ebpo", "simulate"], study_options({})
+def command_of(options: SimOptions) -> str:
+    """The command that makes `options`: `verl-ebpo simulate` and every option that differs from the default."""
+    line, default = ["verl-ebpo", "simulate"], SimOptions()
     for f in dataclasses.fields(options):
         value = getattr(options, f.name)
         if value != getattr(default, f.name):
-            values = list(value) if isinstance(value, tuple) else [value]
-            words += ["--" + f.name.replace("_", "-"), *(f"{v:g}" if isinstance(v, float) else str(v) for v in values)]
-    return " ".join(words)
+            line += ["--" + f.name.replace("_", "-"), *words(value)]
+    return " ".join(line)
 
 
 def auc(curve: np.ndarray) -> np.ndarray:
@@ -82,19 +67,17 @@ def run_study(options, progress=None) -> dict:
     from verl_ebpo.tools.simulate.gradient import measure
     from verl_ebpo.tools.simulate.task import make_task
 
-    out: dict = {}
+    o, out = options, {}
     with one_torch_thread():
-        for name, knobs in REGIMES.items():
-            o = dataclasses.replace(options, **knobs)
-            args = (o.prompts, o.heldout, o.beta, o.topics, o.concentration, o.features, o.transfer, o.erosion)
-            task = make_task([s for _ in o.lr_grid for s in (*o.tune_seed_list, *o.seed_list)], *args)
-            report = make_task(o.seed_list, *args)
+        for name, beta in REGIMES.items():
+            task = make_task([s for _ in o.lr_grid for s in (*o.tune_seed_list, *o.seed_list)], o.prompts, beta,
+                             o.features, o.erosion)
+            report = make_task(o.seed_list, o.prompts, beta, o.features, o.erosion)
             for G in o.G:
                 for label in o.estimators:
                     cell = out.setdefault(name, {}).setdefault(G, {})[label] = run_cell(task, label, G, o)
                     if o.grad_draws:
-                        cell["noise"] = measure(report, parse_estimator(label), G, o, o.seed_list, o.grad_draws,
-                                                o.grad_warmup).noise
+                        cell["noise"] = measure(report, parse_estimator(label), G, o).noise
                     if progress is not None:
                         progress(name, G, label)
     return out
@@ -114,7 +97,7 @@ def summarize(results: dict, options, seconds: float, command: str) -> dict:
     """summary.json: the envelope (reporting seeds), each estimator's best lr (tuning seeds), EBPO minus each
     baseline at each one's best lr (reporting seeds, paired) with Holm's correction per metric, and the gradient
     noise (geometric mean over seeds; EBPO's over each baseline's, paired by seed on the log scale)."""
-    from verl_ebpo.tools.simulate.task import make_task
+    from verl_ebpo.tools.simulate.task import SCORE_NOISE, TRANSFER, make_task
     from verl_ebpo.tools.stats import classify, holm, mean_ci, paired_diff_ci
 
     nt, grid = options.tune_seeds, options.lr_grid
@@ -143,17 +126,14 @@ def summarize(results: dict, options, seconds: float, command: str) -> dict:
         fam = [r for r in rows if r["metric"] == metric]
         for r, rejected in zip(fam, holm([r["p"] for r in fam])):
             r["holm"] = bool(rejected)
-    for name, knobs in REGIMES.items():
-        t = make_task(options.seed_list, options.prompts, 0, knobs["beta"], 1, options.concentration,
-                      options.features, knobs["transfer"])
-        p = 1.0 / (1.0 + np.exp(-t.z0.numpy()))
-        init[name] = {"success": float(p.mean()),
-                      "all_fail_share": {str(G): float(((1 - p) ** G).mean()) for G in options.G}}
+    for name, beta in REGIMES.items():
+        p = 1.0 / (1.0 + np.exp(-make_task(options.seed_list, options.prompts, beta, options.features).z0.numpy()))
+        init[name] = {"beta": list(beta), "transfer": list(TRANSFER), "score_noise": SCORE_NOISE, "initial": {
+            "success": float(p.mean()), "all_fail_share": {str(G): float(((1 - p) ** G).mean()) for G in options.G}}}
     return {"study": "lr", "command": command, "seconds": round(seconds, 1), "grid": list(grid),
             "estimators": list(options.estimators), "G": list(options.G), "seeds": options.seeds,
             "tune_seeds": options.tune_seeds, "negligible": options.negligible,
-            "regimes": {k: {kk: list(vv) if isinstance(vv, tuple) else vv for kk, vv in v.items()} | {"initial": init[k]}
-                        for k, v in REGIMES.items()},
+            "regimes": init,
             "best_lr": best, "envelope": envelope, "at_best_lr": rows,
             **({"gradient": gradient_summary(results), "grad_draws": options.grad_draws} if options.grad_draws else {})}
 
@@ -363,7 +343,7 @@ def main(given: dict, out: str, figure_too: bool = True, quiet: bool = False) ->
     from verl_ebpo.tools.provenance import environment
 
     try:
-        options = study_options(given)
+        options = SimOptions.from_mapping(given)
         if os.path.exists(out) and not os.path.isdir(out):
             raise ValueError(f"--out {out} exists and is not a folder; give a folder path")
         for name in FILES:

@@ -1,27 +1,26 @@
 """The simulated task and policy: pure tensor math, seeds as the leading batch dimension (no verl here).
 
-Prompts (per seed s; S seeds, P prompts, K topics, d features):
-    topic t_q = floor(q K / P)                                    (balanced, contiguous ids)
-    p0_q ~ Beta(A, B)                                             (K = 1)
-    m_k ~ Beta(A, B), p0_q ~ Beta(c m_k, c (1 - m_k))             (K > 1: clustered difficulties)
+Prompts (per seed s; S seeds, P prompts, d features):
+    p0_q ~ Beta(A, B)                                             (the regime's difficulty law)
     z0_q = logit(clip(p0_q, 1e-3, 1 - 1e-3))                      fixed base logit (the prompt's difficulty)
     e_q ~ N(0, I_d / d)                                           fixed random feature vector
 
-Policy (parameters theta = [w_glob (1), w_topic (K), w_feat (d), b (P)], all 0 at the start):
-    z_q(theta) = z0_q + sqrt(c_glob) w_glob + sqrt(c_topic) w_topic[t_q] + sqrt(c_feat) w_feat . e_q
-                 + sqrt(c_own) b_q
+Policy (parameters theta = [w_glob, w_topic, w_feat (d), b (P)], all 0 at the start):
+    z_q(theta) = z0_q + sqrt(c_glob) w_glob + sqrt(c_topic) w_topic + sqrt(c_feat) w_feat . e_q + sqrt(c_own) b_q
                - kappa mean_j theta_j^2                                (erosion)
     pi(success | q) = sigmoid(z_q)
 
 So the logit is linear in theta with feature map phi_q, and one gradient step on prompt q moves prompt q'
-through the kernel  k(q, q') = phi_q . phi_q' = c_glob + c_topic [t_q = t_q'] + c_feat e_q . e_q'
-+ c_own [q = q']: a global skill every prompt shares, a topic skill, a random-feature part whose transfer
-can be negative, and a prompt's own part (memorisation). Erosion (kappa = `SimOptions.erosion`): drifting parameters cost every
-prompt success, so a random walk of the parameters (Adam at a large lr, driven by the score noise) lowers success
-instead of pushing it toward 1/2; its derivative is 0 at theta = 0.
+through the kernel  k(q, q') = phi_q . phi_q' = c_glob + c_topic + c_feat e_q . e_q' + c_own [q = q']: two skills
+every prompt shares (the prompts form one topic; Adam scales w_glob and w_topic each on its own), a random-feature
+part whose transfer can be negative, and a prompt's own part (memorisation); (c_glob, c_topic, c_feat, c_own) =
+`TRANSFER`. Erosion (kappa = `SimOptions.erosion`): drifting parameters cost every prompt success, so a random
+walk of the parameters (Adam at a large lr, driven by the score noise) lowers success instead of pushing it toward
+1/2; its derivative is 0 at theta = 0.
 
 Training signal (REINFORCE on the Bernoulli success y of each answer i of prompt q_i, one-token answers,
-token-mean loss):  J = (1 / N) sum_i A_i log pi(y_i | q_i),  dJ/dz_q = (1 / N) sum_{i: q_i = q} A_i (y_i - p_q).
+token-mean loss):  J = (1 / N) sum_i A_i log pi(y_i | q_i),  dJ/dz_q = (1 / N) sum_{i: q_i = q} A_i (y_i - p_q),
+plus the score noise `SCORE_NOISE` (sigma_n; docs/simulator.md).
 """
 
 from __future__ import annotations
@@ -33,6 +32,11 @@ import torch
 
 F64 = torch.float64
 P0_CLIP = 1e-3
+TRANSFER = (0.3, 0.3, 0.2, 0.2)  # (c_glob, c_topic, c_feat, c_own)
+SCORE_NOISE = 10.0  # sigma_n: each answer's score also carries sigma_n * zeta_i, zeta_i ~ N(0, I), unrelated to success
+# a seed's generator also draws one topic mean before the prompts and 128 held-out prompts after them (both
+# discarded; the study has one topic and no held-out set), so that every seed's task is what the committed results had
+_DISCARDED_BEFORE, _DISCARDED_AFTER = 1, 128
 
 
 @dataclass(frozen=True)
@@ -40,10 +44,7 @@ class Task:
     """The prompts of S seeds (fixed for a seed: every estimator and G sees the same task)."""
 
     z0: torch.Tensor  # (S, P) float64 base logits
-    topic: torch.Tensor  # (S, P) long
     feats: torch.Tensor  # (S, P, d) float64
-    n_topics: int
-    transfer: tuple  # (c_glob, c_topic, c_feat, c_own)
     erosion: float = 0.0  # kappa: every logit loses kappa * mean_j theta_j^2 (see the module docstring)
 
     @property
@@ -52,48 +53,31 @@ class Task:
 
     @property
     def n_params(self) -> int:
-        return 1 + self.n_topics + self.feats.shape[-1] + self.z0.shape[1]
+        return 2 + self.feats.shape[-1] + self.z0.shape[1]
 
 
-def _prompts(rng: np.random.Generator, n: int, topic_means: np.ndarray, beta, concentration: float, k: int):
-    topic = (np.arange(n) * k) // max(n, 1)
-    if k == 1:
-        p0 = rng.beta(beta[0], beta[1], size=n)
-    else:
-        m = np.clip(topic_means[topic], 1e-6, 1 - 1e-6)
-        p0 = rng.beta(concentration * m, concentration * (1 - m))
-    p0 = np.clip(p0, P0_CLIP, 1 - P0_CLIP)
-    return np.log(p0) - np.log1p(-p0), topic
-
-
-def make_task(seeds, prompts: int, heldout: int, beta, topics: int, concentration: float, features: int,
-              transfer, erosion: float = 0.0) -> Task:
-    """Draw the task of each seed from its own generator (a seed's task does not depend on the others). The
-    `heldout` prompts are drawn (so that a seed's training prompts stay what they were with them) and not kept."""
-    z0, tp, ft = [], [], []
+def make_task(seeds, prompts: int, beta, features: int, erosion: float = 0.0) -> Task:
+    """Draw the task of each seed from its own generator (a seed's task does not depend on the others)."""
+    z0, ft = [], []
     for seed in seeds:
         rng = np.random.default_rng(np.random.SeedSequence([int(seed), 0x7A5C]))
-        topic_means = rng.beta(beta[0], beta[1], size=topics)
-        z, t = _prompts(rng, prompts, topic_means, beta, concentration, topics)
-        _prompts(rng, heldout, topic_means, beta, concentration, topics)
-        z0.append(z), tp.append(t)
+        p0 = rng.beta(beta[0], beta[1], size=_DISCARDED_BEFORE + prompts + _DISCARDED_AFTER)[_DISCARDED_BEFORE:][:prompts]
+        p0 = np.clip(p0, P0_CLIP, 1 - P0_CLIP)
+        z0.append(np.log(p0) - np.log1p(-p0))
         ft.append(rng.standard_normal((prompts, features)) / np.sqrt(max(features, 1)))
-    return Task(torch.from_numpy(np.stack(z0)), torch.from_numpy(np.stack(tp).astype(np.int64)),
-                torch.from_numpy(np.stack(ft).astype(np.float64)), topics, tuple(float(c) for c in transfer),
-                float(erosion))
+    return Task(torch.from_numpy(np.stack(z0)), torch.from_numpy(np.stack(ft).astype(np.float64)), float(erosion))
 
 
 def _split(task: Task, theta: torch.Tensor):
-    k, d = task.n_topics, task.feats.shape[-1]
-    return theta[:, :1], theta[:, 1 : 1 + k], theta[:, 1 + k : 1 + k + d], theta[:, 1 + k + d :]
+    d = task.feats.shape[-1]
+    return theta[:, :1], theta[:, 1:2], theta[:, 2 : 2 + d], theta[:, 2 + d :]
 
 
 def logits(task: Task, theta: torch.Tensor) -> torch.Tensor:
     """z (S, P) from theta (S, n_params)."""
-    cg, ct, cf, co = (x**0.5 for x in task.transfer)
+    cg, ct, cf, co = (x**0.5 for x in TRANSFER)
     w_glob, w_topic, w_feat, b = _split(task, theta)
-    z = task.z0 + cg * w_glob + ct * torch.gather(w_topic, 1, task.topic) + cf * torch.einsum("spd,sd->sp", task.feats,
-                                                                                             w_feat)
+    z = task.z0 + cg * w_glob + ct * w_topic + cf * torch.einsum("spd,sd->sp", task.feats, w_feat)
     if task.erosion:
         z = z - task.erosion * (theta * theta).mean(1, keepdim=True)
     return z + co * b
@@ -102,8 +86,8 @@ def logits(task: Task, theta: torch.Tensor) -> torch.Tensor:
 def param_grad(task: Task, g_z: torch.Tensor, theta: torch.Tensor | None = None) -> torch.Tensor:
     """dJ/dtheta (S, n_params) from dJ/dz (S, P) (the chain rule through `logits`); theta (S, n_params) is needed
     only with `task.erosion` > 0 (None: theta = 0, where the erosion term's derivative vanishes)."""
-    cg, ct, cf, co = (x**0.5 for x in task.transfer)
-    g_topic = torch.zeros(g_z.shape[0], task.n_topics, dtype=F64).scatter_add_(1, task.topic, g_z)
+    cg, ct, cf, co = (x**0.5 for x in TRANSFER)
+    g_topic = g_z.cumsum(1)[:, -1:]  # the sum over prompts, added in prompt order (as the committed results were)
     g_feat = torch.einsum("spd,sp->sd", task.feats, g_z)
     grad = torch.cat([cg * g_z.sum(1, keepdim=True), ct * g_topic, cf * g_feat, co * g_z], dim=1)
     if task.erosion and theta is not None:
@@ -135,8 +119,6 @@ class Optimizer:
     """
 
     def __init__(self, lr: float, shape, betas=(0.9, 0.999), eps: float = 1e-8, weight_decay: float = 0.0):
-        if not 0.0 <= weight_decay < 1.0:
-            raise ValueError(f"weight_decay must be in [0, 1), got {weight_decay!r}")
         self.base_lr, self.betas, self.eps = lr, betas, eps
         # each active step first multiplies theta by (1 - weight_decay): decay toward the initial policy theta = 0,
         # decoupled from the gradient as in AdamW, but not scaled by the lr (so one value means the same drift
