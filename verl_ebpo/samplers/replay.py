@@ -92,8 +92,8 @@ class TrackedReplayBuffer(ReplayBuffer):
         if kwargs.get("trainer_mode") != "sync":  # verl passes its arguments by keyword
             raise ValueError(f"TrackedReplayBuffer is verl's synchronous buffer; trainer.v1.trainer_mode="
                              f"{kwargs.get('trainer_mode')!r} needs verl's own (drop the custom_sampler overrides)")
-        self._trainer = refill_fn.__self__  # verl's PPOTrainer (refill_fn is its bound `_add_prompts_to_generate`)
-        super().__init__(*args, **kwargs, **filter_arguments(self._trainer), sampler_kwargs=sampler_kwargs,
+        trainer = self._trainer = refill_fn.__self__  # verl's PPOTrainer (refill_fn: its `_add_prompts_to_generate`)
+        super().__init__(*args, **kwargs, **filter_arguments(trainer), sampler_kwargs=sampler_kwargs,
                          refill_fn=self._refill, poll_interval=opts.poll_interval_s)
         self.one_pass, self._trainer_refill = opts.one_pass, refill_fn
         self._discarded = {DISCARDED_ANSWERS: 0.0, DISCARDED_REWARD_SUM: 0.0}
@@ -101,18 +101,18 @@ class TrackedReplayBuffer(ReplayBuffer):
         self._iterator, self._passes = None, 0
         self._settling = None  # the partition whose snapshots wait for every rollout (rule 3's end; deterministic)
         if self.one_pass:
-            if self._trainer.config.trainer.total_epochs != 1:
+            if trainer.config.trainer.total_epochs != 1:
                 raise ValueError(f"{PREFIX}.one_pass ends the run at the end of the data's first pass: set "
-                                 f"trainer.total_epochs=1 (got {self._trainer.config.trainer.total_epochs})")
-            if self._trainer.parameter_sync_step != 1:
+                                 f"trainer.total_epochs=1 (got {trainer.config.trainer.total_epochs})")
+            if trainer.parameter_sync_step != 1:
                 raise ValueError(f"{PREFIX}.one_pass needs parameter_sync_step=1 (one sample per step)")
-            begin = self._trainer.on_train_begin
+            begin = trainer.on_train_begin
 
             def on_train_begin():  # after _load_checkpoint restored the loader, before fit's first step
                 begin()
-                self._plan(self._trainer.global_steps)
+                self._plan(trainer.global_steps)
 
-            self._trainer.on_train_begin = on_train_begin
+            trainer.on_train_begin = on_train_begin
 
     def _position(self) -> tuple[int, int]:
         """(prompts drawn from the loader's current pass, prompts in a pass)."""
@@ -175,10 +175,8 @@ class TrackedReplayBuffer(ReplayBuffer):
     def sample(self, global_steps: int, partition_id: str, batch_size: int):
         if partition_id == "val":
             return super().sample(global_steps, partition_id, batch_size)
-        self._discarded = {DISCARDED_ANSWERS: 0.0, DISCARDED_REWARD_SUM: 0.0}
-        self._kept = set()
-        trainer = self._trainer
-        self._is_last = global_steps >= trainer.total_training_steps
+        self._discarded, self._kept = {DISCARDED_ANSWERS: 0.0, DISCARDED_REWARD_SUM: 0.0}, set()
+        self._is_last = global_steps >= self._trainer.total_training_steps
         try:
             batch, metrics = super().sample(global_steps, partition_id, batch_size)
         except DataPassEnds:  # verl's per-step eviction counts before this point are not in `metrics`
@@ -190,7 +188,8 @@ class TrackedReplayBuffer(ReplayBuffer):
                    DATA_PASS: self._passes}
         if self.one_pass:
             self._plan(global_steps + 1)
-            metrics.update({LAST_STEP: trainer.total_training_steps, KEPT_GROUPS: len(self._kept & self._trained(batch))})
+            metrics.update({LAST_STEP: self._trainer.total_training_steps,
+                            KEPT_GROUPS: len(self._kept & self._trained(batch))})
         return batch, metrics
 
     def _sync_metadata_from_transfer_queue(self) -> None:
