@@ -183,14 +183,14 @@ def _composed(run):
     return cfg
 
 
-def test_dapo_filtering_reaches_the_fast_poll_buffer_through_linked_config(tmp_path):
-    from verl_ebpo.samplers.replay import filter_arguments
+def test_dapo_filtering_reaches_the_fast_poll_buffer_through_the_trainers_config(tmp_path):
+    from replay_standins import StandInTrainer
+    from verl.trainer.ppo.v1.trainer_base import PPOTrainer
 
     cfg = _composed(_run(tmp_path, train_batch_size=6, extra=["algorithm.filter_groups.enable=True"]))
-    assert cfg.trainer.v1.sampler.custom_sampler.name == "TrackedReplayBuffer"
-    assert filter_arguments(cfg.trainer.v1.sampler.sampler_kwargs.verl) == {
-        "filter_groups_metric": "reward", "sync_refill_failed_groups": False, "train_batch_size": 6,
-        "gen_batch_size": 1, "max_inflight_gen_batches": 1}
+    buffer = PPOTrainer._build_replay_buffer(StandInTrainer(config=cfg))  # as verl builds it
+    assert type(buffer).__name__ == "TrackedReplayBuffer" and buffer.poll_interval == 0.05
+    assert (buffer.filter_groups_metric, buffer.train_batch_size, buffer.gen_batch_size) == ("reward", 6, 1)
     slow = _run(tmp_path, extra=["algorithm.filter_groups.enable=True"], fast_poll=False).overrides()
     assert not any("custom_sampler" in o or "sampler_kwargs" in o for o in slow)
 

@@ -11,6 +11,8 @@ from collections import defaultdict
 import pytest
 import torch
 
+from replay_standins import StandInTrainer, verl_config
+from replay_standins import buffer as standin_buffer
 from verl_ebpo.advantage.options import from_mapping
 from verl_ebpo.samplers import replay as rules
 from verl_ebpo.tools.cpu.deterministic import batch_layout, draw_order
@@ -53,11 +55,6 @@ def test_verls_builder_given_the_demos_override_builds_the_deterministic_buffer(
     """The override the demo's commands record (docs/results/demo_default/summary.json), composed by Hydra and built
     by verl's own `PPOTrainer._build_replay_buffer`: verl builds the tools'
     subclass named by the override, and that subclass numbers the prompts the trainer sends to generation."""
-    import os
-
-    import verl.trainer
-    from hydra import compose, initialize_config_dir
-    from omegaconf import OmegaConf
     from verl.trainer.ppo.v1.trainer_base import PPOTrainer
 
     from verl_ebpo.tools.cpu.deterministic import DETERMINISTIC_OVERRIDES, DeterministicReplayBuffer
@@ -65,22 +62,9 @@ def test_verls_builder_given_the_demos_override_builds_the_deterministic_buffer(
 
     run = CPURun(model_path="/m", train_files="t.parquet", val_files="v.parquet", out_dir="/tmp/unused",
                  train_batch_size=8, extra=["algorithm.filter_groups.enable=True", *DETERMINISTIC_OVERRIDES])
-    with initialize_config_dir(config_dir=os.path.join(os.path.dirname(verl.trainer.__file__), "config"),
-                               version_base=None):
-        cfg = compose(config_name="ppo_trainer", overrides=run.overrides())
-    OmegaConf.resolve(cfg)
-
-    class Trainer:  # verl's PPOTrainer as its builder and the buffer see it
-        config, trainer_mode, sent = cfg, "sync", []
-        _resolve_filter_groups_metric = PPOTrainer._resolve_filter_groups_metric
-
-        def _add_prompts_to_generate(self, n):
-            return n
-
-        def _submit_batch_to_rollout(self, batch):
-            self.sent.append(list(batch["uid"]))
-
-    trainer = Trainer()
+    trainer = StandInTrainer(config=verl_config(*run.overrides()))
+    trainer.sent = []
+    trainer._submit_batch_to_rollout = lambda batch: trainer.sent.append(list(batch["uid"]))
     buffer = PPOTrainer._build_replay_buffer(trainer)
     assert type(buffer) is DeterministicReplayBuffer and buffer.filter_groups_metric is not None
     trainer._submit_batch_to_rollout({"uid": ["q", "p"]})
@@ -122,25 +106,20 @@ class _FakeTQ:
         return {"rm_scores": [torch.tensor([self.scores[k]]) for k in keys]}
 
 
-class _SimTrainer:
-    """verl's PPOTrainer as the buffer sees it, around verl's real StatefulDataLoader over row numbers: `draw` is
-    prepare_step's B prompts, `_add_prompts_to_generate` the refills; both submit through `_submit_batch_to_rollout`
-    (uuid4 uids, as verl). Row r's answers score `rewards(r)`; a running group finishes at each poll with
-    probability 0.3 from the `timing` stream."""
+class _SimTrainer(StandInTrainer):
+    """verl's PPOTrainer as the buffer sees it (a composed DAPO config, at most `inflight` x B prompts in flight),
+    around verl's real StatefulDataLoader over row numbers: `draw` is prepare_step's B prompts,
+    `_add_prompts_to_generate` the refills; both submit through `_submit_batch_to_rollout` (uuid4 uids, as verl).
+    Row r's answers score `rewards(r)`; a running group finishes at each poll with probability 0.3 from the `timing`
+    stream."""
 
-    def __init__(self, rewards, timing, n_rows=400):
-        from omegaconf import OmegaConf
-        from torchdata.stateful_dataloader import StatefulDataLoader
-
-        self.config = OmegaConf.create({"trainer": {"total_epochs": 1}})
-        self.train_dataloader = StatefulDataLoader(list(range(n_rows)), batch_size=1, drop_last=True)
+    def __init__(self, rewards, timing, n_rows=400, inflight=1):
+        super().__init__("algorithm.filter_groups.enable=True",
+                         f"algorithm.filter_groups.max_inflight_gen_batches={inflight}", n=n_rows, batch=B)
         self.train_dataloader_it = iter(self.train_dataloader)
-        self.total_training_steps, self.global_steps, self.parameter_sync_step = 100, 1, 1
+        self.total_training_steps = 100
         self.rewards, self.rng, self.tq = rewards, random.Random(timing), _FakeTQ(self)
         self.row_of, self.running, self.drawn = {}, [], defaultdict(list)
-
-    def on_train_begin(self):
-        pass
 
     def _submit_batch_to_rollout(self, batch):
         for uid in batch["uid"]:
@@ -186,15 +165,12 @@ def _run(monkeypatch, deterministic, timing, steps=3, inflight=1, **options):
     from verl_ebpo.samplers.replay import TrackedReplayBuffer
     from verl_ebpo.tools.cpu.deterministic import DeterministicReplayBuffer
 
-    sim = _SimTrainer(_rewards, timing)
+    sim = _SimTrainer(_rewards, timing, inflight=inflight)
     monkeypatch.setattr(verl_rb, "tq", sim.tq)
     monkeypatch.setattr(replay, "tq", sim.tq)
-    linked = {"filter_groups": {"enable": True, "metric": "reward", "max_inflight_gen_batches": inflight},
-              "train_batch_size": B, "gen_batch_size": None, "sync_refill_failed_groups": False,
-              "reward_model_enable": False, "reward_model_enable_resource_pool": False}
-    cls = DeterministicReplayBuffer if deterministic else TrackedReplayBuffer
-    buffer = cls(trainer_mode="sync", trainer_config={}, max_off_policy_threshold=None, max_off_policy_strategy="drop",
-                 poll_interval=0.0, sampler_kwargs={"verl": linked, **options}, refill_fn=sim._add_prompts_to_generate)
+    buffer = standin_buffer(sim, DeterministicReplayBuffer if deterministic else TrackedReplayBuffer,
+                            max_off_policy_threshold=None, sampler_kwargs=options)
+    buffer.poll_interval = 0.0  # the simulated rollouts advance one tick a poll
     out = []
     for step in range(1, steps + 1):
         sim.global_steps = step
@@ -260,8 +236,8 @@ def test_deterministic_with_one_pass_trains_on_what_is_left(monkeypatch):
 def _with_rows(n):
     init = _SimTrainer.__init__
 
-    def __init__(self, rewards, timing, n_rows=n):
-        init(self, rewards, timing, n_rows=n)
+    def __init__(self, rewards, timing, **kwargs):
+        init(self, rewards, timing, **{**kwargs, "n_rows": n})
         self.total_training_steps = n // B
 
     return __init__

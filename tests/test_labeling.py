@@ -258,5 +258,3 @@ def test_set_field_keeps_types_and_handles_null_structs():
         set_field(t, "a.b", [1, 2, 3])
     with pytest.raises(FieldNotFoundError, match=r"'extra_info\.index\.x' not found: 'extra_info\.index' is of type"):
         read_field(t, "extra_info.index.x")
-    with pytest.raises(TypeError, match="pyarrow Table or a datasets.Dataset, got list"):  # the two tables read
-        read_field([{"extra_info": {"topic": "a"}}], "extra_info.topic")

@@ -245,13 +245,9 @@ def algo_keys(protocol: str, model: str, algo: str) -> dict:
     return keys
 
 
-LINK_MIRRORS = "trainer.v1.sampler.sampler_kwargs.verl."  # the buffer's interpolated copies of compared nodes
-
-
 def differing_keys(base: dict, flat: dict) -> set:
-    """Keys whose values differ (a missing key differs), without the buffer's mirrors of other keys."""
-    keys = {k for k in set(base) | set(flat) if base.get(k, "<missing>") != flat.get(k, "<missing>")}
-    return {k for k in keys if not k.startswith(LINK_MIRRORS)}
+    """Keys whose values differ (a missing key differs)."""
+    return {k for k in set(base) | set(flat) if base.get(k, "<missing>") != flat.get(k, "<missing>")}
 
 
 def schedule(protocol: str, algo: str) -> dict:
@@ -436,7 +432,6 @@ def test_all_four_curriculum_runs_train_the_base_model_in_difficulty_order_for_o
         # one pass over the curriculum whatever the algorithm draws per step (docs/ordering.md#one-pass)
         assert flat["trainer.v1.sampler.custom_sampler.name"] == "TrackedReplayBuffer", algo
         assert flat["trainer.v1.sampler.sampler_kwargs.one_pass"] is True, algo
-        assert flat["trainer.v1.sampler.sampler_kwargs.verl.train_batch_size"] == flat["data.train_batch_size"]
     # the four differ from one another only in their algorithm's keys
     base = flatten(configs[(protocol, model, "grpo_diff")])
     for algo in DIFF_ALGOS:

@@ -4,82 +4,55 @@ The trainer-level behaviour (a DAPO curriculum that ends at the end of its data)
 tests/test_recipes_smoke.py."""
 
 import inspect
-import os
-import types
 
 import pytest
 import torch
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from replay_standins import StandInTrainer, verl_config
+from replay_standins import buffer as _buffer
 from verl_ebpo.advantage.options import from_mapping
 from verl_ebpo.samplers import replay as rules
 from verl_ebpo.tools.algorithms import buffer_overrides
 from verl_ebpo.tools.cpu.launch import CPURun
 
-_BASE = dict(trainer_mode="sync", trainer_config={}, max_off_policy_threshold=8, max_off_policy_strategy="drop")
-_LINKED = {"filter_groups": {"enable": False, "metric": "reward", "max_inflight_gen_batches": 1},
-           "train_batch_size": 8, "gen_batch_size": None, "sync_refill_failed_groups": False,
-           "reward_model_enable": False, "reward_model_enable_resource_pool": False}
-
-
-def _buffer(**kwargs):
-    from verl_ebpo.samplers.replay import TrackedReplayBuffer
-
-    return TrackedReplayBuffer(**{**_BASE, **kwargs})
 
 
 def test_replay_buffer_options_and_refusals():
-    assert _buffer(sampler_kwargs={"verl": _LINKED}).poll_interval == 2.0  # verl's own default
-    fast = _buffer(sampler_kwargs={"verl": _LINKED, "poll_interval_s": 0.05})
-    assert fast.poll_interval == 0.05 and fast.filter_groups_metric is None and fast.gen_batch_size == 8
+    assert _buffer().poll_interval == 2.0  # verl's own default
+    fast = _buffer(sampler_kwargs={"poll_interval_s": 0.05})
+    assert fast.poll_interval == 0.05 and fast.filter_groups_metric is None and fast.gen_batch_size == 4
     assert not fast.one_pass
     with pytest.raises(ValueError, match="poll_interval_s must be a number in \(0, 60\]"):
-        _buffer(sampler_kwargs={"verl": _LINKED, "poll_interval_s": 0})
+        _buffer(sampler_kwargs={"poll_interval_s": 0})
     with pytest.raises(ValueError, match="unknown .* option.*one_passs"):  # a typo is not silently ignored
-        _buffer(sampler_kwargs={"verl": _LINKED, "one_passs": True})
-    with pytest.raises(ValueError, match="sampler_kwargs.verl"):  # could not tell whether DAPO was asked for
-        _buffer(sampler_kwargs={})
-    with pytest.raises(ValueError, match=r"needs .*verl with \['gen_batch_size'"):
-        _buffer(sampler_kwargs={"verl": {"filter_groups": {}}})
+        _buffer(sampler_kwargs={"one_passs": True})
     with pytest.raises(ValueError, match="synchronous"):
-        _buffer(trainer_mode="colocate_async", sampler_kwargs={"verl": _LINKED})
-    dapo = {**_LINKED, "filter_groups": {"enable": True, "metric": None}}
-    with pytest.raises(ValueError, match="metric must be set"):
-        _buffer(sampler_kwargs={"verl": dapo}, refill_fn=lambda n: n)
+        _buffer(trainer_mode="colocate_async")
+    with pytest.raises(ValueError, match="metric must be set"):  # verl's own check, on the trainer's config
+        _buffer(StandInTrainer("algorithm.filter_groups.enable=True", "algorithm.filter_groups.metric=null"))
 
 
-def test_buffer_overrides_compose_with_verl(tmp_path):
-    from hydra import compose, initialize_config_dir
-    from omegaconf import OmegaConf
-
-    import verl.trainer
-
+def test_buffer_overrides_are_the_class_and_its_options():
     keys = buffer_overrides(one_pass=True)
-    assert "+trainer.v1.sampler.sampler_kwargs.one_pass=true" in keys and not any("poll" in k for k in keys)
-    config_dir = os.path.join(os.path.dirname(verl.trainer.__file__), "config")
-    with initialize_config_dir(config_dir=config_dir, version_base=None):
-        cfg = compose(config_name="ppo_trainer", overrides=keys + ["algorithm.filter_groups.enable=True"])
-    OmegaConf.resolve(cfg)
-    kwargs = cfg.trainer.v1.sampler.sampler_kwargs
-    assert kwargs.one_pass is True and rules.filter_arguments(kwargs.verl)["filter_groups_metric"] == "reward"
+    assert keys == ["trainer.v1.sampler.custom_sampler.path=pkg://verl_ebpo.samplers.replay",
+                    "trainer.v1.sampler.custom_sampler.name=TrackedReplayBuffer",
+                    "+trainer.v1.sampler.sampler_kwargs.one_pass=true"]
+    cfg = verl_config(*keys)
+    assert cfg.trainer.v1.sampler.sampler_kwargs == {"one_pass": True}
+    assert buffer_overrides(poll_interval_s=0.05)[2:] == ["+trainer.v1.sampler.sampler_kwargs.poll_interval_s=0.05"]
 
 
 def _build_both_buffers(extra):
     """verl's own buffer and ours, each built by verl's real `PPOTrainer._build_replay_buffer` from the same
     composed, resolved config (CPURun's overrides + `extra`)."""
-    from hydra import compose, initialize_config_dir
-    from omegaconf import OmegaConf, open_dict
-
-    import verl.trainer
+    from omegaconf import open_dict
     from verl.trainer.ppo.v1.trainer_base import PPOTrainer
 
     run = CPURun(model_path="/m", train_files="t.parquet", val_files="v.parquet", out_dir="/tmp/unused",
                  train_batch_size=8, extra=list(extra))
-    config_dir = os.path.join(os.path.dirname(verl.trainer.__file__), "config")
-    with initialize_config_dir(config_dir=config_dir, version_base=None):
-        cfg = compose(config_name="ppo_trainer", overrides=run.overrides())
-    OmegaConf.resolve(cfg)  # as verl's TaskRunner does before building the trainer
+    cfg = verl_config(*run.overrides())
     buffers = []
     for custom in (False, True):
         c = cfg.copy()
@@ -87,9 +60,7 @@ def _build_both_buffers(extra):
             with open_dict(c):
                 c.trainer.v1.sampler.custom_sampler.path = None
                 c.trainer.v1.sampler.custom_sampler.name = None
-        stub = types.SimpleNamespace(config=c, trainer_mode="sync", _add_prompts_to_generate=lambda n: n)
-        stub._resolve_filter_groups_metric = types.MethodType(PPOTrainer._resolve_filter_groups_metric, stub)
-        buffers.append(PPOTrainer._build_replay_buffer(stub))
+        buffers.append(PPOTrainer._build_replay_buffer(StandInTrainer(config=c)))
     return buffers
 
 
@@ -101,8 +72,8 @@ def _build_both_buffers(extra):
     ["data.gen_batch_size=4"],
 ])
 def test_replay_buffer_gets_the_dapo_arguments_verl_gives_its_own(extra):
-    """Canary: verl 0.9.1 hands a custom buffer only the base arguments; ours derives the filtering ones from
-    the linked config exactly as `PPOTrainer._build_replay_buffer` does for verl's own buffer."""
+    """Canary: verl 0.9.1 hands a custom buffer only the base arguments; ours computes the filtering ones from
+    the trainer's config exactly as `PPOTrainer._build_replay_buffer` does for verl's own buffer."""
     from verl.trainer.ppo.v1.replay_buffer import ReplayBuffer
 
     from verl_ebpo.samplers.replay import TrackedReplayBuffer
@@ -137,7 +108,7 @@ def test_verl_replay_buffer_internals_we_use_still_exist():
                                                           "partition_snapshot"]
     assert params(rb.ReplayBuffer._wait_for_next_poll) == ["self", "partition_id", "last_debug_time"]
     assert params(rb.ReplayBuffer._sync_metadata_from_transfer_queue) == ["self"]
-    buffer = _buffer(sampler_kwargs={"verl": _LINKED})
+    buffer = _buffer()
     for attr in ("pending_keys", "running_keys", "finished_keys", "failure_keys", "prompt_global_steps", "partitions"):
         assert isinstance(getattr(buffer, attr), dict), attr
 
@@ -151,7 +122,7 @@ def test_replay_buffer_tallies_the_answers_it_clears(monkeypatch):
     monkeypatch.setattr(replay.tq, "kv_batch_get", lambda keys, partition_id, select_fields: {
         "rm_scores": [torch.tensor(scores[k]) for k in keys]})
     monkeypatch.setattr(replay.tq, "kv_clear", lambda partition_id, keys: cleared.append((partition_id, sorted(keys))))
-    buffer = _buffer(sampler_kwargs={"verl": _LINKED})
+    buffer = _buffer()
     buffer.partitions["train"] = {k: {} for k in scores}
     buffer._clear_groups("train", {"a", "b"})
     assert buffer._discarded == {rules.DISCARDED_ANSWERS: 4.0, rules.DISCARDED_REWARD_SUM: 2.0}
@@ -219,55 +190,29 @@ def test_one_pass_never_draws_past_the_data_and_leaves_less_than_a_batch(batch, 
 
 # ---- the one-pass buffer on verl's real data loader -------------------------------------------------------
 
-class _Trainer:
-    """The attributes of verl's PPOTrainer the one-pass buffer reads (their presence on the real trainer is
-    the canary below), around verl's real StatefulDataLoader."""
-
-    def __init__(self, n, batch, epochs=1, sync_steps=1, workers=0):
-        from omegaconf import OmegaConf
-        from torchdata.stateful_dataloader import StatefulDataLoader
-
-        self.config = OmegaConf.create({"trainer": {"total_epochs": epochs}})
-        self.parameter_sync_step = sync_steps
-        self.train_dataloader = StatefulDataLoader(list(range(n)), batch_size=1, drop_last=True, num_workers=workers)
-        self.train_dataloader_it = None
-        self.total_training_steps = n // batch
-        self.global_steps = 1
-        self.begun = 0
-        self.refilled = []
-
-    def on_train_begin(self):
-        self.begun += 1
-
-    def _add_prompts_to_generate(self, n):
-        for _ in range(n):
-            next(self.train_dataloader_it)
-        self.refilled.append(n)
-        return n
-
-    def draw(self, n):  # what prepare_step does: B prompts
-        for _ in range(n):
-            next(self.train_dataloader_it)
+def _trainer(n, batch, epochs=1, **kwargs):
+    """A DAPO run's trainer (`algorithm.filter_groups.enable=True`) over `n` prompts, `batch` a step."""
+    return StandInTrainer("algorithm.filter_groups.enable=True", "algorithm.filter_groups.metric=acc",
+                          f"trainer.total_epochs={epochs}", n=n, batch=batch, **kwargs)
 
 
-def _one_pass_buffer(trainer, batch):
-    linked = {**_LINKED, "train_batch_size": batch, "filter_groups": {"enable": True, "metric": "acc"}}
-    return _buffer(sampler_kwargs={"verl": linked, "one_pass": True}, refill_fn=trainer._add_prompts_to_generate)
+def _one_pass_buffer(trainer):
+    return _buffer(trainer, sampler_kwargs={"one_pass": True})
 
 
 def test_one_pass_refuses_what_it_cannot_keep_to_one_pass():
     with pytest.raises(ValueError, match="total_epochs=1"):
-        _one_pass_buffer(_Trainer(12, 4, epochs=2), 4)
+        _one_pass_buffer(_trainer(12, 4, epochs=2))
     with pytest.raises(ValueError, match="parameter_sync_step=1"):
-        _one_pass_buffer(_Trainer(12, 4, sync_steps=2), 4)
+        _one_pass_buffer(_trainer(12, 4, sync_steps=2))
 
 
 @pytest.mark.parametrize("workers", [0, 2])
 def test_one_pass_plans_from_the_loaders_position_also_after_a_resume(workers):
     from verl_ebpo.samplers.replay import DataPassEnds
 
-    trainer = _Trainer(n=12, batch=4, workers=workers)  # verl plans 12 // 4 = 3 steps
-    buffer = _one_pass_buffer(trainer, 4)
+    trainer = _trainer(n=12, batch=4, workers=workers)  # verl plans 12 // 4 = 3 steps
+    buffer = _one_pass_buffer(trainer)
     trainer.on_train_begin()  # fresh: 12 left >= 2B, the plan stands
     assert trainer.begun == 1 and trainer.total_training_steps == 3 and buffer._position() == (0, 12)
     trainer.draw(4)  # step 1: prepare_step draws B
@@ -280,10 +225,10 @@ def test_one_pass_plans_from_the_loaders_position_also_after_a_resume(workers):
     assert trainer.total_training_steps == 2
     state = trainer.train_dataloader.state_dict()  # the checkpoint after step 1 (verl's data.pt)
 
-    resumed = _Trainer(n=12, batch=4, workers=workers)  # verl plans 3 steps again on resume
+    resumed = _trainer(n=12, batch=4, workers=workers)  # verl plans 3 steps again on resume
     resumed.train_dataloader.load_state_dict(state)
     resumed.global_steps = 2
-    again = _one_pass_buffer(resumed, 4)
+    again = _one_pass_buffer(resumed)
     resumed.on_train_begin()  # the restored position decides before fit's first step
     assert again._position() == (8, 12) and resumed.total_training_steps == 2
     resumed.draw(4)
@@ -296,22 +241,22 @@ def test_one_pass_plans_from_the_loaders_position_also_after_a_resume(workers):
 
 
 def test_one_pass_ends_a_resumed_run_that_has_no_batch_left():
-    trainer = _Trainer(n=9, batch=4)
-    _one_pass_buffer(trainer, 4)
+    trainer = _trainer(n=9, batch=4)
+    _one_pass_buffer(trainer)
     trainer.train_dataloader_it = iter(trainer.train_dataloader)
     trainer.draw(6)
     state = trainer.train_dataloader.state_dict()
-    resumed = _Trainer(n=9, batch=4)
+    resumed = _trainer(n=9, batch=4)
     resumed.train_dataloader.load_state_dict(state)
     resumed.global_steps = 3
-    _one_pass_buffer(resumed, 4)
+    _one_pass_buffer(resumed)
     resumed.on_train_begin()
     assert resumed.total_training_steps == 2  # fit's loop (global_steps <= total) does not start
 
 
 def test_one_pass_stops_when_the_data_restarts_behind_its_back():
-    trainer = _Trainer(n=8, batch=4)
-    buffer = _one_pass_buffer(trainer, 4)
+    trainer = _trainer(n=8, batch=4)
+    buffer = _one_pass_buffer(trainer)
     trainer.on_train_begin()
     trainer.train_dataloader_it = iter(trainer.train_dataloader)  # what verl's fetch does at StopIteration
     with pytest.raises(RuntimeError, match="second pass"):
@@ -361,7 +306,7 @@ def test_docs_name_every_replay_option_and_bad_values_are_refused():
         from_mapping(rules.ReplayOptions, {"deterministic": True}, rules.PREFIX)
 
 
-# -- sampler_kwargs (what a user writes) is checked before use, naming the key; its verl links are verl's config ---
+# -- sampler_kwargs (what a user writes) is checked before use, naming the key ---
 
 
 @pytest.mark.parametrize("sampler_kwargs, message", [
@@ -379,9 +324,9 @@ def test_sampler_kwargs_from_hydra_as_a_string_is_refused_naming_the_key():
     """`trainer.v1.sampler.sampler_kwargs=one_pass` as Hydra composes it: a DictConfig holding the string."""
     from omegaconf import OmegaConf
 
-    cfg = OmegaConf.create({"sampler_kwargs": {"verl": _LINKED}})
+    cfg = OmegaConf.create({"sampler_kwargs": {"one_pass": False}})
     cfg.sampler_kwargs = "one_pass"
     with pytest.raises(ValueError, match="sampler_kwargs must be a mapping of options"):
         _buffer(sampler_kwargs=cfg.sampler_kwargs)
-    ok = OmegaConf.create({"verl": _LINKED, "one_pass": False})  # a DictConfig is read as before
-    assert _buffer(sampler_kwargs=ok).train_batch_size == 8
+    ok = OmegaConf.create({"poll_interval_s": 0.5, "one_pass": False})  # a DictConfig is read as before
+    assert _buffer(sampler_kwargs=ok).poll_interval == 0.5

@@ -151,7 +151,9 @@ TOUCHES: tuple[Touch, ...] = (
         "verl.trainer.ppo.v1.trainer_base:PPOTrainer._build_replay_buffer",
         "verl_ebpo.samplers.replay:filter_arguments",
         "tests/test_samplers_replay.py::test_replay_buffer_gets_the_dapo_arguments_verl_gives_its_own",
-        "verl passes a custom buffer only its base arguments: the group-filtering ones are re-derived",
+        "verl passes a custom buffer only its base arguments: the group-filtering ones are computed from the "
+        "trainer's config (`refill_fn`'s owner), the metric and its checks by verl's `_resolve_filter_groups_metric`",
+        ("_resolve_filter_groups_metric",),
     ),
     Touch(
         "checkpoint tracker",

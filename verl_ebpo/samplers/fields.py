@@ -39,8 +39,6 @@ def read_field(source: Any, path: str) -> list:
 
     parts = split_path(path)
     if not isinstance(source, pa.Table):  # a datasets.Dataset: read only the top column, its index map applied
-        if not hasattr(source, "select_columns"):
-            raise TypeError(f"a field is read from a pyarrow Table or a datasets.Dataset, got {type(source).__name__}")
         if parts[0] not in source.column_names:
             raise _not_found(path, source.data.schema)
         if len(source) == 0:

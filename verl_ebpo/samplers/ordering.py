@@ -79,11 +79,6 @@ def is_missing(value: Any) -> bool:
                                                                                  and not value.strip())
 
 
-def label_kind(value: Any) -> str | None:
-    """"text" | "integer" | "float" for a topic label (numpy scalars as their Python kind), else None."""
-    return _KINDS.get(type(value.item() if isinstance(value, np.generic) else value))
-
-
 def group_labels(labels: Sequence[Any], field: str) -> tuple[dict[Any, list[int]], list[int]]:
     """Row numbers per label (first-seen order) and the rows without one. A label is text or a number and a field
     holds one kind (1, 1.0, '1' and True never merge): anything else is a ValueError naming the field and a row."""

@@ -16,11 +16,11 @@ step; a curriculum with DAPO would reach its end early and restart from the easi
 3. Once no prompt is left to replace a group DAPO filters, the group is kept (`replay/kept_filtered_groups`) and the
    step trains on what it has, the groups DAPO accepts first, at most B (verl pads a short batch).
 
-verl hands a custom buffer only its base constructor arguments: the DAPO ones are re-derived from linked config
-nodes (`sampler_kwargs.verl`, `filter_arguments`, tested equal to what verl gives its own buffer). The trainer is
-reached through `refill_fn`, a bound method of verl's `PPOTrainer`: the data loader's position (its iterator's
-`_num_yielded`), `total_training_steps` (which ends verl's loop) and the `on_train_begin` hook (run after a resume
-restored the loader, before the first step) -- each a touch with a canary in tests/test_samplers_replay.py.
+verl hands a custom buffer only its base constructor arguments; the DAPO ones are computed from the trainer's config
+as verl computes them for its own buffer (`filter_arguments`, tested equal). The trainer is `refill_fn`'s owner (a
+bound method of verl's `PPOTrainer`): its config, the data loader's position (its iterator's `_num_yielded`),
+`total_training_steps` (which ends verl's loop) and the `on_train_begin` hook (run after a resume restored the
+loader, before the first step) -- each a touch with a canary in tests/test_samplers_replay.py.
 """
 
 from __future__ import annotations
@@ -28,7 +28,6 @@ from __future__ import annotations
 import logging
 import time
 from dataclasses import dataclass
-from typing import Any, Mapping, Optional
 
 import transfer_queue as tq
 from verl.trainer.ppo.v1.replay_buffer import ReplayBuffer
@@ -46,10 +45,6 @@ KEPT_GROUPS = "replay/kept_filtered_groups"  # one_pass: groups DAPO would drop,
 DISCARDED_ANSWERS = "replay/discarded_answers"  # answers generated for training but not trained on (DAPO)
 DISCARDED_REWARD_SUM = "replay/discarded_reward_sum"  # the sum of those answers' rewards
 PREFIX = "trainer.v1.sampler.sampler_kwargs"
-# sampler_kwargs.verl.<name>: verl's config values the buffer derives DAPO's arguments from (`filter_arguments`), each
-# linked to its node by `verl_ebpo.tools.algorithms.buffer_overrides` (verl resolves them before it builds the buffer)
-VERL_LINKS = ("filter_groups", "train_batch_size", "gen_batch_size", "sync_refill_failed_groups", "reward_model_enable",
-              "reward_model_enable_resource_pool")
 
 
 @dataclass(frozen=True)
@@ -58,32 +53,22 @@ class ReplayOptions:
 
     one_pass: bool = False  # end the run when the data's first pass ends (needs trainer.total_epochs=1)
     poll_interval_s: float = 2.0  # seconds between checks for finished rollouts, in (0, 60] (verl's own: 2)
-    verl: Any = None  # (required) `verl.KEY=${NODE}` links to verl's config (`verl_ebpo.tools.algorithms.buffer_overrides`)
 
     def __post_init__(self) -> None:
         if not isinstance(self.one_pass, bool):
             raise ValueError(f"{PREFIX}.one_pass must be true or false, got {self.one_pass!r}")
-        x = self.poll_interval_s
-        if isinstance(x, bool) or not isinstance(x, (int, float)) or not 0 < x <= 60:
-            raise ValueError(f"{PREFIX}.poll_interval_s must be a number in (0, 60], got {x!r}")
+        if type(self.poll_interval_s) not in (int, float) or not 0 < self.poll_interval_s <= 60:
+            raise ValueError(f"{PREFIX}.poll_interval_s must be a number in (0, 60], got {self.poll_interval_s!r}")
 
 
-def filter_arguments(linked: Optional[Mapping]) -> dict:
-    """The filtering arguments verl 0.9.1's `PPOTrainer._build_replay_buffer` (and `_resolve_filter_groups_metric`)
-    gives its own sync buffer, computed the same way from the linked config values (verl's own config)."""
-    if missing := sorted(k for k in VERL_LINKS if k not in (linked or {})):
-        raise ValueError(f"TrackedReplayBuffer needs {PREFIX}.verl with {missing} (links to verl's config, to filter "
-                         "DAPO's groups as verl would): add the overrides of verl_ebpo.tools.algorithms.buffer_overrides()")
-    groups, refill, batch = linked["filter_groups"] or {}, bool(linked["sync_refill_failed_groups"]), linked["train_batch_size"]
-    metric = groups.get("metric") if groups.get("enable", False) else None
-    if groups.get("enable", False) and not metric:
-        raise ValueError("algorithm.filter_groups.metric must be set when group filtering is enabled")
-    if metric and linked["reward_model_enable"] and not linked["reward_model_enable_resource_pool"]:
-        raise ValueError("algorithm.filter_groups requires the reward metric at sampling time: use rule-based "
-                         "reward or reward.reward_model.enable_resource_pool=True")
+def filter_arguments(trainer) -> dict:
+    """The filtering arguments verl 0.9.1's `PPOTrainer._build_replay_buffer` gives its own sync buffer (a custom
+    one gets none), from the trainer's config; the metric and its checks are verl's `_resolve_filter_groups_metric`."""
+    config, metric = trainer.config, trainer._resolve_filter_groups_metric()
+    refill, batch = bool(config.trainer.v1.sampler.get("sync_refill_failed_groups", False)), config.data.train_batch_size
     return {"filter_groups_metric": metric, "sync_refill_failed_groups": refill, "train_batch_size": batch,
-            "gen_batch_size": 1 if metric is not None or refill else (linked["gen_batch_size"] or batch),
-            "max_inflight_gen_batches": groups.get("max_inflight_gen_batches", 1) if metric else 1}
+            "gen_batch_size": 1 if metric is not None or refill else (config.data.get("gen_batch_size") or batch),
+            "max_inflight_gen_batches": config.algorithm.filter_groups.get("max_inflight_gen_batches", 1) if metric else 1}
 
 
 def refill_allowance(left: int, batch: int, is_last: bool, chunk: int = 1) -> int:
@@ -102,33 +87,32 @@ class DataPassEnds(Exception):
 
 
 class TrackedReplayBuffer(ReplayBuffer):
-    def __init__(self, *args, sampler_kwargs=None, poll_interval=None, refill_fn=None, **kwargs):
+    def __init__(self, *args, sampler_kwargs=None, refill_fn=None, **kwargs):
         opts = from_mapping(ReplayOptions, sampler_kwargs, PREFIX)
         if kwargs.get("trainer_mode") != "sync":  # verl passes its arguments by keyword
             raise ValueError(f"TrackedReplayBuffer is verl's synchronous buffer; trainer.v1.trainer_mode="
                              f"{kwargs.get('trainer_mode')!r} needs verl's own (drop the custom_sampler overrides)")
-        kwargs = {**filter_arguments(opts.verl), **kwargs}  # what verl passes explicitly wins
-        super().__init__(*args, sampler_kwargs=sampler_kwargs, refill_fn=refill_fn and self._refill, **kwargs,
-                         poll_interval=opts.poll_interval_s if poll_interval is None else float(poll_interval))
+        trainer = self._trainer = refill_fn.__self__  # verl's PPOTrainer (refill_fn: its `_add_prompts_to_generate`)
+        super().__init__(*args, **kwargs, **filter_arguments(trainer), sampler_kwargs=sampler_kwargs,
+                         refill_fn=self._refill, poll_interval=opts.poll_interval_s)
         self.one_pass, self._trainer_refill = opts.one_pass, refill_fn
-        self._trainer = getattr(refill_fn, "__self__", None)  # verl's PPOTrainer (refill_fn is its bound method)
         self._discarded = {DISCARDED_ANSWERS: 0.0, DISCARDED_REWARD_SUM: 0.0}
         self._is_last, self._kept = True, set()  # the step's last-step flag; groups kept by rule 3
         self._iterator, self._passes = None, 0
         self._settling = None  # the partition whose snapshots wait for every rollout (rule 3's end; deterministic)
         if self.one_pass:
-            if self._trainer.config.trainer.total_epochs != 1:
+            if trainer.config.trainer.total_epochs != 1:
                 raise ValueError(f"{PREFIX}.one_pass ends the run at the end of the data's first pass: set "
-                                 f"trainer.total_epochs=1 (got {self._trainer.config.trainer.total_epochs})")
-            if self._trainer.parameter_sync_step != 1:
+                                 f"trainer.total_epochs=1 (got {trainer.config.trainer.total_epochs})")
+            if trainer.parameter_sync_step != 1:
                 raise ValueError(f"{PREFIX}.one_pass needs parameter_sync_step=1 (one sample per step)")
-            begin = self._trainer.on_train_begin
+            begin = trainer.on_train_begin
 
             def on_train_begin():  # after _load_checkpoint restored the loader, before fit's first step
                 begin()
-                self._plan(self._trainer.global_steps)
+                self._plan(trainer.global_steps)
 
-            self._trainer.on_train_begin = on_train_begin
+            trainer.on_train_begin = on_train_begin
 
     def _position(self) -> tuple[int, int]:
         """(prompts drawn from the loader's current pass, prompts in a pass)."""
@@ -191,10 +175,8 @@ class TrackedReplayBuffer(ReplayBuffer):
     def sample(self, global_steps: int, partition_id: str, batch_size: int):
         if partition_id == "val":
             return super().sample(global_steps, partition_id, batch_size)
-        self._discarded = {DISCARDED_ANSWERS: 0.0, DISCARDED_REWARD_SUM: 0.0}
-        self._kept = set()
-        trainer = self._trainer
-        self._is_last = global_steps >= trainer.total_training_steps
+        self._discarded, self._kept = {DISCARDED_ANSWERS: 0.0, DISCARDED_REWARD_SUM: 0.0}, set()
+        self._is_last = global_steps >= self._trainer.total_training_steps
         try:
             batch, metrics = super().sample(global_steps, partition_id, batch_size)
         except DataPassEnds:  # verl's per-step eviction counts before this point are not in `metrics`
@@ -206,7 +188,8 @@ class TrackedReplayBuffer(ReplayBuffer):
                    DATA_PASS: self._passes}
         if self.one_pass:
             self._plan(global_steps + 1)
-            metrics.update({LAST_STEP: trainer.total_training_steps, KEPT_GROUPS: len(self._kept & self._trained(batch))})
+            metrics.update({LAST_STEP: self._trainer.total_training_steps,
+                            KEPT_GROUPS: len(self._kept & self._trained(batch))})
         return batch, metrics
 
     def _sync_metadata_from_transfer_queue(self) -> None:

@@ -57,16 +57,11 @@ def overrides(algo: str, protocol: str = "paper", *, max_response_length: int = 
 
 
 def buffer_overrides(*, one_pass: bool = False, poll_interval_s: float | None = None) -> list[str]:
-    """The overrides that plug the plugin's `TrackedReplayBuffer` into verl's V1 trainer, with the links to verl's
-    config from which it derives DAPO's arguments as verl does for its own buffer (docs/ordering.md#one-pass)."""
-    links = {"filter_groups": "algorithm.filter_groups", "train_batch_size": "data.train_batch_size",
-             "gen_batch_size": "data.gen_batch_size", "sync_refill_failed_groups": "trainer.v1.sampler.sync_refill_failed_groups",
-             "reward_model_enable": "reward.reward_model.enable",
-             "reward_model_enable_resource_pool": "reward.reward_model.enable_resource_pool"}
+    """The overrides that plug the plugin's `TrackedReplayBuffer` into verl's V1 trainer (docs/ordering.md#one-pass);
+    it computes DAPO's arguments from the trainer's config as verl does for its own buffer."""
     kwargs = "+trainer.v1.sampler.sampler_kwargs"
     return ["trainer.v1.sampler.custom_sampler.path=pkg://verl_ebpo.samplers.replay",
-            "trainer.v1.sampler.custom_sampler.name=TrackedReplayBuffer",
-            *(f"{kwargs}.verl.{k}=${{{node}}}" for k, node in links.items()), *([f"{kwargs}.one_pass=true"] * one_pass),
+            "trainer.v1.sampler.custom_sampler.name=TrackedReplayBuffer", *([f"{kwargs}.one_pass=true"] * one_pass),
             *([] if poll_interval_s is None else [f"{kwargs}.poll_interval_s={float(poll_interval_s):g}"])]
 
 

@@ -16,7 +16,7 @@ from collections import Counter
 from typing import Any, Callable
 
 from verl_ebpo.tools.scorer import load_scorer, sized_for
-from verl_ebpo.samplers.ordering import is_missing, label_kind
+from verl_ebpo.samplers.ordering import is_missing
 from verl_ebpo.tools.cli import one_line
 from verl_ebpo.tools.labeling.io import (
     _SHOW,
@@ -32,7 +32,7 @@ from verl_ebpo.tools.labeling.io import (
 def _is_index_value(key: Any) -> bool:
     """A value an index can be matched on: an integer or text. Not a bool or a float (true == 1 and 2.0 == 2 would
     match rows by accident), nor a list/dict/array from a nested field."""
-    return label_kind(key) in ("integer", "text")
+    return type(key) in (int, str)  # values read from JSON or an Arrow table: Python types
 
 
 def _describe(value: Any) -> str:
