@@ -183,7 +183,7 @@ def test_paper_dapo_logs_its_discarded_answers_with_the_replay_buffer():
     f = flatten(compose(dry_run("qwen3_8b", "dapo")))
     assert f["trainer.v1.sampler.custom_sampler.name"] == "TrackedReplayBuffer"
     assert "trainer.v1.sampler.sampler_kwargs.one_pass" not in f  # every epoch, not one pass
-    assert f["trainer.v1.sampler.sampler_kwargs.verl.filter_groups.enable"] is True  # linked to DAPO's filter
+    assert f["algorithm.filter_groups.enable"] is True  # the buffer reads DAPO's filter from the trainer's config
     f = flatten(compose(dry_run("qwen3_8b", "dapo_diff")))
     assert f["trainer.v1.sampler.sampler_kwargs.one_pass"] is True  # the -diff run keeps its one pass
     # nothing dropped, nothing to log: no buffer for GRPO, EBPO or the authors' DAPO (no dynamic sampling)
