@@ -24,7 +24,7 @@ def test_replay_buffer_options_and_refusals():
     fast = _buffer(sampler_kwargs={"poll_interval_s": 0.05})
     assert fast.poll_interval == 0.05 and fast.filter_groups_metric is None and fast.gen_batch_size == 4
     assert not fast.one_pass
-    with pytest.raises(ValueError, match="poll_interval_s must be a number in \(0, 60\]"):
+    with pytest.raises(ValueError, match=r"poll_interval_s must be a number in \(0, 60\]"):
         _buffer(sampler_kwargs={"poll_interval_s": 0})
     with pytest.raises(ValueError, match="unknown .* option.*one_passs"):  # a typo is not silently ignored
         _buffer(sampler_kwargs={"one_passs": True})
