@@ -16,6 +16,14 @@ def config_get(node, key: str, default=None):
     return default if node is None else node.get(key, default) if hasattr(node, "get") else getattr(node, key, default)
 
 
+def as_number(value) -> float:
+    """`value` as a float ("0.5", as a command line gives it, included); NaN for a bool or anything not a number."""
+    try:
+        return math.nan if isinstance(value, bool) else float(value)
+    except (TypeError, ValueError):
+        return math.nan
+
+
 def from_mapping(cls, mapping=None, prefix: str = "", **defaults):
     """`cls(**mapping)` for a dict / DictConfig / None (a None value: the default; `defaults`: what the mapping's keys
     win over); an unknown key is a ValueError listing the known ones."""
@@ -59,10 +67,7 @@ class EBPOOptions:
             if getattr(self, key) not in allowed:
                 refuse(key, f"one of {list(allowed)}")
         for key in ("prior_decay", "epsilon"):
-            try:
-                x = math.nan if isinstance(getattr(self, key), bool) else float(getattr(self, key))
-            except (TypeError, ValueError):
-                x = math.nan
+            x = as_number(getattr(self, key))
             if not 0.0 < x <= 1.0:
                 refuse(key, "a finite number in (0, 1]")
             object.__setattr__(self, key, x)

@@ -7,7 +7,7 @@ import dataclasses
 import math
 from dataclasses import field
 
-from verl_ebpo.advantage.options import from_mapping
+from verl_ebpo.advantage.options import as_number, from_mapping
 
 __all__ = ["from_mapping", "help_field", "markdown_table", "validate"]
 
@@ -35,10 +35,7 @@ def validate(obj, prefix: str, numbers: dict = {}, choices: dict = {}, checks: d
         try:
             if name in numbers:
                 lo, hi, lo_open, integer = numbers[name]
-                try:
-                    x = math.nan if isinstance(value, bool) else float(value)
-                except (TypeError, ValueError):
-                    x = math.nan
+                x = as_number(value)
                 if not (math.isfinite(x) and (x > lo if lo_open else x >= lo) and x <= hi and (not integer or x == int(x))):
                     raise ValueError(f"must be {'a whole' if integer else 'a finite'} number in "
                                      f"{'(' if lo_open else '['}{lo:g}, {hi:g}{')' if math.isinf(hi) else ']'}")
