@@ -25,6 +25,8 @@ from __future__ import annotations
 
 import torch
 
+from verl_ebpo.advantage.options import EBPOOptions
+
 MAX_ABS_SCORE = 1e100  # (2e100)^2 * weight stays finite for any weight below ~4e107
 ZERO_ADVANTAGE_TOL = 1e-6  # |A| below this counts as "zero advantage" in diagnostics
 F64 = torch.float64
@@ -110,8 +112,7 @@ def ebpo_advantage(token_level_rewards: torch.Tensor, response_mask: torch.Tenso
     """
     from verl.utils.groupwise import as_torch_index
 
-    from verl_ebpo.advantage.options import EBPOOptions
-    from verl_ebpo.advantage.prior import Moments
+    from verl_ebpo.advantage.prior import Moments  # prior imports this module
 
     options = options or EBPOOptions()
     bs = token_level_rewards.shape[0]
