@@ -1,6 +1,6 @@
 """The size rules (issue 47), counted by benchmarks/count_lines.py (ast + tokenize: blank, comment and docstring
 lines do not count): no plugin module over 300 lines; the plugin imports without the tools; the plugin at most 1,200
-code lines and the whole project at most 10,000 (both met: 1,189 and 9,110 on 2026-12-05, from 2,483 and 13,268 when
+code lines and the whole project at most 10,000 (both met: 1,191 and 9,109 on 2026-12-05, from 2,483 and 13,268 when
 the issue was filed)."""
 
 import importlib.util
